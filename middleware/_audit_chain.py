@@ -1,0 +1,286 @@
+"""Audit rows and their hash chain: what `AuditLog` writes and what ``sink.verify()`` checks.
+
+Every row carries the hash of the row before it (``prev_hash``; the first row carries
+`GENESIS_HASH`) and its own ``hash``: the lowercase hex SHA-256 of the canonical JSON
+(``pipeline.canonical_json``) of its index, its entry's fields and ``prev_hash``. Editing a row
+breaks its own hash; deleting, inserting or reordering rows breaks the index or ``prev_hash`` of
+the first row out of place. A sink also keeps a head (row count and last hash) so that removing
+rows from the end is detected too; keep a copy of ``sink.head()`` elsewhere to detect a rewrite
+of the whole tail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pipeline import canonical_json
+
+__all__ = [
+    "DECISIONS",
+    "GENESIS_HASH",
+    "AuditDecision",
+    "AuditEntry",
+    "AuditHead",
+    "AuditRow",
+    "AuditSink",
+    "entry_from_fields",
+    "entry_to_fields",
+    "row_hash",
+    "seal",
+    "verify_rows",
+]
+
+AuditDecision = Literal["allowed", "warned", "approved", "hidden", "denied", "rejected"]
+"""What policy middleware decided about a call (``allowed`` when none said anything)."""
+
+DECISIONS: tuple[AuditDecision, ...] = (
+    "allowed",
+    "warned",
+    "approved",
+    "hidden",
+    "denied",
+    "rejected",
+)
+"""Every decision, weakest first: when several apply to one call, the last in this order wins."""
+
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of the first row."""
+
+TurnStatus = Literal["completed", "failed", "aborted"]
+
+_KINDS = ("tool_call", "turn")
+_STATUSES = ("completed", "failed", "aborted")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """What one audit row records: a completed tool call, or a finished turn."""
+
+    kind: Literal["tool_call", "turn"]
+    """``"tool_call"`` or ``"turn"``."""
+    turn_id: str
+    """The turn."""
+    conversation_id: str | None
+    """The turn's conversation, if any."""
+    recorded_at: datetime
+    """When the call was stored or the turn ended (the event's timestamp, aware)."""
+    call_id: str | None = None
+    """The call's id (tool call rows)."""
+    tool: str | None = None
+    """The tool's name (tool call rows)."""
+    checksum: str | None = None
+    """The call's checksum (tool call rows)."""
+    args: str | None = None
+    """The call's arguments as canonical JSON (tool call rows)."""
+    is_error: bool = False
+    """The call failed; for a turn row, the turn failed."""
+    duration_ms: float | None = None
+    """How long the handler ran (tool call rows), or the turn lasted; None when unknown."""
+    decision: AuditDecision | None = None
+    """What policy middleware decided about the call (tool call rows)."""
+    policy: str | None = None
+    """The policy (middleware namespace) that took that decision, if any."""
+    reason: str | None = None
+    """Why, as the policy put it."""
+    status: TurnStatus | None = None
+    """How the turn ended (turn rows)."""
+    error: str | None = None
+    """The error that failed the turn, as ``"CODE: message"`` (turn rows)."""
+    input: str | None = None
+    """The user input (turn rows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditHead:
+    """The end of a chain: how many rows it has and the last row's hash."""
+
+    count: int
+    """The number of rows."""
+    hash: str
+    """The last row's hash (`GENESIS_HASH` when empty)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One row of an audit chain."""
+
+    index: int
+    """0-based position in the chain."""
+    entry: AuditEntry
+    """What the row records."""
+    prev_hash: str
+    """The previous row's hash (`GENESIS_HASH` for the first row)."""
+    hash: str
+    """This row's hash."""
+
+
+class AuditSink(Protocol):
+    """Where `AuditLog` appends rows. One chain per sink; appends are serialised."""
+
+    def append(self, entries: Sequence[AuditEntry]) -> Awaitable[list[AuditRow]]:
+        """Queue ``entries`` as the next rows (call order is chain order); await durability.
+
+        Must be called from a running event loop; the rows are chained in the order of the
+        ``append`` calls, and the awaitable completes once they are written.
+        """
+        ...
+
+    def rows(self) -> list[AuditRow]:
+        """Return every row, in chain order."""
+        ...
+
+    def head(self) -> AuditHead:
+        """Return the chain's head as written so far."""
+        ...
+
+    def verify(self, *, head: AuditHead | None = None) -> int | None:
+        """Return None when the chain is intact, else the 0-based index of the first bad row."""
+        ...
+
+    def close(self) -> None:
+        """Finish queued appends and release the storage."""
+        ...
+
+
+def entry_to_fields(entry: AuditEntry) -> dict[str, Any]:
+    """Return the entry's fields as plain data (``recorded_at`` in ISO 8601)."""
+    return {
+        "kind": entry.kind,
+        "turn_id": entry.turn_id,
+        "conversation_id": entry.conversation_id,
+        "recorded_at": entry.recorded_at.isoformat(),
+        "call_id": entry.call_id,
+        "tool": entry.tool,
+        "checksum": entry.checksum,
+        "args": entry.args,
+        "is_error": entry.is_error,
+        "duration_ms": entry.duration_ms,
+        "decision": entry.decision,
+        "policy": entry.policy,
+        "reason": entry.reason,
+        "status": entry.status,
+        "error": entry.error,
+        "input": entry.input,
+    }
+
+
+_TEXT_FIELDS = ("turn_id",)
+_OPTIONAL_TEXT_FIELDS = (
+    "conversation_id",
+    "call_id",
+    "tool",
+    "checksum",
+    "args",
+    "policy",
+    "reason",
+    "error",
+    "input",
+)
+
+
+def entry_from_fields(fields: Mapping[str, Any]) -> AuditEntry:
+    """Re-create an entry from `entry_to_fields` output.
+
+    Raises:
+        ValueError: a field is missing or has the wrong type (a corrupt or forged row).
+    """
+    for name in _TEXT_FIELDS:
+        if not isinstance(fields.get(name), str):
+            raise ValueError(f"audit field {name!r} must be text")
+    for name in _OPTIONAL_TEXT_FIELDS:
+        if fields.get(name) is not None and not isinstance(fields[name], str):
+            raise ValueError(f"audit field {name!r} must be text or null")
+    kind, decision, status = fields.get("kind"), fields.get("decision"), fields.get("status")
+    if kind not in _KINDS:
+        raise ValueError(f"audit field 'kind' is {kind!r}")
+    if decision is not None and decision not in DECISIONS:
+        raise ValueError(f"audit field 'decision' is {decision!r}")
+    if status is not None and status not in _STATUSES:
+        raise ValueError(f"audit field 'status' is {status!r}")
+    if not isinstance(fields.get("is_error"), bool):
+        raise ValueError("audit field 'is_error' must be a boolean")
+    duration = fields.get("duration_ms")
+    if duration is not None and (
+        isinstance(duration, bool)
+        or not isinstance(duration, int | float)
+        or not math.isfinite(duration)
+    ):
+        raise ValueError("audit field 'duration_ms' must be a finite number or null")
+    recorded = fields.get("recorded_at")
+    if not isinstance(recorded, str):
+        raise ValueError("audit field 'recorded_at' must be text")
+    return AuditEntry(
+        kind=kind,
+        turn_id=fields["turn_id"],
+        conversation_id=fields.get("conversation_id"),
+        recorded_at=datetime.fromisoformat(recorded),
+        call_id=fields.get("call_id"),
+        tool=fields.get("tool"),
+        checksum=fields.get("checksum"),
+        args=fields.get("args"),
+        is_error=fields["is_error"],
+        duration_ms=None if duration is None else float(duration),
+        decision=decision,
+        policy=fields.get("policy"),
+        reason=fields.get("reason"),
+        status=status,
+        error=fields.get("error"),
+        input=fields.get("input"),
+    )
+
+
+def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
+    """Return the hash of a row from its index, entry fields and previous hash."""
+    text = canonical_json({**fields, "index": index, "prev_hash": prev_hash})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
+    """Chain ``entries`` after ``head``; return the new rows (the caller writes them)."""
+    rows: list[AuditRow] = []
+    index, prev = head.count, head.hash
+    for entry in entries:
+        digest = row_hash(index, entry_to_fields(entry), prev)
+        rows.append(AuditRow(index, entry, prev, digest))
+        index, prev = index + 1, digest
+    return rows
+
+
+def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int | None:
+    """Check a chain read back from storage; ``None`` items are rows that did not parse.
+
+    Returns None when every row is in place and unedited and the chain reaches ``head``;
+    otherwise the index of the first row that is not (``count`` of rows when rows are missing
+    from the end).
+    """
+    prev = GENESIS_HASH
+    count = 0
+    anchor = -1 if head is None else head.count - 1  # the row whose hash the head records
+    anchored = GENESIS_HASH
+    for i, row in enumerate(rows):
+        if (
+            row is None
+            or row.index != i
+            or row.prev_hash != prev
+            or row_hash(i, entry_to_fields(row.entry), prev) != row.hash
+        ):
+            return i
+        if i == anchor:
+            anchored = row.hash
+        prev = row.hash
+        count = i + 1
+    if head is not None and head.count > 0:
+        if head.count > count:
+            return count
+        if anchored != head.hash:
+            return anchor
+    return None
+
+
+for _cls in (AuditEntry, AuditHead, AuditRow, AuditSink):
+    _cls.__module__ = "middleware"

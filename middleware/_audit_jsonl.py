@@ -1,0 +1,193 @@
+"""`JsonlAuditSink`: an audit chain in a JSON Lines file (see `middleware._audit_sinks`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pipeline import InvalidMiddlewareConfigError
+
+from ._audit_chain import (
+    GENESIS_HASH,
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    entry_from_fields,
+    entry_to_fields,
+    seal,
+    verify_rows,
+)
+from ._audit_sinks import SQL_COLUMNS, Synchronous, Worker, check_options, resume
+
+__all__ = ["JsonlAuditSink"]
+
+_JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
+
+
+def _json_row(line: bytes) -> AuditRow | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.keys() != _JSON_KEYS:
+        return None
+    index, prev_hash, digest = data.pop("index"), data.pop("prev_hash"), data.pop("hash")
+    if type(index) is not int or not isinstance(prev_hash, str) or not isinstance(digest, str):
+        return None
+    try:
+        return AuditRow(index, entry_from_fields(data), prev_hash, digest)
+    except ValueError:
+        return None
+
+
+def _json_line(row: AuditRow) -> bytes:
+    fields = entry_to_fields(row.entry)
+    fields.update(index=row.index, prev_hash=row.prev_hash, hash=row.hash)
+    return (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _last_line(path: str) -> bytes | None:
+    """Return the file's last complete line (without reading the whole file), if any."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        pos, tail = end, b""
+        while pos > 0:
+            step = min(4096, pos)
+            pos -= step
+            f.seek(pos)
+            tail = f.read(step) + tail
+            body = tail.rstrip(b"\n")
+            cut = body.rfind(b"\n")
+            if cut >= 0:
+                return body[cut + 1 :]
+        body = tail.rstrip(b"\n")
+        return body or None
+
+
+class JsonlAuditSink:
+    """An audit chain in a JSON Lines file, one row per line, with a ``<path>.head`` file.
+
+    Args:
+        path: The file (created when missing; appended to otherwise).
+        synchronous: ``"full"`` (default: ``fsync`` after every append) or ``"normal"``.
+
+    Raises:
+        InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
+    """
+
+    __slots__ = ("_file", "_fsync", "_head", "_head_path", "_path", "_worker")
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+        """Open (or create) the file; see the class docstring."""
+        self._path = check_options("JsonlAuditSink", path, synchronous)
+        self._head_path = self._path + ".head"
+        self._fsync = synchronous == "full"
+        self._head = AuditHead(0, GENESIS_HASH)
+        self._worker = Worker("loopware-audit")
+        try:
+            self._file = self._worker.call(self._open)
+        except OSError as exc:
+            self._worker.close(lambda: None)
+            raise InvalidMiddlewareConfigError(
+                f"JsonlAuditSink: cannot open {self._path!r}: {exc}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        """Show the file and the number of rows appended so far."""
+        return f"JsonlAuditSink({self._path!r}, rows={self._head.count})"
+
+    def _open(self) -> Any:
+        handle = open(self._path, "ab+")  # noqa: SIM115 - kept open for the sink's lifetime
+        try:
+            row: AuditRow | None = None
+            size = handle.seek(0, os.SEEK_END)
+            if size:
+                handle.seek(size - 1)
+                if handle.read(1) != b"\n":  # a torn last line: end it, verify() reports it
+                    handle.write(b"\n")
+                    handle.flush()
+                line = _last_line(self._path)
+                row = None if line is None else _json_row(line)
+                if row is None:  # damaged tail: continue after the last row that parses
+                    for candidate in self._iter_rows():
+                        row = candidate or row
+            last = None if row is None else AuditHead(row.index + 1, row.hash)
+            self._head = resume(last, self._stored_head())
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        rows = seal(entries, self._head)
+        if not rows:
+            return rows
+        handle = self._file
+        handle.write(b"".join(_json_line(row) for row in rows))
+        handle.flush()
+        if self._fsync:
+            os.fsync(handle.fileno())
+        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+        temp = self._head_path + ".tmp"
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump({"count": head.count, "hash": head.hash}, f)
+            f.flush()
+            if self._fsync:
+                os.fsync(f.fileno())
+        os.replace(temp, self._head_path)
+        self._head = head
+        return rows
+
+    def _stored_head(self) -> AuditHead | None:
+        try:
+            with open(self._head_path, encoding="utf-8") as f:
+                data = json.load(f)
+            return AuditHead(int(data["count"]), str(data["hash"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _iter_rows(self) -> Iterator[AuditRow | None]:
+        with open(self._path, "rb") as f:
+            for line in f:
+                yield _json_row(line)
+
+    def _verify(self, head: AuditHead | None) -> int | None:
+        return verify_rows(self._iter_rows(), head if head is not None else self._stored_head())
+
+    def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
+        """Queue ``entries`` as the next rows; the future completes once they are written."""
+        return self._worker.schedule(self._write, tuple(entries))
+
+    def rows(self) -> list[AuditRow]:
+        """Return every row in chain order.
+
+        Raises:
+            ValueError: a line does not parse (it was tampered with; `verify` locates it).
+        """
+        rows = self._worker.call(lambda: list(self._iter_rows()))
+        for i, row in enumerate(rows):
+            if row is None:
+                raise ValueError(f"audit row {i} of {self._path!r} is malformed")
+        return [row for row in rows if row is not None]
+
+    def head(self) -> AuditHead:
+        """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
+        return self._worker.call(lambda: self._head)
+
+    def verify(self, *, head: AuditHead | None = None) -> int | None:
+        """Return None when the chain is intact, else the 0-based index of the first bad row.
+
+        Args:
+            head: A head saved earlier with `head`; by default the one in ``<path>.head``.
+        """
+        return self._worker.call(self._verify, head)
+
+    def close(self) -> None:
+        """Finish queued appends and close the file (idempotent)."""
+        self._worker.close(lambda: self._file.close())
+
+
+JsonlAuditSink.__module__ = "middleware"

@@ -1,0 +1,281 @@
+"""`SqliteAuditSink` (the default audit sink) and what every built-in sink shares.
+
+The built-in sinks (this one and `JsonlAuditSink`) run their I/O on one worker thread of their
+own, so the event loop never waits on disk and appends are chained strictly in the order
+``append`` was called, whichever turn they come from.
+``synchronous="full"`` (the default) makes every append survive power loss (SQLite
+``synchronous=FULL``; ``fsync`` for JSON Lines); ``"normal"`` survives a process kill.
+``rows()``, ``head()`` and ``verify()`` are synchronous: they wait for queued appends first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from pipeline import InvalidMiddlewareConfigError
+
+from ._audit_chain import (
+    GENESIS_HASH,
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    entry_from_fields,
+    entry_to_fields,
+    seal,
+    verify_rows,
+)
+
+__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "Worker", "check_options", "resume"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Synchronous = Literal["full", "normal"]
+
+class Worker:
+    """One thread running a sink's jobs in submission order."""
+
+    __slots__ = ("_closed", "_executor")
+
+    def __init__(self, name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._closed = False
+
+    def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._closed:
+            raise ValueError("the audit sink is closed")
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+    def schedule(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[R]:
+        if self._closed:
+            raise ValueError("the audit sink is closed")
+        return asyncio.wrap_future(self._executor.submit(fn, *args, **kwargs))
+
+    def close(self, last: Callable[[], None]) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.submit(last).result()
+        self._executor.shutdown(wait=True)
+
+
+def check_options(owner: str, path: object, synchronous: object) -> str:
+    bad: list[str] = []
+    if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+        bad.append(f"path must be a non-empty str or path, got {path!r}")
+    if synchronous not in ("full", "normal"):
+        bad.append(f"synchronous must be 'full' or 'normal', got {synchronous!r}")
+    if bad:
+        raise InvalidMiddlewareConfigError(f"{owner}: " + "; ".join(bad))
+    assert isinstance(path, str | os.PathLike)
+    return os.fspath(path)
+
+
+SQL_COLUMNS = (
+    "kind",
+    "turn_id",
+    "conversation_id",
+    "recorded_at",
+    "call_id",
+    "tool",
+    "checksum",
+    "args",
+    "is_error",
+    "duration_ms",
+    "decision",
+    "policy",
+    "reason",
+    "status",
+    "error",
+    "input",
+)
+_SQL_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations "
+    "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS audit_rows (
+        idx INTEGER PRIMARY KEY, kind TEXT, turn_id TEXT, conversation_id TEXT,
+        recorded_at TEXT, call_id TEXT, tool TEXT, checksum TEXT, args TEXT, is_error,
+        duration_ms, decision TEXT, policy TEXT, reason TEXT, status TEXT, error TEXT,
+        input TEXT, prev_hash TEXT, hash TEXT
+    )""",
+    "CREATE TABLE IF NOT EXISTS audit_head "
+    "(id INTEGER PRIMARY KEY CHECK (id = 1), count INTEGER NOT NULL, hash TEXT NOT NULL)",
+    "INSERT OR IGNORE INTO schema_migrations VALUES (1, datetime('now'))",
+)
+_SQL_INSERT = (
+    "INSERT INTO audit_rows (idx, "
+    + ", ".join(SQL_COLUMNS)
+    + ", prev_hash, hash) VALUES ("
+    + ", ".join("?" * (len(SQL_COLUMNS) + 3))
+    + ")"
+)
+_SQL_SELECT = "SELECT idx, " + ", ".join(SQL_COLUMNS) + ", prev_hash, hash FROM audit_rows"
+
+
+def _sql_values(row: AuditRow) -> tuple[Any, ...]:
+    fields = entry_to_fields(row.entry)
+    fields["is_error"] = int(row.entry.is_error)
+    return (row.index, *(fields[c] for c in SQL_COLUMNS), row.prev_hash, row.hash)
+
+
+def _sql_row(values: Sequence[Any]) -> AuditRow | None:
+    fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
+    flag = fields["is_error"]
+    if type(flag) is not int or flag not in (0, 1):
+        return None
+    fields["is_error"] = bool(flag)
+    index, prev_hash, digest = values[0], values[-2], values[-1]
+    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
+        return None
+    try:
+        return AuditRow(index, entry_from_fields(fields), prev_hash, digest)
+    except ValueError:
+        return None
+
+
+def resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
+    """Where appends continue: after the stored head unless rows were written past it.
+
+    Continuing after the stored head even when rows are missing from the end keeps that
+    truncation detectable: the next row's index and ``prev_hash`` do not fit the rows before it.
+    """
+    if stored is not None and (last is None or stored.count >= last.count):
+        return stored
+    return last or AuditHead(0, GENESIS_HASH)
+
+
+class SqliteAuditSink:
+    """An audit chain in an SQLite table (WAL; each append is one transaction).
+
+    Args:
+        path: The database file (created when missing). It may be the same file as a
+            `SqliteStore`; the tables do not clash.
+        synchronous: ``"full"`` (default) or ``"normal"`` (see the module docstring).
+
+    Raises:
+        InvalidMiddlewareConfigError: a bad option, or a file that is not an SQLite database.
+    """
+
+    __slots__ = ("_conn", "_head", "_path", "_worker")
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+        """Open (or create) the chain; see the class docstring."""
+        self._path = check_options("SqliteAuditSink", path, synchronous)
+        self._conn: sqlite3.Connection | None = None
+        self._head = AuditHead(0, GENESIS_HASH)
+        self._worker = Worker("loopware-audit")
+        try:
+            self._worker.call(self._open, synchronous)
+        except sqlite3.Error as exc:
+            self._worker.close(self._close)
+            raise InvalidMiddlewareConfigError(
+                f"SqliteAuditSink: cannot open {self._path!r}: {exc}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        """Show the file and the number of rows appended so far."""
+        return f"SqliteAuditSink({self._path!r}, rows={self._head.count})"
+
+    def _open(self, synchronous: str) -> None:
+        conn = self._conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SQL_SCHEMA:
+                conn.execute(statement)
+            last = conn.execute(
+                "SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1"
+            ).fetchone()
+            stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.execute("COMMIT")
+        self._head = resume(
+            None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
+            None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
+        )
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ValueError("the audit sink is closed")
+        return self._conn
+
+    def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        rows = seal(entries, self._head)
+        if not rows:
+            return rows
+        conn = self._connection()
+        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(_SQL_INSERT, [_sql_values(row) for row in rows])
+            conn.execute(
+                "INSERT OR REPLACE INTO audit_head (id, count, hash) VALUES (1, ?, ?)",
+                (head.count, head.hash),
+            )
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.execute("COMMIT")
+        self._head = head
+        return rows
+
+    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            values = conn.execute(_SQL_SELECT + " ORDER BY idx").fetchall()
+            head = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
+        finally:
+            conn.execute("COMMIT")
+        stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
+        return [_sql_row(v) for v in values], stored
+
+    def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
+        """Queue ``entries`` as the next rows; the future completes once they are committed."""
+        return self._worker.schedule(self._write, tuple(entries))
+
+    def rows(self) -> list[AuditRow]:
+        """Return every row in chain order.
+
+        Raises:
+            ValueError: a row does not parse (it was tampered with; `verify` locates it).
+        """
+        rows, _ = self._worker.call(self._read)
+        for i, row in enumerate(rows):
+            if row is None:
+                raise ValueError(f"audit row {i} of {self._path!r} is malformed")
+        return [row for row in rows if row is not None]
+
+    def head(self) -> AuditHead:
+        """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
+        return self._worker.call(lambda: self._head)
+
+    def verify(self, *, head: AuditHead | None = None) -> int | None:
+        """Return None when the chain is intact, else the 0-based index of the first bad row.
+
+        Args:
+            head: A head saved earlier with `head`; by default the one stored with the rows.
+        """
+        rows, stored = self._worker.call(self._read)
+        return verify_rows(rows, head if head is not None else stored)
+
+    def close(self) -> None:
+        """Finish queued appends and close the database (idempotent)."""
+        self._worker.close(self._close)
+
+
+for _cls in (SqliteAuditSink,):
+    _cls.__module__ = "middleware"

@@ -1,0 +1,51 @@
+"""Recording a policy decision: in the stash under ``<namespace>.decisions`` and as a Log event.
+
+Every built-in policy that takes a decision about a call (hide, refuse, warn) records it as a
+``{"tool", "checksum", "iteration", "action", "reason"}`` entry in the stash and emits a
+``policy.decision`` `Log` (info) whose payload also carries ``policy`` and ``call_id``, which is
+what an audit log reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pipeline import DispatchContext, TurnContext
+
+__all__ = ["Action", "record_decision"]
+
+Action = Literal["allowed", "hidden", "denied", "approved", "rejected", "warned"]
+"""What a policy did about a call."""
+
+
+def record_decision(
+    ctx: TurnContext | DispatchContext,
+    namespace: str,
+    *,
+    tool: str | None,
+    checksum: str | None,
+    call_id: str | None,
+    action: Action,
+    reason: str,
+) -> None:
+    """Append a decision to ``<namespace>.decisions`` and emit it as a ``policy.decision`` log."""
+    iteration = ctx.iteration if isinstance(ctx, DispatchContext) else None
+    entry: dict[str, Any] = {
+        "tool": tool,
+        "checksum": checksum,
+        "iteration": iteration,
+        "action": action,
+        "reason": reason,
+    }
+    ctx.stash.update(f"{namespace}.decisions", lambda entries: [*entries, entry], default=[])
+    ctx.log.info(
+        "policy.decision",
+        f"{namespace}: {action} {tool or 'dispatch'}: {reason}",
+        policy=namespace,
+        tool=tool,
+        checksum=checksum,
+        call_id=call_id,
+        iteration=iteration,
+        action=action,
+        reason=reason,
+    )

@@ -1,0 +1,213 @@
+"""`ToolCallLimit`: caps completed calls per tool and in total within a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+from pipeline import CallNext, DispatchContext, InvalidMiddlewareConfigError, PolicyViolationError
+
+from ._decisions import record_decision
+from ._options import check_choice, check_int, check_namespace
+from ._registration import dispatch_input, dispatch_output
+
+__all__ = ["ToolCallLimit"]
+
+OnExceed = Literal["hide", "nack"]
+
+_ACTIONS: tuple[OnExceed, ...] = ("hide", "nack")
+_NO_LIMITS: Mapping[str, int] = MappingProxyType({})
+
+
+def _increment(count: int) -> int:
+    return count + 1
+
+
+class ToolCallLimit:
+    """Cap how many calls per tool (and in total) complete within one turn.
+
+    Completed calls (``is_error=False``) count towards the limits; failed calls are counted
+    apart and never use up a limit. With ``on_exceed="hide"`` a tool is hidden from the model
+    once it has completed its limit (all tools once ``total`` is reached), and stays hidden for
+    the rest of the turn, even tools registered later such as forged artifact tools. With
+    ``on_exceed="nack"`` the dispatch ends with `PolicyViolationError` when a call goes past a
+    limit.
+
+    Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>``,
+    ``failed.<tool>``, ``total`` (completed, all tools), ``exhausted`` (tools hidden for their
+    own limit) and ``decisions``.
+
+    Args:
+        limits: Tool name to the most completed calls allowed (at least 1).
+        total: The most completed calls allowed across all tools, or None.
+        on_exceed: ``"hide"`` or ``"nack"``.
+        namespace: The stash path of its counts and decisions.
+
+    Raises:
+        InvalidMiddlewareConfigError: no limit at all, a bad tool name or limit, or another
+            option out of range.
+    """
+
+    __slots__ = (
+        "_completed",
+        "_exhausted",
+        "_failed",
+        "_limits",
+        "_namespace",
+        "_on_exceed",
+        "_total",
+        "_total_path",
+    )
+
+    def __init__(
+        self,
+        limits: Mapping[str, int] = _NO_LIMITS,
+        total: int | None = None,
+        on_exceed: OnExceed = "hide",
+        *,
+        namespace: str = "loopware.limit",
+    ) -> None:
+        """Configure the limits (see the class docstring)."""
+        owner = "ToolCallLimit"
+        given: object = limits  # checked at run time whatever the annotation says
+        if not isinstance(given, Mapping):
+            raise InvalidMiddlewareConfigError(
+                f"{owner}: limits must map tool names to ints, got {limits!r}", option="limits"
+            )
+        checked: dict[str, int] = {}
+        for tool, limit in given.items():
+            if not isinstance(tool, str) or not tool:
+                raise InvalidMiddlewareConfigError(
+                    f"{owner}: limits keys must be tool names, got {tool!r}", option="limits"
+                )
+            checked[tool] = check_int(owner, f"limits[{tool!r}]", limit, minimum=1)
+        self._limits: Mapping[str, int] = MappingProxyType(checked)
+        self._total = None if total is None else check_int(owner, "total", total, minimum=1)
+        if not checked and self._total is None:
+            raise InvalidMiddlewareConfigError(
+                f"{owner}: give per-tool limits, total=, or both", option="limits"
+            )
+        self._on_exceed = check_choice(owner, "on_exceed", on_exceed, _ACTIONS)
+        self._namespace = check_namespace(owner, namespace)
+        self._completed = f"{namespace}.completed."
+        self._failed = f"{namespace}.failed."
+        self._total_path = f"{namespace}.total"
+        self._exhausted = f"{namespace}.exhausted"
+
+    def __repr__(self) -> str:
+        """Show the configuration."""
+        return (
+            f"ToolCallLimit({dict(self._limits)!r}, total={self._total}, "
+            f"on_exceed={self._on_exceed!r}, namespace={self._namespace!r})"
+        )
+
+    @property
+    def limits(self) -> Mapping[str, int]:
+        """Per-tool limits (read-only)."""
+        return self._limits
+
+    @property
+    def total(self) -> int | None:
+        """The limit across all tools, if any."""
+        return self._total
+
+    @property
+    def on_exceed(self) -> OnExceed:
+        """The action taken."""
+        return self._on_exceed
+
+    @property
+    def namespace(self) -> str:
+        """The stash path of its counts and decisions."""
+        return self._namespace
+
+    @dispatch_input
+    async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
+        """Re-hide exhausted tools, which tools registered since (forged ones) would escape."""
+        if self._on_exceed == "hide":
+            stash = ctx.stash
+            exhausted: list[str] | None = stash.get(self._exhausted)
+            if exhausted:
+                ctx.tools.hide(*exhausted)
+            if self._total is not None and stash.get(self._total_path, 0) >= self._total:
+                ctx.tools.hide(*(tool.name for tool in ctx.tools.visible()))
+        await call_next()
+
+    @dispatch_output
+    async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
+        """Count the calls of this iteration and act on any limit reached."""
+        stash = ctx.stash
+        limits = self._limits
+        total_limit = self._total
+        for call in ctx.new_tool_calls:
+            tool = call.tool
+            if call.is_error:
+                stash.update(f"{self._failed}{tool}", _increment, 0)
+                continue
+            count: int = stash.update(f"{self._completed}{tool}", _increment, 0)
+            total: int = stash.update(self._total_path, _increment, 0)
+            limit = limits.get(tool)
+            if limit is not None and (
+                count > limit or (count == limit and self._on_exceed == "hide")
+            ):
+                self._act(ctx, tool, call.checksum, call.id, f"{count} of {limit} calls allowed")
+            if total_limit is not None and (
+                total > total_limit or (total == total_limit and self._on_exceed == "hide")
+            ):
+                self._act(
+                    ctx,
+                    tool,
+                    call.checksum,
+                    call.id,
+                    f"{total} of {total_limit} calls allowed in total",
+                    every_tool=True,
+                )
+        await call_next()
+
+    def _act(
+        self,
+        ctx: DispatchContext,
+        tool: str,
+        checksum: str,
+        call_id: str,
+        reason: str,
+        *,
+        every_tool: bool = False,
+    ) -> None:
+        if self._on_exceed == "hide":
+            if every_tool:
+                ctx.tools.hide(*(t.name for t in ctx.tools.visible()))
+            else:
+                ctx.tools.hide(tool)
+                exhausted: list[str] = ctx.stash.get(self._exhausted) or []
+                if tool not in exhausted:
+                    ctx.stash.set(self._exhausted, [*exhausted, tool])
+            action: Literal["hidden", "denied"] = "hidden"
+        else:
+            action = "denied"
+            if not ctx.is_signalled:
+                ctx.nack(
+                    PolicyViolationError(
+                        f"limit: {tool}: {reason}",
+                        policy=self._namespace,
+                        details={
+                            "tool": tool,
+                            "checksum": checksum,
+                            "call_id": call_id,
+                            "reason": reason,
+                        },
+                    )
+                )
+        record_decision(
+            ctx,
+            self._namespace,
+            tool=tool,
+            checksum=checksum,
+            call_id=call_id,
+            action=action,
+            reason=reason,
+        )
+
+
+ToolCallLimit.__module__ = "middleware"

@@ -1,0 +1,64 @@
+"""Resolving `TurnRunner(middleware=[...])` items into ordered onions, one per stage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ._onion import Onion
+from ._stages import STAGES, EventObserver, MiddlewareProvider, MiddlewareSpec, Stage
+
+__all__ = ["build_onions", "resolve_item"]
+
+
+def resolve_item(item: object) -> list[MiddlewareSpec]:
+    """Return the specs an item contributes, in registration order.
+
+    Raises:
+        TypeError: the item is neither a provider nor an instance with registered methods.
+    """
+    if isinstance(item, MiddlewareProvider):
+        specs = list(item.middleware_specs())
+    else:
+        specs = []
+        seen: set[str] = set()
+        for klass in reversed(type(item).__mro__):
+            for attr, value in vars(klass).items():
+                regs = getattr(value, "__loopware_registrations__", None)
+                if regs is None or attr in seen:
+                    continue
+                seen.add(attr)
+                # the most-derived definition of the method wins
+                regs = getattr(getattr(type(item), attr), "__loopware_registrations__", regs)
+                specs.extend(reg.bind(item) for reg in regs)
+        if not specs and not isinstance(item, EventObserver):
+            raise TypeError(
+                f"{item!r} is not middleware: pass a middleware.Middleware set or an instance "
+                "of a class whose methods are decorated with middleware stage decorators"
+            )
+    for spec in specs:
+        checked: object = spec
+        if not isinstance(checked, MiddlewareSpec) or checked.stage not in STAGES:
+            raise TypeError(f"{item!r} produced an invalid middleware spec: {spec!r}")
+    return specs
+
+
+def build_onions(
+    items: Sequence[object], plain: Mapping[Stage, Iterable[Callable[[Any, Any], Any]]]
+) -> dict[Stage, Onion]:
+    """Order every stage's middleware by (order, list position, registration order)."""
+    ranked: dict[Stage, list[tuple[int, int, int, MiddlewareSpec]]] = {s: [] for s in STAGES}
+    position = 0
+    for position, item in enumerate(items):
+        for index, spec in enumerate(resolve_item(item)):
+            ranked[spec.stage].append((spec.order, position, index, spec))
+    base = position + 1
+    for stage in STAGES:
+        for index, fn in enumerate(plain.get(stage, ())):
+            name = getattr(fn, "__qualname__", None) or repr(fn)
+            ranked[stage].append((0, base, index, MiddlewareSpec(stage, name, fn)))
+    onions: dict[Stage, Onion] = {}
+    for stage, entries in ranked.items():
+        entries.sort(key=lambda e: (e[0], e[1], e[2]))
+        onions[stage] = Onion([e[3].fn for e in entries], [e[3].name for e in entries])
+    return onions

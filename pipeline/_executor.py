@@ -1,0 +1,221 @@
+"""`ToolLoopExecutor`: the standard executor (model call, tool calls, storage, ack)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._artifact import SpooledArtifact
+from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
+from ._media import Media
+from ._model import ChatModel, Message, ModelRequest, ProposedToolCall
+from ._toolcall import ToolCall
+
+if TYPE_CHECKING:
+    from ._context import DispatchContext
+    from ._tool import Tool
+
+__all__ = ["ToolLoopExecutor"]
+
+Results = str | SpooledArtifact | Media | tuple[Media, ...]
+
+
+class ToolLoopExecutor:
+    """The standard executor: ask the model, run the calls it proposes, store them, ack.
+
+    Per iteration it renders the visible tools, calls the model once, and for every proposed
+    call parses the JSON arguments, runs ``tool.executor(ctx)`` and stores a `ToolCall`. Bad
+    arguments, unknown tools and failing handlers become error calls the model reads on the
+    next iteration; they never end the turn. No proposed calls means the model answered: the
+    text is stored as the assistant message and the dispatch is acked.
+
+    Args:
+        model: Any `ChatModel`.
+        parallel_tool_calls: Run the calls proposed together concurrently (stored in proposal
+            order either way).
+        inline_limit: Text results up to this many UTF-8 bytes are shown to the model whole
+            (``inline=True``); longer ones are shown as an artifact handle the model queries
+            with artifact tools.
+    """
+
+    __slots__ = ("inline_limit", "model", "parallel_tool_calls")
+
+    def __init__(
+        self, model: ChatModel, *, parallel_tool_calls: bool = False, inline_limit: int = 4096
+    ) -> None:
+        """Configure the executor."""
+        if not callable(getattr(model, "complete", None)):
+            raise TypeError(f"model must implement ChatModel.complete, got {model!r}")
+        limit: object = inline_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError("inline_limit must be a non-negative int")
+        self.model = model
+        self.parallel_tool_calls = parallel_tool_calls
+        self.inline_limit = inline_limit
+
+    def __repr__(self) -> str:
+        """Show the model and options."""
+        return (
+            f"ToolLoopExecutor({self.model!r}, parallel_tool_calls={self.parallel_tool_calls}, "
+            f"inline_limit={self.inline_limit})"
+        )
+
+    async def __call__(self, ctx: DispatchContext) -> None:
+        """Run one iteration on ``ctx``."""
+        turn = ctx.turn
+        visible = ctx.tools.visible()
+        request = ModelRequest(
+            system_prompt=ctx.system_prompt,
+            messages=tuple(turn._messages),
+            tool_calls=(*turn._history_calls, *turn._calls)
+            if turn._history_calls
+            else tuple(turn._calls),
+            tools=tuple(t.describe() for t in visible),
+        )
+        response = await self.model.complete(request)
+        proposed = list(response.tool_calls)
+        if not proposed:
+            await ctx.store_message(Message(role="assistant", content=response.text or ""))
+            ctx.ack()
+            return
+        ids = _unique_ids(ctx, proposed)
+        await ctx.store_message(
+            Message(role="assistant", content=response.text or "", tool_call_ids=tuple(ids))
+        )
+        if self.parallel_tool_calls and len(proposed) > 1:
+            calls = await asyncio.gather(
+                *(self._run(ctx, p, cid) for p, cid in zip(proposed, ids, strict=True))
+            )
+            for call in calls:
+                await ctx.store_tool_call(call)
+            return
+        for p, cid in zip(proposed, ids, strict=True):
+            if turn._aborted:
+                return
+            await ctx.store_tool_call(await self._run(ctx, p, cid))
+
+    async def _run(
+        self, ctx: DispatchContext, proposed: ProposedToolCall, call_id: str
+    ) -> ToolCall:
+        name = proposed.name
+        text = proposed.arguments
+        try:
+            args = json.loads(text) if text.strip() else {}
+        except ValueError as exc:
+            where = (
+                f" at line {exc.lineno} column {exc.colno}"
+                if isinstance(exc, json.JSONDecodeError)
+                else ""
+            )
+            return _error(
+                call_id,
+                name,
+                {},
+                f"Error: the arguments for {name!r} are not valid JSON ({_reason(exc)}{where}); "
+                "send a JSON object.",
+            )
+        if not isinstance(args, dict):
+            return _error(
+                call_id,
+                name,
+                {},
+                f"Error: the arguments for {name!r} must be a JSON object, got {_json_kind(args)}.",
+            )
+        tool = ctx.tools.get(name)
+        if tool is None:
+            available = ", ".join(t.name for t in ctx.tools.visible()) or "(none)"
+            err = ToolNotFoundError(
+                f"unknown tool {name!r}; available tools: {available}", tool_name=name
+            )
+            return _error(call_id, name, args, f"Error: {err}")
+        try:
+            output = await tool.executor(ctx)(args)
+        except TurnAbortedError:
+            raise
+        except LoopError as exc:
+            return _error(call_id, name, args, f"Error: {exc}")
+        return self._completed(ctx, tool, call_id, args, output)
+
+    def _completed(
+        self,
+        ctx: DispatchContext,
+        tool: Tool[Any],
+        call_id: str,
+        args: dict[str, Any],
+        output: object,
+    ) -> ToolCall:
+        from ._forge import ArtifactTool
+
+        if isinstance(tool, ArtifactTool):
+            body = output if isinstance(output, str) else str(output)
+            return ToolCall.completed(
+                id=call_id, tool=tool.name, args=args, results=body, from_artifact_tool=True
+            )
+        results: Results
+        inline = False
+        if isinstance(output, (str, bytes)):
+            reader = ctx.spool.write(f"{ctx.turn_id}/{call_id}", output)
+            results = tool.artifact_class(reader)
+            size = (
+                len(output)
+                if isinstance(output, bytes)
+                else len(output.encode("utf-8", "surrogatepass"))
+            )
+            inline = size <= self.inline_limit
+        elif isinstance(output, (SpooledArtifact, Media)):
+            results = output
+        elif isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
+            results = tuple(output)
+        else:
+            return _error(
+                call_id,
+                tool.name,
+                args,
+                f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a "
+                "tool output (str, bytes, SpooledArtifact, Media or a list of Media).",
+            )
+        return ToolCall.completed(
+            id=call_id, tool=tool.name, args=args, results=results, inline=inline
+        )
+
+
+def _error(call_id: str, name: str, args: dict[str, Any], text: str) -> ToolCall:
+    return ToolCall.completed(id=call_id, tool=name, args=args, results=text, is_error=True)
+
+
+def _reason(exc: ValueError) -> str:
+    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def _unique_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:
+    """Keep provider ids, but never reuse an id already stored in this turn."""
+    turn = ctx.turn
+    ids: list[str] = []
+    seen: set[str] = set()
+    for p in proposed:
+        cid = p.id or ToolCall.new_id()
+        if cid in seen or cid in turn._by_id:
+            n = 2
+            while f"{cid}-{n}" in seen or f"{cid}-{n}" in turn._by_id:
+                n += 1
+            cid = f"{cid}-{n}"
+        seen.add(cid)
+        ids.append(cid)
+    return ids
+
+
+ToolLoopExecutor.__module__ = "pipeline"

@@ -1,0 +1,119 @@
+"""Plain data: the values a stash holds, validated and copied in one pass.
+
+Plain data is ``None``, ``bool``, ``int``, ``float``, ``str``, lists and tuples of plain data, and
+mappings with ``str`` keys. `to_plain` normalises it to builtin types only (tuples become lists,
+mappings plain dicts, scalar subclasses such as ``IntEnum`` members their builtin value), so
+`clone` can copy stored data without re-validating it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ._errors import InvalidStashValueError
+
+__all__ = ["CONTAINERS", "MISSING", "SCALARS", "Missing", "clone", "to_plain"]
+
+
+class Missing(enum.Enum):
+    """The type of `MISSING`."""
+
+    MISSING = enum.auto()
+
+
+MISSING: Final = Missing.MISSING
+"""Marks an absent value where ``None`` is a legitimate value."""
+SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+CONTAINERS: Final = frozenset({dict, list})
+
+
+class _BadValueError(Exception):
+    """Internal: the reason a value is not plain data, and its path while unwinding."""
+
+    __slots__ = ("reason", "segments")
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.segments: list[str] = []
+
+
+def _copy_plain(value: object, active: set[int]) -> Any:
+    """Return a copy of ``value`` as plain data; raise `_BadValueError` if it is not."""
+    kind = type(value)
+    if kind in SCALARS:
+        return value
+    if isinstance(value, Mapping):
+        marker = id(value)
+        if marker in active:
+            raise _BadValueError("circular reference")
+        active.add(marker)
+        copied: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _BadValueError(f"dict key {key!r} ({type(key).__name__}) is not a str")
+            key = str.__str__(key)
+            try:
+                copied[key] = item if type(item) in SCALARS else _copy_plain(item, active)
+            except _BadValueError as exc:
+                exc.segments.append(key)
+                raise
+        active.discard(marker)
+        return copied
+    if isinstance(value, list | tuple):
+        marker = id(value)
+        if marker in active:
+            raise _BadValueError("circular reference")
+        active.add(marker)
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            try:
+                items.append(item if type(item) in SCALARS else _copy_plain(item, active))
+            except _BadValueError as exc:
+                exc.segments.append(str(index))
+                raise
+        active.discard(marker)
+        return items
+    # bool cannot be subclassed, so these are enum-like subclasses: store the builtin value.
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    raise _BadValueError(f"got {type(value).__name__}")
+
+
+def to_plain(value: object, path: str) -> Any:
+    """Validate ``value`` as plain data and return a copy of it for storage at ``path``.
+
+    Scalars are returned as they are (nothing to copy); containers are copied in the same pass
+    that validates them.
+
+    Raises:
+        InvalidStashValueError: ``value`` is not plain data; ``path`` on the error names the
+            offending part (``path`` joined with the keys and indexes leading to it).
+    """
+    if type(value) in SCALARS:
+        return value
+    try:
+        return _copy_plain(value, set())
+    except _BadValueError as exc:
+        where = ".".join([path, *reversed(exc.segments)] if path else reversed(exc.segments))
+        label = repr(where) if where else "the top level"
+        raise InvalidStashValueError(
+            f"stash value at {label} is not plain data: {exc.reason}", path=where
+        ) from None
+
+
+def clone(value: Any) -> Any:
+    """Copy stored plain data (already validated: only dicts, lists and scalars)."""
+    if type(value) is dict:
+        return {
+            key: clone(item) if type(item) in CONTAINERS else item for key, item in value.items()
+        }
+    if type(value) is list:
+        return [clone(item) if type(item) in CONTAINERS else item for item in value]
+    return value

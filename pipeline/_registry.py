@@ -1,0 +1,236 @@
+"""`ToolRegistry`: a name-keyed, insertion-ordered collection of tools with hidden names.
+
+It does not retry, rate-limit, authorise, cache or deduplicate: everything else is middleware.
+
+Merge precedence (`ToolRegistry.merge`): registries are read left to right, each in insertion
+order. When an incoming tool's name is already taken, the **incoming** tool's own
+``on_collision`` decides; the existing tool's policy is never consulted:
+
+======================  =======================  =======================================
+incoming on_collision   merge-level on_collision  result
+======================  =======================  =======================================
+``"replace"``           any                      incoming wins, at the existing position
+``"keep"``              any                      existing wins
+``"throw"``             ``"replace"``            incoming wins, at the existing position
+``"throw"``             ``"keep"``               existing wins
+``"throw"``             ``"throw"``              `ToolAlreadyRegisteredError`
+======================  =======================  =======================================
+
+A hidden mark follows the tool that survives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeGuard
+
+from ._errors import InvalidToolError, ToolAlreadyRegisteredError
+from ._tool import ON_COLLISION_VALUES, OnCollision, Tool
+
+__all__ = ["AckSource", "ToolRegistry"]
+
+AnyTool = Tool[Any]
+
+
+class AckSource(Protocol):
+    """Anything that can run a handler on ack (a `DispatchContext`)."""
+
+    def on_ack(self, handler: Callable[[], None]) -> Callable[[], None]:
+        """Run ``handler`` at ack; return a function that unsubscribes it."""
+        ...
+
+
+def _not_a_tool(value: object, where: str) -> InvalidToolError:
+    return InvalidToolError(f"{where} must be a Tool, not {type(value).__name__}", field="tools")
+
+
+class ToolRegistry:
+    """A name-keyed, insertion-ordered collection of tools with a hidden-name set.
+
+    Hidden tools stay callable by name (`get`) but are not offered to the model (`visible`).
+    Iterating yields the tools in insertion order; ``name in registry`` tests a name (a `Tool`
+    is also accepted: true when that very tool is registered).
+    """
+
+    __slots__ = ("_ephemeral", "_hidden", "_tools")
+
+    _tools: dict[str, AnyTool]
+    _hidden: set[str]
+    _ephemeral: int
+
+    def __init__(self, tools: Iterable[AnyTool] | ToolRegistry = ()) -> None:
+        """Build a registry from tools, or copy another registry (tools and hidden marks).
+
+        Copying a registry is a dict and a set copy: a turn does it once from the baseline.
+
+        Raises:
+            ToolAlreadyRegisteredError: two tools share a name (``tool_name`` names it).
+            InvalidToolError: an item is not a `Tool`.
+        """
+        if isinstance(tools, ToolRegistry):
+            self._tools = tools._tools.copy()
+            self._hidden = tools._hidden.copy()
+            self._ephemeral = tools._ephemeral
+            return
+        self._tools = {}
+        self._hidden = set()
+        self._ephemeral = 0
+        for item in tools:
+            self.register(item)
+
+    def __repr__(self) -> str:
+        """Return ``ToolRegistry([names...], hidden=[names...])``."""
+        hidden = f", hidden={sorted(self._hidden)!r}" if self._hidden else ""
+        return f"ToolRegistry({list(self._tools)!r}{hidden})"
+
+    def register(self, tool: AnyTool, *, overwrite: bool = False) -> None:
+        """Add ``tool``; with ``overwrite=True`` replace a same-named tool in its position.
+
+        ``tool.on_collision`` is ignored here (it is for `merge`). A hidden mark on the name
+        stays when the tool is replaced.
+
+        Raises:
+            ToolAlreadyRegisteredError: the name is taken and ``overwrite`` is False.
+            InvalidToolError: ``tool`` is not a `Tool`.
+        """
+        if not isinstance(tool, Tool):
+            raise _not_a_tool(tool, "a registered tool")
+        name = tool.name
+        existing = self._tools.get(name)
+        if existing is not None:
+            if not overwrite:
+                raise ToolAlreadyRegisteredError(
+                    f"a tool named {name!r} is already registered", tool_name=name
+                )
+            self._ephemeral -= existing.ephemeral
+        self._tools[name] = tool
+        self._ephemeral += tool.ephemeral
+
+    def unregister(self, name: str) -> None:
+        """Remove the tool named ``name`` and its hidden mark; unknown names are a no-op."""
+        removed = self._tools.pop(name, None)
+        if removed is not None:
+            self._ephemeral -= removed.ephemeral
+            self._hidden.discard(name)
+
+    def get(self, name: str) -> AnyTool | None:
+        """Return the tool named ``name`` (hidden or not), or None."""
+        return self._tools.get(name)
+
+    def has(self, name: str) -> bool:
+        """Return whether a tool named ``name`` is registered (hidden or not)."""
+        return name in self._tools
+
+    def __contains__(self, item: object) -> bool:
+        """Return whether ``item`` (a name, or a `Tool`) is registered."""
+        if isinstance(item, Tool):
+            return self._tools.get(item.name) is item
+        return isinstance(item, str) and item in self._tools
+
+    def __len__(self) -> int:
+        """Return the number of registered tools, hidden ones included."""
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[AnyTool]:
+        """Iterate over the tools in insertion order (over a snapshot)."""
+        return iter(list(self._tools.values()))
+
+    def all(self) -> list[AnyTool]:
+        """Return a fresh list of every tool in insertion order."""
+        return list(self._tools.values())
+
+    def visible(self) -> list[AnyTool]:
+        """Return a fresh list of the tools offered to the model (not hidden), in order."""
+        if not self._hidden:
+            return list(self._tools.values())
+        hidden = self._hidden
+        return [tool for name, tool in self._tools.items() if name not in hidden]
+
+    def hidden(self) -> list[AnyTool]:
+        """Return a fresh list of the hidden tools, in insertion order."""
+        hidden = self._hidden
+        if not hidden:
+            return []
+        return [tool for name, tool in self._tools.items() if name in hidden]
+
+    def hide(self, *names: str) -> None:
+        """Hide the named tools; names that are not registered are ignored."""
+        tools = self._tools
+        self._hidden.update(name for name in names if name in tools)
+
+    def unhide(self, *names: str) -> None:
+        """Offer the named tools to the model again; unknown names are ignored."""
+        self._hidden.difference_update(names)
+
+    def clear_hidden(self) -> None:
+        """Unhide every tool."""
+        self._hidden.clear()
+
+    def prune_ephemeral(self) -> None:
+        """Drop every ephemeral tool (and its hidden mark); order kept, idempotent."""
+        if not self._ephemeral:
+            return
+        self._tools = {name: tool for name, tool in self._tools.items() if not tool.ephemeral}
+        self._hidden.intersection_update(self._tools)
+        self._ephemeral = 0
+
+    def bind_context(self, ctx: AckSource) -> Callable[[], None]:
+        """Prune ephemeral tools when ``ctx`` acks (never on nack); return the unsubscribe."""
+        return ctx.on_ack(self.prune_ephemeral)
+
+    @classmethod
+    def merge(
+        cls, registries: Iterable[ToolRegistry], *, on_collision: OnCollision = "throw"
+    ) -> ToolRegistry:
+        """Return a new registry holding the tools of ``registries``; inputs are not changed.
+
+        See the module docs for the precedence table.
+
+        Raises:
+            InvalidToolError: ``on_collision`` is not ``"throw"``, ``"replace"`` or ``"keep"``
+                (``field == "on_collision"``), or an item is not a `ToolRegistry`.
+            ToolAlreadyRegisteredError: a clash resolved to throw (``tool_name`` names it).
+        """
+        if on_collision not in ON_COLLISION_VALUES:
+            raise InvalidToolError(
+                f"merge on_collision must be 'throw', 'replace' or 'keep', not {on_collision!r}",
+                field="on_collision",
+            )
+        tools: dict[str, AnyTool] = {}
+        hidden: set[str] = set()
+        for registry in registries:
+            if not isinstance(registry, ToolRegistry):
+                raise InvalidToolError(
+                    f"merge takes ToolRegistry instances, not {type(registry).__name__}",
+                    field="registries",
+                )
+            marks = registry._hidden
+            for name, incoming in registry._tools.items():
+                if name in tools:
+                    policy = incoming.on_collision
+                    if policy == "throw":
+                        policy = on_collision
+                    if policy == "keep":
+                        continue
+                    if policy == "throw":
+                        raise ToolAlreadyRegisteredError(
+                            f"merge: a tool named {name!r} is already registered", tool_name=name
+                        )
+                tools[name] = incoming
+                if name in marks:
+                    hidden.add(name)
+                else:
+                    hidden.discard(name)
+        merged = cls()
+        merged._tools = tools
+        merged._hidden = hidden
+        merged._ephemeral = sum(tool.ephemeral for tool in tools.values())
+        return merged
+
+    @staticmethod
+    def is_tool_registry(value: object) -> TypeGuard[ToolRegistry]:
+        """Return whether ``value`` is a `ToolRegistry`."""
+        return isinstance(value, ToolRegistry)
+
+
+ToolRegistry.__module__ = "pipeline"

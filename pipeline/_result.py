@@ -1,0 +1,67 @@
+"""`TurnResult`: everything a finished turn produced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ._errors import TurnAbortedError
+
+if TYPE_CHECKING:
+    from ._errors import LoopError
+    from ._events import TurnStatus
+    from ._model import Message
+    from ._toolcall import ToolCall
+
+__all__ = ["TurnResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    """The outcome of one turn. `TurnRunner.run` returns it instead of raising."""
+
+    turn_id: str
+    """The turn's id."""
+    conversation_id: str | None
+    """The conversation it belongs to, if any."""
+    status: TurnStatus
+    """``"completed"``, ``"failed"`` or ``"aborted"``."""
+    output: str | None
+    """The final assistant text, or None."""
+    messages: tuple[Message, ...]
+    """This turn's messages (the user input first)."""
+    tool_calls: tuple[ToolCall, ...]
+    """This turn's stored tool calls, in storage order."""
+    errors: tuple[LoopError, ...]
+    """Every error raised or reported during the turn, in order."""
+    iterations: int
+    """How many dispatch iterations ran."""
+    stash: dict[str, Any]
+    """A deep copy of the stash at turn end."""
+    started_at: datetime
+    """When the turn started."""
+    ended_at: datetime
+    """When it ended."""
+    abort_reason: str | None = None
+    """Why the turn was aborted, if it was and a reason was given."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the turn completed."""
+        return self.status == "completed"
+
+    def raise_for_status(self) -> None:
+        """Raise the first error of a failed turn, or `TurnAbortedError` for an aborted one."""
+        if self.status == "failed":
+            if self.errors:
+                raise self.errors[0]
+            raise RuntimeError("the turn failed without recording an error")  # pragma: no cover
+        if self.status == "aborted":
+            raise TurnAbortedError(
+                f"the turn was aborted: {self.abort_reason}" if self.abort_reason else None,
+                turn_id=self.turn_id,
+            )
+
+
+TurnResult.__module__ = "pipeline"

@@ -1,0 +1,305 @@
+"""`TurnRunner`: builds a fresh registry, stash and context for every turn and runs it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._bus import EventBus
+from ._compose import build_onions, resolve_item
+from ._context import DispatchContext, TurnContext
+from ._errors import InvalidRunnerConfigError, ToolAlreadyRegisteredError
+from ._events import Event
+from ._ids import new_id
+from ._registry import ToolRegistry
+from ._stages import STAGES, EventObserver, Stage
+from ._stash import Stash
+from ._store import MemoryStore
+from ._tool import Tool
+from ._turn import Turn
+
+if TYPE_CHECKING:
+    from ._result import TurnResult
+    from ._spool import SpoolStore
+    from ._store import TurnStore
+
+__all__ = ["TurnHandle", "TurnRunner"]
+
+E = TypeVar("E", bound=Event)
+Executor = Callable[[DispatchContext], Awaitable[None]]
+StageCallable = Callable[[Any, Callable[[], Awaitable[None]]], Awaitable[None]]
+
+_STORE_METHODS = (
+    "save_turn",
+    "save_message",
+    "save_tool_call",
+    "delete_tool_call",
+    "load_conversation",
+)
+
+
+class TurnHandle:
+    """A turn started with `TurnRunner.start`: abort it from outside, or await its result."""
+
+    __slots__ = ("_task", "_turn")
+
+    def __init__(self, turn: Turn, task: asyncio.Task[TurnResult]) -> None:
+        """Wrap a running turn."""
+        self._turn = turn
+        self._task = task
+
+    def __repr__(self) -> str:
+        """Show the turn id and whether it is done."""
+        return f"TurnHandle(turn_id={self.turn_id!r}, done={self._task.done()})"
+
+    @property
+    def turn_id(self) -> str:
+        """The id of the running turn."""
+        return self._turn.ctx.turn_id
+
+    def done(self) -> bool:
+        """True once the turn has finished."""
+        return self._task.done()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Abort the turn; an in-flight executor or tool call is cancelled promptly."""
+        self._turn.ctx.abort(reason)
+
+    def __await__(self) -> Generator[Any, None, TurnResult]:
+        """Wait for the turn's `TurnResult`."""
+        return self._task.__await__()
+
+
+class TurnRunner:
+    """Runs turns: one fresh registry, stash and context per turn; reusable and concurrent-safe.
+
+    Args:
+        executor: The model seam, ``async (ctx: DispatchContext) -> None`` (for example a
+            `ToolLoopExecutor`).
+        tools: The baseline tools; copied into every turn's registry, never mutated by a turn.
+        middleware: ``middleware.Middleware`` sets and class-based middleware instances.
+        store: Where turns, messages and tool calls are persisted (default `MemoryStore`).
+        spool: Where artifact bodies are written (default `MemorySpoolStore`).
+        system_prompt: The system prompt handed to the executor's model.
+        max_iterations: Cap on dispatch iterations (``None`` disables it).
+        turn_input: Plain ``async (ctx, call_next)`` middleware for that stage.
+        dispatch_input: Plain ``async (ctx, call_next)`` middleware for that stage.
+        dispatch_output: Plain ``async (ctx, call_next)`` middleware for that stage.
+        turn_output: Plain ``async (ctx, call_next)`` middleware for that stage.
+
+    Raises:
+        InvalidRunnerConfigError: naming every bad field at once.
+    """
+
+    __slots__ = (
+        "_baseline",
+        "_bus",
+        "_executor",
+        "_max_iterations",
+        "_middleware",
+        "_onions",
+        "_spool",
+        "_store",
+        "_system_prompt",
+    )
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        tools: Iterable[Tool[Any]] | ToolRegistry = (),
+        middleware: Sequence[object] = (),
+        store: TurnStore | None = None,
+        spool: SpoolStore | None = None,
+        system_prompt: str | None = None,
+        max_iterations: int | None = 50,
+        turn_input: Sequence[StageCallable] = (),
+        dispatch_input: Sequence[StageCallable] = (),
+        dispatch_output: Sequence[StageCallable] = (),
+        turn_output: Sequence[StageCallable] = (),
+    ) -> None:
+        """Validate the whole configuration and compose the stages once."""
+        problems: list[str] = []
+        fields: list[str] = []
+
+        def bad(field: str, why: str) -> None:
+            fields.append(field)
+            problems.append(f"{field}: {why}")
+
+        raw: dict[str, object] = {
+            "tools": tools,
+            "middleware": middleware,
+            "store": store,
+            "spool": spool,
+            "system_prompt": system_prompt,
+            "max_iterations": max_iterations,
+        }
+        given_executor: object = executor
+        if not callable(given_executor):
+            bad("executor", f"must be an async callable (ctx) -> None, got {executor!r}")
+        baseline = ToolRegistry()
+        given_tools = raw["tools"]
+        if isinstance(given_tools, (str, bytes)) or not isinstance(given_tools, Iterable):
+            bad("tools", "must be an iterable of Tool or a ToolRegistry")
+        else:
+            for item in given_tools:
+                if not isinstance(item, Tool):
+                    bad("tools", f"{item!r} is not a Tool")
+                    continue
+                try:
+                    baseline.register(item)
+                except ToolAlreadyRegisteredError:
+                    bad("tools", f"duplicate tool name {item.name!r}")
+            if isinstance(given_tools, ToolRegistry):
+                baseline = ToolRegistry(given_tools)
+        items: list[object] = []
+        given_mw = raw["middleware"]
+        if isinstance(given_mw, (str, bytes)) or not isinstance(given_mw, Iterable):
+            bad("middleware", "must be a sequence of middleware sets or instances")
+        else:
+            for item in given_mw:
+                try:
+                    resolve_item(item)
+                except TypeError as exc:
+                    bad("middleware", str(exc))
+                    continue
+                items.append(item)
+        if store is None:
+            store = MemoryStore()
+        elif not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
+            bad("store", f"must implement TurnStore ({', '.join(_STORE_METHODS)})")
+        if spool is None:
+            from ._spool import MemorySpoolStore
+
+            spool = MemorySpoolStore()
+        elif not all(callable(getattr(spool, m, None)) for m in ("write", "read", "delete")):
+            bad("spool", "must implement SpoolStore (write, read, delete)")
+        if raw["system_prompt"] is not None and not isinstance(raw["system_prompt"], str):
+            bad("system_prompt", "must be a string or None")
+        cap = raw["max_iterations"]
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            bad("max_iterations", f"must be a positive int or None, got {max_iterations!r}")
+        plain: dict[Stage, list[StageCallable]] = {}
+        stage_lists: tuple[object, ...] = (turn_input, dispatch_input, dispatch_output, turn_output)
+        for stage, fns in zip(STAGES, stage_lists, strict=True):
+            if isinstance(fns, (str, bytes)) or not isinstance(fns, Iterable):
+                bad(stage, "must be a sequence of async (ctx, call_next) callables")
+                continue
+            given_fns: list[object] = list(fns)
+            for fn in given_fns:
+                if not callable(fn):
+                    bad(stage, f"{fn!r} is not callable")
+            plain[stage] = [fn for fn in given_fns if callable(fn)]
+        if problems:
+            raise InvalidRunnerConfigError(
+                "invalid TurnRunner configuration: " + "; ".join(problems), fields=fields
+            )
+        self._executor = executor
+        self._baseline = baseline
+        self._middleware = tuple(items)
+        self._store: TurnStore = store
+        self._spool: SpoolStore = spool
+        self._system_prompt = system_prompt
+        self._max_iterations = max_iterations
+        self._onions = build_onions(items, plain)
+        self._bus = EventBus()
+        for item in items:
+            if isinstance(item, EventObserver):
+                item.observe(self)
+
+    def __repr__(self) -> str:
+        """Summarise the runner's configuration."""
+        return (
+            f"TurnRunner(tools={[t.name for t in self._baseline.all()]!r}, "
+            f"middleware={sum(len(o) for o in self._onions.values())}, "
+            f"max_iterations={self._max_iterations})"
+        )
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """A copy of the baseline registry (editing it does not change the runner)."""
+        return ToolRegistry(self._baseline)
+
+    def describe_pipelines(self) -> dict[str, list[str]]:
+        """Return each stage's middleware names in execution order (outermost first)."""
+        return {stage: list(self._onions[stage].names) for stage in STAGES}
+
+    def on(self, event_type: type[E], handler: Callable[[E], object]) -> Callable[[], None]:
+        """Subscribe to one event type (and subclasses); return the unsubscribe."""
+        return self._bus.on(event_type, handler)
+
+    def on_any(self, handler: Callable[[Event], object]) -> Callable[[], None]:
+        """Subscribe to every event; return the unsubscribe."""
+        return self._bus.on_any(handler)
+
+    def _new_turn(
+        self, input: str, stash: Mapping[str, Any] | None, conversation_id: str | None
+    ) -> Turn:
+        given: object = input
+        if not isinstance(given, str):
+            raise TypeError(f"run() input must be a string, got {type(given).__name__}")
+        cid: object = conversation_id
+        if cid is not None and (not isinstance(cid, str) or not cid):
+            raise TypeError("conversation_id must be a non-empty string or None")
+        ctx = TurnContext(
+            turn_id=new_id("turn"),
+            input=input,
+            tools=ToolRegistry(self._baseline),
+            stash=Stash(stash),
+            store=self._store,
+            spool=self._spool,
+            bus=self._bus,
+            system_prompt=self._system_prompt,
+            conversation_id=conversation_id,
+        )
+        return Turn(
+            ctx,
+            executor=self._executor,
+            onions=self._onions,
+            store=self._store,
+            max_iterations=self._max_iterations,
+        )
+
+    async def run(
+        self,
+        input: str,
+        *,
+        stash: Mapping[str, Any] | None = None,
+        conversation_id: str | None = None,
+    ) -> TurnResult:
+        """Run one turn and return its `TurnResult` (turn failures never raise).
+
+        Raises:
+            TypeError: ``input`` is not a string or ``conversation_id`` is malformed.
+            InvalidStashValueError: ``stash`` is not a mapping of plain data.
+            asyncio.CancelledError: re-raised after recording the turn as aborted.
+        """
+        turn = self._new_turn(input, stash, conversation_id)
+        return await turn.execute(conversation_id)
+
+    def run_sync(
+        self,
+        input: str,
+        *,
+        stash: Mapping[str, Any] | None = None,
+        conversation_id: str | None = None,
+    ) -> TurnResult:
+        """Run one turn from synchronous code (starts and closes an event loop)."""
+        return asyncio.run(self.run(input, stash=stash, conversation_id=conversation_id))
+
+    def start(
+        self,
+        input: str,
+        *,
+        stash: Mapping[str, Any] | None = None,
+        conversation_id: str | None = None,
+    ) -> TurnHandle:
+        """Start a turn as a task and return its `TurnHandle` (needs a running loop)."""
+        turn = self._new_turn(input, stash, conversation_id)
+        task = asyncio.get_running_loop().create_task(turn.execute(conversation_id))
+        return TurnHandle(turn, task)
+
+
+for _cls in (TurnHandle, TurnRunner):
+    _cls.__module__ = "pipeline"

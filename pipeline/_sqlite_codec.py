@@ -1,0 +1,306 @@
+"""How `SqliteStore` turns tool calls, messages and turn records into rows, and back.
+
+Tool calls are stored faithfully: id, tool, arguments (JSON text, key order kept), checksum,
+flags and timestamps. Results are kept by shape (``results_kind``):
+
+- ``text``: a ``str`` result, in the call row;
+- ``artifact`` / ``artifacts``: one part per artifact, holding its class as an import path
+  (``module:qualname``) and its full text; loading re-creates the class over an in-memory spool
+  reader (the base `SpooledArtifact` when the class can no longer be imported);
+- ``media`` / ``medias``: one part per `Media`, holding its fields as JSON and its bytes.
+
+The functions here are pure (no database access), so the store runs them on its worker thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from ._artifact import SpooledArtifact
+from ._media import Media
+from ._model import Message
+from ._spool import MemorySpoolReader
+from ._store import TurnRecord
+from ._toolcall import ToolCall
+
+__all__ = [
+    "CALL_COLUMNS",
+    "MESSAGE_COLUMNS",
+    "TURN_COLUMNS",
+    "CallRow",
+    "PartRow",
+    "call_from_row",
+    "encode_call",
+    "encode_message",
+    "encode_turn",
+    "message_from_row",
+    "turn_from_row",
+]
+
+ResultsKind = Literal["text", "artifact", "artifacts", "media", "medias"]
+
+CALL_COLUMNS = (
+    "id",
+    "tool",
+    "args",
+    "checksum",
+    "is_complete",
+    "is_error",
+    "from_artifact_tool",
+    "inline",
+    "created_at",
+    "updated_at",
+    "completed_at",
+    "results_kind",
+    "results_text",
+)
+"""The payload columns of ``tool_calls``, in the order `encode_call` returns them."""
+
+MESSAGE_COLUMNS = ("id", "role", "content", "created_at", "tool_call_ids")
+"""The payload columns of ``messages``, in the order `encode_message` returns them."""
+
+TURN_COLUMNS = (
+    "turn_id",
+    "conversation_id",
+    "status",
+    "input",
+    "output",
+    "iterations",
+    "error_code",
+    "error_message",
+    "started_at",
+    "ended_at",
+)
+"""The columns of ``turns``, in the order `encode_turn` returns them."""
+
+CallRow = tuple[Any, ...]
+"""Values for `CALL_COLUMNS`."""
+
+PartRow = tuple[int, str, str | None, str | None, int | None, str | None, bytes | None]
+"""One result part: position, kind, artifact class, text, byte length, media JSON, data."""
+
+_artifact_classes: dict[str, type[SpooledArtifact]] = {}
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _artifact_class(path: str) -> type[SpooledArtifact]:
+    """Resolve an artifact class path; unknown or unsuitable paths give `SpooledArtifact`."""
+    cached = _artifact_classes.get(path)
+    if cached is not None:
+        return cached
+    module_name, _, qualname = path.partition(":")
+    found: object = None
+    try:
+        found = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError, ValueError):
+        found = None
+    cls = found if isinstance(found, type) and issubclass(found, SpooledArtifact) else None
+    resolved = cls or SpooledArtifact
+    _artifact_classes[path] = resolved
+    return resolved
+
+
+def _artifact_part(position: int, artifact: SpooledArtifact) -> PartRow:
+    reader = artifact.reader
+    return (
+        position,
+        "artifact",
+        _class_path(type(artifact)),
+        reader.read_all(),
+        reader.byte_length(),
+        None,
+        None,
+    )
+
+
+def _media_part(position: int, media: Media) -> PartRow:
+    fields = {
+        "kind": media.kind,
+        "mime_type": media.mime_type,
+        "filename": media.filename,
+        "trust_tier": media.trust_tier,
+        "modality_hazard": media.modality_hazard,
+        "source": media.source,
+        "id": media.id,
+    }
+    return (position, "media", None, None, None, _json(fields), media.read_bytes())
+
+
+def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
+    """Return the call's column values and its result parts."""
+    results: object = call.results
+    kind: ResultsKind
+    text: str | None = None
+    parts: list[PartRow] = []
+    if isinstance(results, str):
+        kind, text = "text", results
+    elif isinstance(results, SpooledArtifact):
+        kind = "artifact"
+        parts.append(_artifact_part(0, results))
+    elif isinstance(results, Media):
+        kind = "media"
+        parts.append(_media_part(0, results))
+    elif isinstance(results, tuple) and results and isinstance(results[0], Media):
+        kind = "medias"
+        parts.extend(_media_part(i, m) for i, m in enumerate(results))
+    elif isinstance(results, tuple) and results and isinstance(results[0], SpooledArtifact):
+        kind = "artifacts"
+        parts.extend(_artifact_part(i, a) for i, a in enumerate(results))
+    else:
+        raise TypeError(f"cannot store tool call results of type {type(results).__name__}")
+    row: CallRow = (
+        call.id,
+        call.tool,
+        _json(call.args),
+        call.checksum,
+        int(call.is_complete),
+        int(call.is_error),
+        int(call.from_artifact_tool),
+        int(call.inline),
+        _time(call.created_at),
+        _time(call.updated_at),
+        _time(call.completed_at),
+        kind,
+        text,
+    )
+    return row, parts
+
+
+def _decode_part(part: PartRow) -> SpooledArtifact | Media:
+    _, kind, class_path, text, byte_length, media_json, data = part
+    if kind == "artifact":
+        reader = MemorySpoolReader(text or "", byte_length)
+        cls = _artifact_class(class_path or "")
+        try:
+            return cls(reader)
+        except TypeError:  # a subclass whose constructor needs more than a reader
+            return SpooledArtifact(reader)
+    fields = json.loads(media_json or "{}")
+    return Media(data=data, **fields)
+
+
+def call_from_row(row: Sequence[Any], parts: Sequence[PartRow]) -> ToolCall:
+    """Re-create a `ToolCall` from the values of `CALL_COLUMNS` and its result parts."""
+    (
+        call_id,
+        tool,
+        args,
+        checksum,
+        is_complete,
+        is_error,
+        from_artifact_tool,
+        inline,
+        created_at,
+        updated_at,
+        completed_at,
+        kind,
+        text,
+    ) = row
+    results: Any
+    if kind == "text":
+        results = text
+    else:
+        decoded = tuple(_decode_part(p) for p in sorted(parts, key=lambda p: p[0]))
+        results = decoded if kind in ("artifacts", "medias") else decoded[0]
+    return ToolCall(
+        id=call_id,
+        tool=tool,
+        args=json.loads(args),
+        checksum=checksum,
+        is_complete=bool(is_complete),
+        is_error=bool(is_error),
+        results=results,
+        from_artifact_tool=bool(from_artifact_tool),
+        inline=bool(inline),
+        created_at=datetime.fromisoformat(created_at),
+        updated_at=datetime.fromisoformat(updated_at),
+        completed_at=_parse_time(completed_at),
+    )
+
+
+def encode_message(message: Message) -> tuple[Any, ...]:
+    """Return the message's values for `MESSAGE_COLUMNS`."""
+    return (
+        message.id,
+        message.role,
+        message.content,
+        _time(message.created_at),
+        _json(list(message.tool_call_ids)),
+    )
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    """Re-create a `Message` from the values of `MESSAGE_COLUMNS`."""
+    message_id, role, content, created_at, tool_call_ids = row
+    return Message(
+        role=role,
+        content=content,
+        id=message_id,
+        created_at=datetime.fromisoformat(created_at),
+        tool_call_ids=tuple(json.loads(tool_call_ids)),
+    )
+
+
+def encode_turn(record: TurnRecord) -> tuple[Any, ...]:
+    """Return the record's values for `TURN_COLUMNS`."""
+    return (
+        record.turn_id,
+        record.conversation_id,
+        record.status,
+        record.input,
+        record.output,
+        record.iterations,
+        record.error_code,
+        record.error_message,
+        _time(record.started_at),
+        _time(record.ended_at),
+    )
+
+
+def turn_from_row(row: Sequence[Any]) -> TurnRecord:
+    """Re-create a `TurnRecord` from the values of `TURN_COLUMNS`."""
+    (
+        turn_id,
+        conversation_id,
+        status,
+        input_text,
+        output,
+        iterations,
+        error_code,
+        error_message,
+        started_at,
+        ended_at,
+    ) = row
+    return TurnRecord(
+        turn_id=turn_id,
+        conversation_id=conversation_id,
+        status=status,
+        input=input_text,
+        output=output,
+        iterations=iterations,
+        error_code=error_code,
+        error_message=error_message,
+        started_at=datetime.fromisoformat(started_at),
+        ended_at=datetime.fromisoformat(ended_at),
+    )

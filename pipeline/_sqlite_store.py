@@ -1,0 +1,442 @@
+"""`SqliteStore`: the embedded, durable `TurnStore` (stdlib ``sqlite3`` on one worker thread).
+
+Why a worker thread and not aiosqlite: aiosqlite is exactly "one thread per connection and a
+queue", which a one-thread `ThreadPoolExecutor` gives us from the standard library with no extra
+dependency. Every database call of a store runs on that thread over one connection, so writes
+are serialised in submission order, the event loop never blocks on disk, and concurrent turns in
+one process can never see ``database is locked`` from each other. ``busy_timeout`` covers other
+processes (or other stores) using the same file.
+
+Durability: the database runs in WAL mode and every write is one ``BEGIN IMMEDIATE ... COMMIT``
+transaction that has committed before the coroutine returns. With ``synchronous="full"`` (the
+default) a commit also survives an OS crash or power loss; ``"normal"`` survives the process
+being killed at any point, and is several times faster.
+
+Tool calls and messages are keyed by (conversation, id) inside a conversation, as `MemoryStore`
+keys them, and by (turn, id) for turns without a conversation, which are stored too so that they
+can be audited or recovered (`tool_calls_for_turn`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
+
+from ._errors import InvalidRunnerConfigError
+from ._sqlite_codec import (
+    CALL_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    PartRow,
+    call_from_row,
+    encode_call,
+    encode_message,
+    encode_turn,
+    message_from_row,
+    turn_from_row,
+)
+
+if TYPE_CHECKING:
+    from ._model import Message
+    from ._store import TurnRecord
+    from ._toolcall import ToolCall
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE turns (
+                turn_id TEXT PRIMARY KEY,
+                conversation_id TEXT,
+                status TEXT NOT NULL,
+                input TEXT NOT NULL,
+                output TEXT,
+                iterations INTEGER NOT NULL,
+                error_code TEXT,
+                error_message TEXT,
+                started_at TEXT NOT NULL,
+                ended_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX turns_by_conversation ON turns (conversation_id)",
+            """CREATE TABLE messages (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                conversation_id TEXT,
+                turn_id TEXT NOT NULL,
+                id TEXT NOT NULL,
+                role TEXT NOT NULL,
+                content TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                tool_call_ids TEXT NOT NULL,
+                UNIQUE (scope, id)
+            )""",
+            "CREATE INDEX messages_by_turn ON messages (turn_id)",
+            """CREATE TABLE tool_calls (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                conversation_id TEXT,
+                turn_id TEXT NOT NULL,
+                id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                checksum TEXT NOT NULL,
+                is_complete INTEGER NOT NULL,
+                is_error INTEGER NOT NULL,
+                from_artifact_tool INTEGER NOT NULL,
+                inline INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                completed_at TEXT,
+                results_kind TEXT NOT NULL,
+                results_text TEXT,
+                UNIQUE (scope, id)
+            )""",
+            "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
+            """CREATE TABLE tool_call_results (
+                call_seq INTEGER NOT NULL REFERENCES tool_calls (seq) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                artifact_class TEXT,
+                text TEXT,
+                byte_length INTEGER,
+                media TEXT,
+                data BLOB,
+                PRIMARY KEY (call_seq, position)
+            )""",
+        ),
+    ),
+)
+
+SCHEMA_VERSION = _MIGRATIONS[-1][0]
+"""The schema version this code writes; older databases are migrated when opened."""
+
+_CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM tool_calls"
+_PART_SELECT = (
+    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data "
+    "FROM tool_call_results"
+)
+_CALL_UPDATE = (
+    "UPDATE tool_calls SET conversation_id = ?, turn_id = ?, "
+    + ", ".join(f"{c} = ?" for c in CALL_COLUMNS[1:])
+    + " WHERE seq = ?"
+)
+_CALL_INSERT = (
+    "INSERT INTO tool_calls (scope, conversation_id, turn_id, "
+    + ", ".join(CALL_COLUMNS)
+    + ") VALUES ("
+    + ", ".join("?" * (len(CALL_COLUMNS) + 3))
+    + ")"
+)
+_PART_INSERT = (
+    "INSERT INTO tool_call_results "
+    "(call_seq, position, kind, artifact_class, text, byte_length, media, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_MESSAGE_UPSERT = (
+    "INSERT INTO messages (scope, conversation_id, turn_id, "
+    + ", ".join(MESSAGE_COLUMNS)
+    + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO UPDATE SET "
+    + "conversation_id = excluded.conversation_id, turn_id = excluded.turn_id, "
+    + ", ".join(f"{c} = excluded.{c}" for c in MESSAGE_COLUMNS[1:])
+)
+_MESSAGE_SELECT = "SELECT " + ", ".join(MESSAGE_COLUMNS) + " FROM messages"
+_TURN_UPSERT = (
+    "INSERT OR REPLACE INTO turns (" + ", ".join(TURN_COLUMNS) + ") VALUES ("
+    + ", ".join("?" * len(TURN_COLUMNS))
+    + ")"
+)
+_TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM turns"
+
+
+def _scope(conversation_id: str | None, turn_id: str) -> str:
+    return f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}"
+
+
+class SqliteStore:
+    """A `TurnStore` in an SQLite database file (WAL, one transaction per write).
+
+    Args:
+        path: The database file (created with its schema when missing; ``":memory:"`` for a
+            throw-away store).
+        synchronous: ``"full"`` (default: commits survive power loss) or ``"normal"`` (commits
+            survive a process kill; faster).
+        busy_timeout: Seconds to wait for a lock held by another connection to the same file.
+
+    Raises:
+        InvalidRunnerConfigError: a bad option, a file that is not an SQLite database, or a
+            database written by a newer loopware (its schema version is too new).
+
+    Use it as an async context manager, or call `close()` / `aclose()` when done.
+    """
+
+    __slots__ = ("_closed", "_conn", "_executor", "_path")
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["full", "normal"] = "full",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        """Open (and create or migrate) the database; see the class docstring."""
+        bad: list[str] = []
+        path_value: object = path
+        if not isinstance(path_value, str | os.PathLike) or not os.fspath(path_value):
+            bad.append(f"path must be a non-empty str or path, got {path!r}")
+        if synchronous not in ("full", "normal"):
+            bad.append(f"synchronous must be 'full' or 'normal', got {synchronous!r}")
+        timeout: object = busy_timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout < 0
+        ):
+            bad.append(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        if bad:
+            raise InvalidRunnerConfigError("SqliteStore: " + "; ".join(bad), field="store")
+        self._path = os.fspath(path)
+        self._closed = False
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-sqlite")
+        try:
+            self._executor.submit(self._open, synchronous, busy_timeout).result()
+        except (sqlite3.Error, InvalidRunnerConfigError) as exc:
+            self._executor.submit(self._close_connection).result()
+            self._executor.shutdown(wait=True)
+            self._closed = True
+            if isinstance(exc, InvalidRunnerConfigError):
+                raise
+            raise InvalidRunnerConfigError(
+                f"SqliteStore: cannot open {self._path!r}: {exc}", field="store"
+            ) from exc
+
+    def __repr__(self) -> str:
+        """Show the database path and whether the store is open."""
+        state = "closed" if self._closed else "open"
+        return f"SqliteStore({self._path!r}, {state})"
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    # -- life cycle (worker thread) -----------------------------------------------------------
+    def _open(self, synchronous: str, busy_timeout: float) -> None:
+        conn = sqlite3.connect(self._path, isolation_level=None, timeout=busy_timeout)
+        self._conn = conn
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self._migrate(conn)
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            current = cur.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+            if current > SCHEMA_VERSION:
+                raise InvalidRunnerConfigError(
+                    f"SqliteStore: {self._path!r} has schema version {current}, newer than "
+                    f"this loopware's {SCHEMA_VERSION}",
+                    field="store",
+                )
+            for version, statements in _MIGRATIONS:
+                if version <= current:
+                    continue
+                for statement in statements:
+                    cur.execute(statement)
+                cur.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (version, datetime.now(UTC).isoformat()),
+                )
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextmanager
+    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Cursor]:
+        """Run one transaction.
+
+        Writes use ``BEGIN IMMEDIATE`` (the write lock is taken up front, so ``busy_timeout``
+        applies); reads a deferred ``BEGIN`` (one consistent snapshot).
+        """
+        conn = self._conn
+        if conn is None:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield cur
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        cur.execute("COMMIT")
+
+    async def _run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed SqliteStore.")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    def close(self) -> None:
+        """Finish queued work and close the database (idempotent; blocks until done)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.submit(self._close_connection).result()
+        self._executor.shutdown(wait=True)
+
+    async def aclose(self) -> None:
+        """Like `close`, without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> Self:
+        """Return the open store."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        await self.aclose()
+
+    # -- TurnStore ----------------------------------------------------------------------------
+    async def save_turn(self, record: TurnRecord) -> None:
+        """Insert or replace a turn's summary (committed before returning)."""
+        await self._run(self._write_turn, record)
+
+    async def save_message(
+        self, conversation_id: str | None, turn_id: str, message: Message
+    ) -> None:
+        """Insert or replace a message by id (committed before returning)."""
+        await self._run(self._write_message, conversation_id, turn_id, message)
+
+    async def save_tool_call(
+        self, conversation_id: str | None, turn_id: str, call: ToolCall
+    ) -> None:
+        """Insert or replace a call by id, keeping its position (committed before returning)."""
+        await self._run(self._write_call, conversation_id, turn_id, call)
+
+    async def delete_tool_call(
+        self, conversation_id: str | None, turn_id: str, call_id: str
+    ) -> bool:
+        """Delete a call by id (committed before returning); return whether it existed."""
+        return await self._run(self._delete_call, _scope(conversation_id, turn_id), call_id)
+
+    async def load_conversation(
+        self, conversation_id: str
+    ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
+        """Return the conversation's messages and tool calls, each in storage order."""
+        return await self._run(self._read_conversation, _scope(conversation_id, ""))
+
+    # -- reading helpers ------------------------------------------------------------------------
+    async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:
+        """Return the calls a turn stored (with or without a conversation), in storage order."""
+        return await self._run(self._read_calls, "turn_id = ?", (turn_id,))
+
+    async def messages_for_turn(self, turn_id: str) -> list[Message]:
+        """Return the messages a turn stored, in storage order."""
+        return await self._run(self._read_messages, "turn_id = ?", (turn_id,))
+
+    async def turn(self, turn_id: str) -> TurnRecord | None:
+        """Return a stored turn's summary, if any."""
+        return await self._run(self._read_turn, turn_id)
+
+    # -- worker-thread bodies -------------------------------------------------------------------
+    def _write_turn(self, record: TurnRecord) -> None:
+        with self._transaction() as cur:
+            cur.execute(_TURN_UPSERT, encode_turn(record))
+
+    def _write_message(self, conversation_id: str | None, turn_id: str, message: Message) -> None:
+        values = (_scope(conversation_id, turn_id), conversation_id, turn_id)
+        values += encode_message(message)
+        with self._transaction() as cur:
+            cur.execute(_MESSAGE_UPSERT, values)
+
+    def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
+        row, parts = encode_call(call)  # reads artifact bodies: done here, off the event loop
+        scope = _scope(conversation_id, turn_id)
+        with self._transaction() as cur:
+            found = cur.execute(
+                "SELECT seq FROM tool_calls WHERE scope = ? AND id = ?", (scope, call.id)
+            ).fetchone()
+            if found is None:
+                cur.execute(_CALL_INSERT, (scope, conversation_id, turn_id, *row))
+                seq = cur.lastrowid
+            else:
+                seq = found[0]
+                cur.execute(_CALL_UPDATE, (conversation_id, turn_id, *row[1:], seq))
+                cur.execute("DELETE FROM tool_call_results WHERE call_seq = ?", (seq,))
+            if parts:
+                cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
+
+    def _delete_call(self, scope: str, call_id: str) -> bool:
+        with self._transaction() as cur:
+            cur.execute("DELETE FROM tool_calls WHERE scope = ? AND id = ?", (scope, call_id))
+            return cur.rowcount > 0
+
+    def _read_conversation(self, scope: str) -> tuple[list[Message], list[ToolCall]]:
+        with self._transaction(write=False) as cur:  # one snapshot for both reads
+            messages = self._select_messages(cur, "scope = ?", (scope,))
+            calls = self._select_calls(cur, "scope = ?", (scope,))
+        return messages, calls
+
+    def _read_calls(self, where: str, params: tuple[str, ...]) -> list[ToolCall]:
+        with self._transaction(write=False) as cur:
+            return self._select_calls(cur, where, params)
+
+    def _read_messages(self, where: str, params: tuple[str, ...]) -> list[Message]:
+        with self._transaction(write=False) as cur:
+            return self._select_messages(cur, where, params)
+
+    def _read_turn(self, turn_id: str) -> TurnRecord | None:
+        with self._transaction(write=False) as cur:
+            row = cur.execute(_TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
+        return None if row is None else turn_from_row(row)
+
+    @staticmethod
+    def _select_messages(cur: sqlite3.Cursor, where: str, params: tuple[str, ...]) -> list[Message]:
+        rows = cur.execute(f"{_MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        return [message_from_row(row) for row in rows]
+
+    @staticmethod
+    def _select_calls(cur: sqlite3.Cursor, where: str, params: tuple[str, ...]) -> list[ToolCall]:
+        rows = cur.execute(f"{_CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        if not rows:
+            return []
+        parts: dict[int, list[PartRow]] = {}
+        if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
+            part_rows = cur.execute(
+                f"{_PART_SELECT} WHERE call_seq IN "
+                f"(SELECT seq FROM tool_calls WHERE {where})",
+                params,
+            ).fetchall()
+            for part in part_rows:
+                parts.setdefault(part[0], []).append(part[1:])
+        return [call_from_row(row[1:], parts.get(row[0], ())) for row in rows]
+
+
+SqliteStore.__module__ = "pipeline"

@@ -1,0 +1,379 @@
+"""The stash: a per-turn store of plain data addressed by dot paths.
+
+Paths are non-empty segments joined by ``.`` (``"limits.calls.search"``); a segment of ASCII
+digits indexes a list when the container there is a list (``"decisions.0.tool"``), and is an
+ordinary key in a dict. Values are plain data: ``None``, ``bool``, ``int``, ``float``, ``str``,
+lists and tuples of plain data, and mappings with ``str`` keys.
+
+Choices made here:
+
+- Tuples are stored as lists and mappings as plain dicts, so what comes back is always JSON-like
+  plain data and every element stays addressable and settable by path. Subclasses of the scalar
+  types (``IntEnum``, ``StrEnum``, ...) are stored as their builtin base value.
+- ``set`` copies the value (validating it in the same pass) and ``get`` copies a container it
+  returns; only the touched subtree is copied and scalars are never copied, so counters stay
+  cheap on the hot path.
+- ``set`` creates missing intermediate dicts but never grows a list: a list index must exist.
+- Dict keys holding ``.`` are accepted as plain data but cannot be addressed one by one; reach
+  them through their parent.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Generic, TypeVar
+
+from ._errors import InvalidStashValueError
+from ._plain import CONTAINERS, MISSING, Missing, clone, to_plain
+
+__all__ = ["Stash", "StashKey"]
+
+T = TypeVar("T")
+
+
+_repr: Final = reprlib.Repr()
+_repr.maxlevel = 4
+_repr.maxdict = 8
+_repr.maxlist = 8
+_repr.maxstring = 40
+_repr.maxother = 40
+
+
+def _split(path: object) -> list[str]:
+    if not isinstance(path, str):
+        raise InvalidStashValueError(
+            f"stash path must be a str, got {type(path).__name__}", path=path
+        )
+    parts = path.split(".")
+    if "" in parts:
+        raise InvalidStashValueError(
+            f"malformed stash path {path!r}: the path and every segment must be non-empty",
+            path=path,
+        )
+    return parts
+
+
+def _list_index(segment: str, container: list[Any]) -> int | None:
+    if segment.isascii() and segment.isdigit():
+        index = int(segment)
+        if index < len(container):
+            return index
+    return None
+
+
+def _leaves(node: dict[str, Any] | list[Any], prefix: str, out: list[str]) -> None:
+    items = node.items() if type(node) is dict else enumerate(node)
+    for key, item in items:
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if type(item) in CONTAINERS:
+            _leaves(item, path, out)
+        else:
+            out.append(path)
+
+
+class StashKey(Generic[T]):
+    """A typed handle on one stash path: ``stash[key]`` is typed ``T``.
+
+    Modelled on pytest's ``StashKey``: build one per purpose, usually at module level, and
+    compare by identity. Here a key also names its path and may carry a default::
+
+        SEARCHES = StashKey[int]("counts.search", default=0)
+        stash[SEARCHES] += 1
+
+    mypy checks values read and written through the key; nothing is checked at runtime beyond
+    the plain-data rule, so a key is a promise about what its path holds. (It is a slotted class
+    with read-only properties rather than a frozen dataclass: a frozen, slotted, generic
+    dataclass breaks on ``StashKey[int](...)`` in Python 3.11.)
+    """
+
+    __slots__ = ("_default", "_parts", "_path")
+
+    def __init__(self, path: str, default: T | Missing = MISSING) -> None:
+        """Build a key for ``path``.
+
+        Args:
+            path: The dot path the key addresses.
+            default: Returned (as a copy) by ``stash[key]`` when the path is absent; without
+                one, reading an absent path raises `KeyError`.
+
+        Raises:
+            InvalidStashValueError: The path is malformed or the default is not plain data.
+        """
+        self._parts = _split(path)
+        self._path = path
+        self._default: Any = MISSING if default is MISSING else to_plain(default, path)
+
+    @property
+    def path(self) -> str:
+        """The dot path the key addresses."""
+        return self._path
+
+    @property
+    def has_default(self) -> bool:
+        """Whether the key carries a default."""
+        return self._default is not MISSING
+
+    @property
+    def default(self) -> T:
+        """A copy of the default.
+
+        Raises:
+            LookupError: The key has no default.
+        """
+        if self._default is MISSING:
+            raise LookupError(f"{self!r} has no default")
+        return clone(self._default)  # type: ignore[no-any-return]
+        # ^ validated plain data; T is the key's promise about it.
+
+    def __repr__(self) -> str:
+        """Return ``StashKey('path')`` or ``StashKey('path', default=...)``."""
+        if self._default is MISSING:
+            return f"StashKey({self._path!r})"
+        return f"StashKey({self._path!r}, default={_repr.repr(self._default)})"
+
+
+class Stash:
+    """A per-turn store of plain data addressed by dot paths; what middleware share.
+
+    It is not a dict: ``stash["a.b"]`` raises `TypeError` (use `get`); the index form takes a
+    typed `StashKey`. Values are copied on the way in and containers on the way out, so no
+    caller can change the store except through its methods.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
+        """Build a stash, optionally seeded with a deep copy of ``initial``.
+
+        Args:
+            initial: The seed: a mapping of plain data.
+
+        Raises:
+            InvalidStashValueError: ``initial`` is not a mapping, or holds something that is
+                not plain data (the error's ``path`` names it).
+        """
+        if initial is None:
+            self._data: dict[str, Any] = {}
+        elif not isinstance(initial, Mapping):
+            raise InvalidStashValueError(
+                f"stash seed must be a mapping, got {type(initial).__name__}", path=""
+            )
+        else:
+            self._data = to_plain(initial, "")
+
+    def _lookup(self, parts: list[str]) -> Any:
+        node: Any = self._data
+        for segment in parts:
+            if type(node) is dict:
+                node = node.get(segment, MISSING)
+                if node is MISSING:
+                    return MISSING
+            elif type(node) is list:
+                index = _list_index(segment, node)
+                if index is None:
+                    return MISSING
+                node = node[index]
+            else:
+                return MISSING
+        return node
+
+    def _assign(self, parts: list[str], stored: Any, path: str) -> None:
+        node: Any = self._data
+        last = len(parts) - 1
+        for position, segment in enumerate(parts):
+            if type(node) is dict:
+                if position == last:
+                    node[segment] = stored
+                    return
+                child = node.get(segment, MISSING)
+                if child is MISSING:
+                    child = node[segment] = {}
+            else:  # the root is a dict and every child walked through is checked below
+                index = _list_index(segment, node)
+                if index is None:
+                    where = ".".join(parts[:position])
+                    raise InvalidStashValueError(
+                        f"cannot set {path!r}: {where!r} is a list of {len(node)} items and"
+                        f" {segment!r} is not one of its indexes",
+                        path=path,
+                    )
+                if position == last:
+                    node[index] = stored
+                    return
+                child = node[index]
+            if type(child) not in CONTAINERS:
+                where = ".".join(parts[: position + 1])
+                raise InvalidStashValueError(
+                    f"cannot set {path!r}: {where!r} holds a value of type"
+                    f" {type(child).__name__}, not a dict or list",
+                    path=path,
+                )
+            node = child
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """Return the value at ``path`` (a copy if it is a container), or ``default``.
+
+        Args:
+            path: A dot path.
+            default: Returned as is when nothing is stored at ``path``.
+
+        Raises:
+            InvalidStashValueError: ``path`` is malformed.
+        """
+        node = self._lookup(_split(path))
+        if node is MISSING:
+            return default
+        return clone(node) if type(node) in CONTAINERS else node
+
+    def set(self, path: str, value: Any) -> None:
+        """Store a copy of ``value`` at ``path``, creating missing intermediate dicts.
+
+        Args:
+            path: A dot path; a digit segment must index an existing list item.
+            value: Plain data.
+
+        Raises:
+            InvalidStashValueError: ``path`` is malformed or runs through a value that is not a
+                container, or ``value`` is not plain data. The store is left unchanged.
+        """
+        parts = _split(path)
+        self._assign(parts, to_plain(value, path), path)
+
+    def has(self, path: str) -> bool:
+        """Return whether something, even a falsy value or ``None``, is stored at ``path``.
+
+        Raises:
+            InvalidStashValueError: ``path`` is malformed.
+        """
+        return self._lookup(_split(path)) is not MISSING
+
+    def delete(self, path: str) -> bool:
+        """Remove the value at ``path`` (a list item is removed, shifting later items).
+
+        Returns:
+            True if something was removed, False if nothing was stored there.
+
+        Raises:
+            InvalidStashValueError: ``path`` is malformed.
+        """
+        parts = _split(path)
+        parent = self._lookup(parts[:-1])
+        if type(parent) is dict:
+            return parent.pop(parts[-1], MISSING) is not MISSING
+        if type(parent) is list:
+            index = _list_index(parts[-1], parent)
+            if index is not None:
+                del parent[index]
+                return True
+        return False
+
+    def keys(self) -> list[str]:
+        """Return the path of every leaf, in insertion order (list items by index).
+
+        Empty dicts and lists are not leaves, so they contribute no path.
+        """
+        out: list[str] = []
+        _leaves(self._data, "", out)
+        return out
+
+    def all(self) -> dict[str, Any]:
+        """Return a deep copy of the whole store."""
+        copied: dict[str, Any] = clone(self._data)
+        return copied
+
+    def update(self, path: str, fn: Callable[[Any], T], default: Any = None) -> T:
+        """Replace the value at ``path`` with ``fn(current)`` and return the new value.
+
+        ``current`` is the stored value (a copy if it is a container, so ``fn`` may mutate it),
+        or ``default`` when nothing is stored. Example:
+        ``stash.update("counts.search", lambda n: n + 1, default=0)``.
+
+        Args:
+            path: A dot path.
+            fn: Computes the new value from the current one.
+            default: The current value when nothing is stored at ``path``.
+
+        Returns:
+            What ``fn`` returned (the store keeps its own copy).
+
+        Raises:
+            InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
+        """
+        parts = _split(path)
+        current = self._lookup(parts)
+        if current is MISSING:
+            current = default
+        elif type(current) in CONTAINERS:
+            current = clone(current)
+        new = fn(current)
+        self._assign(parts, to_plain(new, path), path)
+        return new
+
+    def __getitem__(self, key: StashKey[T]) -> T:
+        """Return the value at a typed key's path (a copy if it is a container).
+
+        Raises:
+            KeyError: Nothing is stored there and the key has no default.
+            TypeError: ``key`` is not a `StashKey` (a string path belongs to `get`).
+        """
+        if not isinstance(key, StashKey):
+            raise TypeError(_not_a_key(key, "get"))
+        node = self._lookup(key._parts)
+        if node is MISSING:
+            node = key._default
+            if node is MISSING:
+                raise KeyError(key.path)
+        return clone(node) if type(node) in CONTAINERS else node  # type: ignore[no-any-return]
+        # ^ the stash holds untyped plain data; StashKey[T] is the caller's promise that it is T.
+
+    def __setitem__(self, key: StashKey[T], value: T) -> None:
+        """Store a copy of ``value`` at a typed key's path, as `set` does.
+
+        Raises:
+            InvalidStashValueError: As for `set`.
+            TypeError: ``key`` is not a `StashKey` (a string path belongs to `set`).
+        """
+        if not isinstance(key, StashKey):
+            raise TypeError(_not_a_key(key, "set"))
+        self._assign(key._parts, to_plain(value, key.path), key.path)
+
+    def __delitem__(self, key: StashKey[Any]) -> None:
+        """Remove the value at a typed key's path.
+
+        Raises:
+            KeyError: Nothing is stored there.
+            TypeError: ``key`` is not a `StashKey` (a string path belongs to `delete`).
+        """
+        if not isinstance(key, StashKey):
+            raise TypeError(_not_a_key(key, "delete"))
+        if not self.delete(key.path):
+            raise KeyError(key.path)
+
+    def __contains__(self, key: object) -> bool:
+        """Return whether something is stored at a typed key's path.
+
+        Raises:
+            TypeError: ``key`` is not a `StashKey` (a string path belongs to `has`).
+        """
+        if not isinstance(key, StashKey):
+            raise TypeError(_not_a_key(key, "has"))
+        return self._lookup(key._parts) is not MISSING
+
+    __iter__ = None
+    """A stash is not iterable (it is not a dict): use `keys` or `all`."""
+
+    def __repr__(self) -> str:
+        """Return ``Stash({...})`` with the stored data, abbreviated when large."""
+        return f"Stash({_repr.repr(self._data)})"
+
+
+def _not_a_key(key: object, method: str) -> str:
+    if isinstance(key, str):
+        call = f"stash.{method}({key!r}, value)" if method == "set" else f"stash.{method}({key!r})"
+        return f"a Stash is not a dict: instead of stash[{key!r}] use {call}, or a StashKey"
+    return f"Stash indices must be StashKey objects, not {type(key).__name__}; use stash.{method}()"
+
+
+Stash.__module__ = "pipeline"
+StashKey.__module__ = "pipeline"

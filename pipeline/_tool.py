@@ -1,0 +1,419 @@
+"""`Tool`: an immutable value (name, description, input schema, options) plus a private handler.
+
+A tool is run only through ``tool.executor(ctx)``, which checksums the raw arguments, validates
+them (strict JSON-mode rules, see `ArgsSchema`), emits `ToolExecutionStart` /
+`ToolExecutionEnd` around the handler and wraps a handler failure in `ToolDownstreamError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
+
+from typing_extensions import TypedDict
+
+from ._artifact import SpooledArtifact
+from ._errors import InvalidToolArgsError, InvalidToolError, LoopError, ToolDownstreamError
+from ._events import Event, ToolExecutionEnd, ToolExecutionStart
+from ._json import tool_call_checksum
+from ._media import Media
+from ._stash import Stash
+from ._tool_schema import ArgsSchema
+
+if TYPE_CHECKING:
+    from ._dispatch import DispatchContext
+
+__all__ = [
+    "OnCollision",
+    "Tool",
+    "ToolContext",
+    "ToolDescription",
+    "ToolHandler",
+    "ToolOutput",
+]
+
+ArgsT = TypeVar("ArgsT")
+
+ToolOutput: TypeAlias = str | bytes | SpooledArtifact | Media | Sequence[Media]
+"""What a handler returns: text, bytes, an artifact, one media item or a sequence of them."""
+
+ToolHandler: TypeAlias = Callable[
+    [ArgsT, "DispatchContext", Stash], "ToolOutput | Awaitable[ToolOutput]"
+]
+"""A handler: ``(args, ctx, meta) -> ToolOutput``, or an awaitable of it."""
+
+OnCollision: TypeAlias = Literal["throw", "replace", "keep"]
+"""How `ToolRegistry.merge` treats an incoming tool whose name is already taken."""
+
+ON_COLLISION_VALUES: Final = ("throw", "replace", "keep")
+_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class ToolContext(Protocol):
+    """What ``tool.executor(ctx)`` needs of its context; `DispatchContext` satisfies it."""
+
+    @property
+    def turn_id(self) -> str:
+        """The turn the events are emitted for."""
+        ...
+
+    def emit(self, event: Event) -> None:
+        """Emit an event synchronously."""
+        ...
+
+
+class ToolDescription(TypedDict):
+    """What the model is told about a tool (plain JSON data)."""
+
+    name: str
+    """The tool's name."""
+    description: str
+    """What the tool does."""
+    input_schema: dict[str, Any]
+    """The JSON Schema of the tool's arguments."""
+
+
+def _bad(tool_name: object, field: str, problem: str) -> InvalidToolError:
+    label = f"tool {tool_name!r}" if isinstance(tool_name, str) else "tool"
+    return InvalidToolError(f"{label}: {field} {problem}", field=field)
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise _bad(name, "name", f"must match ^[A-Za-z0-9_-]{{1,64}}$, got {name!r}")
+
+
+def _check_description(tool_name: str, description: object) -> None:
+    if not isinstance(description, str) or not description.strip():
+        raise _bad(tool_name, "description", "must be a non-blank string")
+
+
+def _check_flag(tool_name: str, field: str, value: object) -> bool:
+    if type(value) is not bool:
+        raise _bad(tool_name, field, f"must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _check_handler(tool_name: str, handler: object) -> None:
+    if not callable(handler):
+        raise _bad(tool_name, "handler", f"must be callable, not {type(handler).__name__}")
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):  # some builtins have no signature: nothing to check
+        return
+    try:
+        signature.bind(None, None, None)
+    except TypeError as exc:
+        raise _bad(tool_name, "handler", f"must accept (args, ctx, meta): {exc}") from exc
+
+
+def _resolve_artifact_class(
+    tool_name: str, constructor: Callable[[], type[SpooledArtifact]] | None
+) -> type[SpooledArtifact]:
+    if constructor is None:
+        return SpooledArtifact
+    if not callable(constructor):
+        raise _bad(tool_name, "artifact_constructor", "must be a zero-argument callable")
+    try:
+        made: object = constructor()
+    except Exception as exc:
+        raise _bad(tool_name, "artifact_constructor", f"raised when called: {exc!r}") from exc
+    if not (isinstance(made, type) and issubclass(made, SpooledArtifact)):
+        raise _bad(
+            tool_name,
+            "artifact_constructor",
+            f"must return a SpooledArtifact subclass, returned {made!r}",
+        )
+    return made
+
+
+class Tool(Generic[ArgsT]):
+    """A tool the model can call: an immutable value plus a private handler.
+
+    Every field is checked at construction (`InvalidToolError` names the bad field), and the
+    argument validator and JSON Schema are built once, here. Assigning any attribute raises
+    `AttributeError`. The handler is only ever run by ``executor(ctx)``.
+
+    Example::
+
+        class SearchArgs(BaseModel):
+            query: str
+            limit: int = 10
+
+        async def search(args: SearchArgs, ctx: DispatchContext, meta: Stash) -> str:
+            ...
+
+        search_tool = Tool(
+            name="search", description="Search the web.", input_schema=SearchArgs, handler=search
+        )
+    """
+
+    __slots__ = (
+        "_artifact_class",
+        "_artifact_constructor",
+        "_description",
+        "_ephemeral",
+        "_handler",
+        "_is_async",
+        "_meta",
+        "_name",
+        "_on_collision",
+        "_schema",
+        "_trusted",
+    )
+
+    _name: str
+    _description: str
+    _schema: ArgsSchema[ArgsT]
+    _handler: ToolHandler[ArgsT]
+    _is_async: bool
+    _artifact_constructor: Callable[[], type[SpooledArtifact]] | None
+    _artifact_class: type[SpooledArtifact]
+    _meta: Stash
+    _ephemeral: bool
+    _trusted: bool
+    _on_collision: OnCollision
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        input_schema: type[ArgsT],
+        handler: ToolHandler[ArgsT],
+        artifact_constructor: Callable[[], type[SpooledArtifact]] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        ephemeral: bool = False,
+        trusted: bool = False,
+        on_collision: OnCollision = "throw",
+    ) -> None:
+        """Build and check a tool.
+
+        Args:
+            name: ``^[A-Za-z0-9_-]{1,64}$`` (the set every major provider accepts).
+            description: What the tool does, for the model; a non-blank string.
+            input_schema: A pydantic model class, TypedDict or dataclass describing a JSON
+                object: the single source of truth for the arguments.
+            handler: ``(args, ctx, meta) -> ToolOutput`` or an awaitable of it.
+            artifact_constructor: Zero-argument callable returning the `SpooledArtifact`
+                subclass that text and bytes results are wrapped in; called once, here.
+                ``None`` means `SpooledArtifact`.
+            meta: Plain data stored in a `Stash` and handed to the handler.
+            ephemeral: True when the tool belongs to one dispatch (pruned on ack).
+            trusted: True to flip the trust envelope for text and artifact results.
+            on_collision: ``"throw"``, ``"replace"`` or ``"keep"``; consulted by
+                `ToolRegistry.merge` only.
+
+        Raises:
+            InvalidToolError: a field breaks its rule; ``field`` names it.
+        """
+        _check_name(name)
+        _check_description(name, description)
+        schema: ArgsSchema[ArgsT] = ArgsSchema(input_schema, name)
+        _check_handler(name, handler)
+        artifact_class = _resolve_artifact_class(name, artifact_constructor)
+        try:
+            meta_stash = Stash(meta)
+        except LoopError as exc:
+            raise _bad(name, "meta", f"must be a mapping of plain data: {exc.message}") from exc
+        ephemeral = _check_flag(name, "ephemeral", ephemeral)
+        trusted = _check_flag(name, "trusted", trusted)
+        if on_collision not in ON_COLLISION_VALUES:
+            raise _bad(
+                name, "on_collision", f"must be 'throw', 'replace' or 'keep', not {on_collision!r}"
+            )
+        init = object.__setattr__
+        init(self, "_name", name)
+        init(self, "_description", description)
+        init(self, "_schema", schema)
+        init(self, "_handler", handler)
+        init(self, "_is_async", inspect.iscoroutinefunction(handler))
+        init(self, "_artifact_constructor", artifact_constructor)
+        init(self, "_artifact_class", artifact_class)
+        init(self, "_meta", meta_stash)
+        init(self, "_ephemeral", ephemeral)
+        init(self, "_trusted", trusted)
+        init(self, "_on_collision", on_collision)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Refuse every assignment: a tool is immutable."""
+        raise AttributeError(f"Tool is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        """Refuse every deletion: a tool is immutable."""
+        raise AttributeError(f"Tool is immutable: cannot delete {name!r}")
+
+    def __repr__(self) -> str:
+        """Return ``Tool(name=..., input_schema=..., flags...)``."""
+        schema = getattr(self._schema.schema, "__qualname__", repr(self._schema.schema))
+        flags = "".join(
+            f", {flag}=True"
+            for flag, on in (("ephemeral", self._ephemeral), ("trusted", self._trusted))
+            if on
+        )
+        return (
+            f"Tool(name={self._name!r}, input_schema={schema}{flags}, "
+            f"on_collision={self._on_collision!r})"
+        )
+
+    @property
+    def name(self) -> str:
+        """The tool's name, unique within a registry."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """What the tool does, for the model."""
+        return self._description
+
+    @property
+    def input_schema(self) -> type[ArgsT]:
+        """The class the arguments are validated into."""
+        return self._schema.schema
+
+    @property
+    def artifact_constructor(self) -> Callable[[], type[SpooledArtifact]] | None:
+        """The callable given at construction (``None`` means `SpooledArtifact`)."""
+        return self._artifact_constructor
+
+    @property
+    def artifact_class(self) -> type[SpooledArtifact]:
+        """The `SpooledArtifact` subclass text and bytes results are wrapped in."""
+        return self._artifact_class
+
+    @property
+    def meta(self) -> Stash:
+        """The tool's meta stash (the one its handler receives)."""
+        return self._meta
+
+    @property
+    def ephemeral(self) -> bool:
+        """True when the tool belongs to one dispatch and is pruned on ack."""
+        return self._ephemeral
+
+    @property
+    def trusted(self) -> bool:
+        """True when text and artifact results are rendered in the trusted envelope."""
+        return self._trusted
+
+    @property
+    def on_collision(self) -> OnCollision:
+        """What `ToolRegistry.merge` does when this tool arrives on a taken name."""
+        return self._on_collision
+
+    def describe(self) -> ToolDescription:
+        """Return the tool's name, description and input JSON Schema as fresh plain data."""
+        return {
+            "name": self._name,
+            "description": self._description,
+            "input_schema": self._schema.json_schema(),
+        }
+
+    async def validate(self, args: Mapping[str, Any]) -> ArgsT:
+        """Validate raw arguments as the executor would, without running anything.
+
+        Strict JSON-mode rules: nothing is coerced (``"5"`` is not an ``int``) but JSON-only
+        forms validate (ISO datetimes, UUID strings, enum values); defaults are applied;
+        unknown top-level keys are rejected unless the schema's config allows extras.
+
+        Raises:
+            InvalidToolArgsError: the arguments fail the schema; ``errors`` holds the field
+                errors (JSON-safe) and ``tool_name`` this tool's name.
+        """
+        return self._schema.validate(args)
+
+    def executor(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
+        """Return ``async (args) -> ToolOutput`` that runs this tool for ``ctx``.
+
+        Per call: (1) ``call_id = tool_call_checksum(name, args)`` over the raw arguments;
+        (2) validation (failure: `InvalidToolArgsError`, no event, handler not called);
+        (3) `ToolExecutionStart`; (4) the handler, inline when sync, awaited when it returns
+        an awaitable; (5) `ToolExecutionEnd` and the handler's value, unchanged.
+
+        When the handler raises, the end event carries ``is_error=True`` and: a `LoopError`
+        (including `TurnAbortedError`) is re-raised unchanged; any other exception becomes a
+        `ToolDownstreamError` (``tool_name``, ``call_id``) chained to it;
+        ``asyncio.CancelledError`` and other ``BaseException`` subclasses propagate unchanged.
+
+        ``ctx`` is handed to the handler as its context: the runner passes the
+        `DispatchContext`; tests may pass any `ToolContext`.
+        """
+        name = self._name
+        validate = self._schema.validate
+        handler = self._handler
+        is_async = self._is_async
+        meta = self._meta
+        turn_id = ctx.turn_id
+        emit = ctx.emit
+        handler_ctx = cast("DispatchContext", ctx)
+
+        async def execute(args: Mapping[str, Any]) -> ToolOutput:
+            try:
+                call_id = tool_call_checksum(name, args)
+            except TypeError as exc:
+                raise _not_json(name, exc) from exc
+            validated = validate(args)
+            started_at = datetime.now(UTC)
+            emit(
+                ToolExecutionStart(
+                    turn_id=turn_id,
+                    timestamp=started_at,
+                    tool_name=name,
+                    call_id=call_id,
+                    args=validated,
+                    started_at=started_at,
+                )
+            )
+            start = perf_counter()
+            try:
+                result = handler(validated, handler_ctx, meta)
+                if is_async or (type(result) is not str and inspect.isawaitable(result)):
+                    result = await cast("Awaitable[ToolOutput]", result)
+            except BaseException as exc:
+                emit(
+                    ToolExecutionEnd(
+                        turn_id=turn_id,
+                        tool_name=name,
+                        call_id=call_id,
+                        args=validated,
+                        started_at=started_at,
+                        duration_ms=(perf_counter() - start) * 1000.0,
+                        is_error=True,
+                    )
+                )
+                if isinstance(exc, LoopError) or not isinstance(exc, Exception):
+                    raise
+                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                raise ToolDownstreamError(
+                    f"tool {name!r} failed: {detail}", tool_name=name, call_id=call_id
+                ) from exc
+            emit(
+                ToolExecutionEnd(
+                    turn_id=turn_id,
+                    tool_name=name,
+                    call_id=call_id,
+                    args=validated,
+                    started_at=started_at,
+                    duration_ms=(perf_counter() - start) * 1000.0,
+                    is_error=False,
+                )
+            )
+            return result
+
+        return execute
+
+
+def _not_json(tool_name: str, exc: TypeError) -> InvalidToolArgsError:
+    """Turn a checksum failure (arguments that are not JSON data) into `InvalidToolArgsError`."""
+    errors = [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {exc}"}]
+    return InvalidToolArgsError(
+        f"invalid arguments for tool {tool_name!r}: {exc}", errors=errors, tool_name=tool_name
+    )
+
+
+for _public in (Tool, ToolContext, ToolDescription):
+    _public.__module__ = "pipeline"

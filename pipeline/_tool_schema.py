@@ -1,0 +1,274 @@
+"""The compiled input schema of a tool: one validator and one JSON Schema, built once.
+
+`ArgsSchema` turns a tool's ``input_schema`` (a pydantic model class, a ``TypedDict`` or a
+dataclass) into what the hot path needs:
+
+- a pydantic validator with **strict JSON-mode** semantics: nothing is coerced (``"5"`` is not an
+  ``int``), but values JSON can only carry as strings (datetimes, UUIDs, enums by value, bytes)
+  validate exactly as they would from JSON text; defaults are applied;
+- the set of accepted top-level keys, so unknown keys are rejected unless the schema's own config
+  allows extras (``extra="allow"``); nested models keep their own ``extra`` setting;
+- the JSON Schema, kept as text so that every `describe` hands out a fresh copy.
+
+How validation runs (measured; about 0.6 µs against 2.5 µs for a small model): strict
+``validate_python`` first. For JSON-like input a strict Python success is also a strict JSON
+success with the same result (strict Python only accepts values that are already of the target
+type). When it fails, the arguments are written as JSON text and validated with strict
+``validate_json``, so the JSON-only forms (``"2024-01-01"`` for a ``date``, a UUID string, an enum
+value) are accepted and the errors reported are the JSON-mode errors. Top-level dataclasses go
+straight to JSON mode, since strict Python mode only accepts dataclass instances.
+
+A schema whose top level is wrapped in a ``mode="before"``, ``"wrap"`` or ``"plain"`` model
+validator owns the shape of its raw input (it may rename keys), so the unknown-key check is left
+to its own ``extra`` config there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any, Generic, NoReturn, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import CoreSchema
+from typing_extensions import is_typeddict
+
+from ._errors import InvalidToolArgsError, InvalidToolError
+
+__all__ = ["ArgsSchema"]
+
+ArgsT = TypeVar("ArgsT")
+
+_PASS_THROUGH = frozenset({"function-after"})
+"""Wrappers that validate after the fields, so the raw input keys are still the field keys."""
+_OPAQUE = frozenset({"function-before", "function-wrap", "function-plain"})
+"""Wrappers that see the raw input first and may reshape it."""
+
+
+def _schema_error(tool_name: str, reason: str) -> InvalidToolError:
+    return InvalidToolError(f"tool {tool_name!r}: input_schema {reason}", field="input_schema")
+
+
+def _alias_keys(alias: Any) -> list[str]:
+    """Return the top-level keys a ``validation_alias`` (str, path, or choices of paths) reads."""
+    if isinstance(alias, str):
+        return [alias]
+    if isinstance(alias, list) and alias:
+        if isinstance(alias[0], list):  # AliasChoices: a list of paths
+            return [path[0] for path in alias if path and isinstance(path[0], str)]
+        if isinstance(alias[0], str):  # AliasPath: the first element is the top-level key
+            return [alias[0]]
+    return []
+
+
+def _field_keys(
+    fields: list[tuple[str, dict[str, Any]]], config: Mapping[str, Any]
+) -> frozenset[str]:
+    by_name = bool(config.get("validate_by_name", False))
+    by_alias = bool(config.get("validate_by_alias", True))
+    keys: set[str] = set()
+    for name, field in fields:
+        aliases = _alias_keys(field.get("validation_alias"))
+        if not aliases or by_name:
+            keys.add(name)
+        if by_alias:
+            keys.update(aliases)
+    return frozenset(keys)
+
+
+def _accepted_keys(schema: CoreSchema) -> frozenset[str] | None:
+    """Return the top-level keys the schema accepts, or None when extras are its own business.
+
+    None means: the schema allows or forbids extras itself, or its raw input is reshaped by a
+    top-level validator, or it has no named fields (a root model).
+    """
+    definitions: dict[str, Any] = {}
+    config: Mapping[str, Any] = {}
+    node: Any = schema
+    while True:
+        kind = node["type"]
+        if kind == "definitions":
+            definitions.update((d["ref"], d) for d in node["definitions"] if "ref" in d)
+            node = node["schema"]
+        elif kind == "definition-ref":
+            node = definitions[node["schema_ref"]]
+        elif kind in ("model", "dataclass"):
+            if node.get("root_model"):
+                return None
+            config = node.get("config", config)
+            behaviour = node.get("extra_behavior", config.get("extra_fields_behavior"))
+            if behaviour in ("allow", "forbid"):
+                return None
+            node = node["schema"]
+        elif kind in _PASS_THROUGH:
+            node = node["schema"]
+        elif kind in _OPAQUE:
+            return None
+        elif kind in ("model-fields", "typed-dict", "dataclass-args"):
+            config = node.get("config", config)
+            behaviour = node.get("extra_behavior", config.get("extra_fields_behavior"))
+            if behaviour in ("allow", "forbid"):
+                return None
+            raw = node["fields"]
+            pairs = (
+                [(field["name"], field) for field in raw]
+                if isinstance(raw, list)
+                else list(raw.items())
+            )
+            return _field_keys(pairs, config)
+        else:
+            return None
+
+
+def _top_level_object(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline a top-level ``$ref`` (recursive models) so the root itself is the object schema."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if isinstance(ref, str) and isinstance(defs, dict) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(target, dict):
+            merged = {key: value for key, value in schema.items() if key != "$ref"}
+            merged.update(target)
+            return merged
+    return schema
+
+
+def _is_schema_class(value: object) -> bool:
+    return isinstance(value, type) and (
+        issubclass(value, BaseModel) or is_typeddict(value) or dataclasses.is_dataclass(value)
+    )
+
+
+def _json_safe_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    errors: list[dict[str, Any]] = json.loads(exc.json(include_url=False))
+    return errors
+
+
+def _describe_errors(tool_name: str, errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for error in errors:
+        loc = ".".join(str(part) for part in error.get("loc", ())) or "(arguments)"
+        parts.append(f"{loc}: {error.get('msg', 'invalid')}")
+    return f"invalid arguments for tool {tool_name!r}: " + "; ".join(parts)
+
+
+class ArgsSchema(Generic[ArgsT]):
+    """A tool's input schema compiled once: validator, accepted keys and JSON Schema text."""
+
+    __slots__ = (
+        "_accepted",
+        "_adapter",
+        "_json_text",
+        "_python_first",
+        "_tool_name",
+        "schema",
+    )
+
+    schema: type[ArgsT]
+    _adapter: TypeAdapter[ArgsT]
+    _accepted: frozenset[str] | None
+    _python_first: bool
+    _json_text: str
+    _tool_name: str
+
+    def __init__(self, schema: type[ArgsT], tool_name: str) -> None:
+        """Compile ``schema``.
+
+        Raises:
+            InvalidToolError: ``schema`` is not a model class, TypedDict or dataclass, pydantic
+                cannot build it, or its JSON Schema is not ``type: object``; ``field`` is
+                ``"input_schema"``.
+        """
+        if not _is_schema_class(schema):
+            raise _schema_error(
+                tool_name,
+                f"must be a pydantic model class, a TypedDict or a dataclass, not {schema!r}",
+            )
+        try:
+            adapter: TypeAdapter[ArgsT] = TypeAdapter(schema)
+            json_schema = _top_level_object(adapter.json_schema())
+        except Exception as exc:  # pydantic raises several unrelated types here
+            raise _schema_error(tool_name, f"cannot be compiled: {exc}") from exc
+        if json_schema.get("type") != "object":
+            raise _schema_error(tool_name, "must describe a JSON object (JSON Schema type object)")
+        accepted = _accepted_keys(adapter.core_schema)
+        if accepted is not None:
+            json_schema.setdefault("additionalProperties", False)
+        self.schema = schema
+        self._adapter = adapter
+        self._accepted = accepted
+        self._python_first = not dataclasses.is_dataclass(schema)
+        self._json_text = json.dumps(json_schema, separators=(",", ":"))
+        self._tool_name = tool_name
+
+    def json_schema(self) -> dict[str, Any]:
+        """Return a fresh copy of the JSON Schema (plain JSON data)."""
+        copy: dict[str, Any] = json.loads(self._json_text)
+        return copy
+
+    def validate(self, args: Mapping[str, Any]) -> ArgsT:
+        """Validate raw arguments with strict JSON-mode rules and return the validated value.
+
+        Raises:
+            InvalidToolArgsError: the arguments fail the schema; ``errors`` holds pydantic's
+                error list (JSON-safe) and the message names every failing field.
+        """
+        if type(args) is not dict:
+            if not isinstance(args, Mapping):
+                raise self._error(
+                    [{"type": "dict_type", "loc": [], "msg": "arguments must be a JSON object"}]
+                )
+            args = dict(args)
+        accepted = self._accepted
+        if accepted is not None and not accepted.issuperset(args):
+            self._reject_unknown(args, accepted)
+        if self._python_first:
+            try:
+                return self._adapter.validate_python(args, strict=True)
+            except ValidationError:
+                pass  # JSON mode decides: it accepts the JSON-only forms and words the errors
+        try:
+            text = json.dumps(args)
+        except (TypeError, ValueError) as exc:
+            raise self._error(
+                [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {exc}"}]
+            ) from exc
+        try:
+            return self._adapter.validate_json(text, strict=True)
+        except ValidationError as exc:
+            raise self._error(_json_safe_errors(exc)) from None
+
+    def _reject_unknown(self, args: dict[str, Any], accepted: frozenset[str]) -> NoReturn:
+        """Raise for unknown keys, reporting the other field errors in the same error."""
+        errors: list[dict[str, Any]] = []
+        known: dict[str, Any] = {}
+        for key, value in args.items():
+            if key in accepted:
+                known[key] = value
+            else:
+                errors.append(
+                    {
+                        "type": "extra_forbidden",
+                        "loc": [key],
+                        "msg": "Extra inputs are not permitted",
+                        "input": value,
+                    }
+                )
+        try:
+            self.validate(known)
+        except InvalidToolArgsError as exc:
+            errors = exc.errors + errors
+        error = self._error(errors)
+        try:  # keep the errors JSON-safe even when a value is not JSON
+            json.dumps(error.errors)
+        except (TypeError, ValueError):
+            for item in error.errors:
+                if "input" in item:
+                    item["input"] = repr(item["input"])
+        raise error
+
+    def _error(self, errors: list[dict[str, Any]]) -> InvalidToolArgsError:
+        return InvalidToolArgsError(
+            _describe_errors(self._tool_name, errors), errors=errors, tool_name=self._tool_name
+        )

@@ -1,0 +1,233 @@
+"""`ToolCall`: the frozen record of one completed (or failed) tool call.
+
+``id`` and ``checksum`` are different things: ``id`` names the call (the provider's call id, or
+`ToolCall.new_id`; it keys the call's artifact), ``checksum`` names what was asked (the SHA-256
+of the tool name and raw arguments, see `tool_call_checksum`; identical requests share it, which
+is what repetition detection counts).
+
+The arguments are stored read-only all the way down: ``args`` is a ``dict`` subclass (and
+nested lists a ``list`` subclass) whose mutating methods raise `TypeError`. It compares equal to
+plain data, serialises with ``json.dumps`` and validates with pydantic; it is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, NoReturn, TypeAlias
+
+from ._artifact import SpooledArtifact
+from ._errors import InvalidToolCallError
+from ._frozen import FrozenDict, freeze_json
+from ._json import tool_call_checksum
+from ._media import Media
+
+__all__ = ["ToolCall", "ToolCallResults"]
+
+ToolCallResults: TypeAlias = (
+    str | SpooledArtifact | Media | tuple[Media, ...] | tuple[SpooledArtifact, ...]
+)
+"""What a completed call produced: text, one artifact, one media item, or a non-empty tuple of
+media items or of artifacts."""
+
+_CHECKSUM: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _bad(field_name: str, problem: str) -> NoReturn:
+    raise InvalidToolCallError(f"invalid ToolCall {field_name}: {problem}", field=field_name)
+
+
+def _parse_args(args: object) -> Mapping[str, Any]:
+    """Return the arguments as a mapping: a JSON-object string is parsed."""
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args)
+        except ValueError as exc:
+            _bad("args", f"not valid JSON: {exc}")
+        if not isinstance(parsed, dict):
+            _bad("args", f"JSON text must hold an object, not {type(parsed).__name__}")
+        return parsed
+    if not isinstance(args, Mapping):
+        _bad("args", f"must be a mapping or a JSON-object string, not {type(args).__name__}")
+    return args
+
+
+def _freeze_args(args: object) -> FrozenDict:
+    if type(args) is FrozenDict:
+        return args
+    try:
+        frozen: FrozenDict = freeze_json(_parse_args(args), "args")
+    except TypeError as exc:
+        _bad("args", str(exc))
+    except RecursionError:
+        _bad("args", "nested too deeply (or circular)")
+    return frozen
+
+
+def _check_results(results: object) -> tuple[Media, ...] | tuple[SpooledArtifact, ...] | None:
+    """Check ``results``; return the tuple to store when a list was given, else None."""
+    if isinstance(results, str | SpooledArtifact | Media):
+        return None
+    if not isinstance(results, list | tuple):
+        _bad(
+            "results",
+            "must be a str, a SpooledArtifact, a Media, or a non-empty list/tuple of Media or "
+            f"of SpooledArtifact, not {type(results).__name__}",
+        )
+    if not results:
+        _bad("results", "a sequence of results must not be empty")
+    kind = Media if isinstance(results[0], Media) else SpooledArtifact
+    for index, item in enumerate(results):
+        if not isinstance(item, kind):
+            _bad(
+                "results",
+                f"a sequence of results must be all Media or all SpooledArtifact; item {index} "
+                f"is {type(item).__name__}",
+            )
+    return None if type(results) is tuple else tuple(results)
+
+
+def _check_time(field_name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, datetime):
+        _bad(field_name, f"must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        _bad(field_name, "must be timezone-aware (naive datetimes are ambiguous)")
+
+
+def _check_flag(field_name: str, value: object) -> None:
+    if type(value) is not bool:
+        _bad(field_name, f"must be a bool, not {type(value).__name__}")
+
+
+def _check_text(field_name: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        _bad(field_name, f"must be a non-empty string, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """The frozen record of one completed (or failed) tool call.
+
+    Build one with `ToolCall.completed`, which fills the checksum and timestamps, or with every
+    field by keyword. A list of results is stored as a tuple; the arguments are stored
+    read-only (see the module docs).
+
+    Raises:
+        InvalidToolCallError: a field is bad; ``field`` names it.
+    """
+
+    id: str
+    """The provider's call id, or a generated one (`ToolCall.new_id`); keys the call's artifact."""
+    tool: str
+    """The name of the tool that was called (possibly unknown to the registry)."""
+    args: Mapping[str, Any]
+    """The raw arguments as the model sent them; read-only. A JSON-object string is parsed."""
+    checksum: str
+    """64 lowercase hex digits: `tool_call_checksum` of ``tool`` and the raw ``args``."""
+    is_complete: bool
+    """True once the call finished (successfully or not); then ``completed_at`` is set."""
+    is_error: bool
+    """True when the call failed; ``results`` then holds the message the model reads."""
+    results: ToolCallResults
+    """What the call produced (lists are stored as tuples; sequences are non-empty and all
+    `Media` or all `SpooledArtifact`)."""
+    from_artifact_tool: bool = False
+    """True when the call was made through a forged artifact query tool."""
+    inline: bool = False
+    """True to show an artifact result to the model whole rather than as a handle."""
+    created_at: datetime = field(default_factory=_now)
+    """When the record was created (timezone-aware)."""
+    updated_at: datetime = field(default_factory=_now)
+    """When the record last changed (timezone-aware)."""
+    completed_at: datetime | None = None
+    """When the call finished (timezone-aware); set exactly when ``is_complete`` is True."""
+
+    def __post_init__(self) -> None:
+        """Check every field; parse and freeze ``args``; turn a results list into a tuple."""
+        _check_text("id", self.id)
+        _check_text("tool", self.tool)
+        args: object = self.args
+        if type(args) is not FrozenDict:
+            object.__setattr__(self, "args", _freeze_args(args))
+        checksum: object = self.checksum
+        if not isinstance(checksum, str) or _CHECKSUM.fullmatch(checksum) is None:
+            _bad("checksum", f"must be 64 lowercase hex digits, got {checksum!r}")
+        _check_flag("is_complete", self.is_complete)
+        _check_flag("is_error", self.is_error)
+        _check_flag("from_artifact_tool", self.from_artifact_tool)
+        _check_flag("inline", self.inline)
+        results = _check_results(self.results)
+        if results is not None:
+            object.__setattr__(self, "results", results)
+        _check_time("created_at", self.created_at)
+        _check_time("updated_at", self.updated_at)
+        _check_time("completed_at", self.completed_at, optional=True)
+        if self.is_complete != (self.completed_at is not None):
+            _bad(
+                "completed_at",
+                "must be set when is_complete is True and None when it is False",
+            )
+
+    @classmethod
+    def completed(
+        cls,
+        *,
+        id: str,
+        tool: str,
+        args: Mapping[str, Any] | str,
+        results: ToolCallResults | list[Media] | list[SpooledArtifact],
+        is_error: bool = False,
+        from_artifact_tool: bool = False,
+        inline: bool = False,
+    ) -> ToolCall:
+        """Build the record of a finished call: checksum over the raw args, timestamps now.
+
+        Args:
+            id: The provider's call id, or `ToolCall.new_id`.
+            tool: The tool name.
+            args: The raw arguments (a mapping, or JSON text of an object).
+            results: What the call produced (a list is stored as a tuple).
+            is_error: True when the call failed.
+            from_artifact_tool: True for calls made through an artifact query tool.
+            inline: True to show an artifact result whole.
+
+        Raises:
+            InvalidToolCallError: a part is bad; ``field`` names it.
+        """
+        raw = _parse_args(args)
+        frozen = _freeze_args(raw)
+        _check_text("tool", tool)
+        checksum = tool_call_checksum(tool, raw)  # raw args are JSON: _freeze_args checked them
+        now = datetime.now(UTC)
+        return cls(
+            id=id,
+            tool=tool,
+            args=frozen,
+            checksum=checksum,
+            is_complete=True,
+            is_error=is_error,
+            results=results,  # type: ignore[arg-type]  # a list is checked and made a tuple
+            from_artifact_tool=from_artifact_tool,
+            inline=inline,
+            created_at=now,
+            updated_at=now,
+            completed_at=now,
+        )
+
+    @staticmethod
+    def new_id() -> str:
+        """Return a fresh call id: ``"call_"`` and 32 hex digits."""
+        return "call_" + uuid.uuid4().hex
+
+
+ToolCall.__module__ = "pipeline"

@@ -1,0 +1,66 @@
+"""`ToolMethod`: one artifact query method offered to the model as a tool."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["ToolMethod", "default_serialise"]
+
+
+def default_serialise(value: Any) -> str:
+    """Turn a query result into the text the model reads (DESIGN 10.2).
+
+    Strings are returned as they are; a list of strings is newline-joined (``"(empty list)"``
+    when empty); numbers become their text; everything else (dicts, mixed lists, None, ...) is
+    JSON with a two-space indent, non-JSON values (dates from YAML, ...) written with ``str``.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        if not value:
+            return "(empty list)"
+        if all(isinstance(item, str) for item in value):
+            return "\n".join(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMethod:
+    """An artifact method exposed to the model as a query tool."""
+
+    name: str
+    """Model-facing tool name, e.g. ``"artifact_head"``."""
+
+    method: str | Callable[..., Any]
+    """The artifact method: its attribute name, or a callable taking the artifact first."""
+
+    description: str
+    """What the tool does, as the model reads it."""
+
+    args_schema: type[BaseModel]
+    """Pydantic model of the method's own keyword arguments (without ``call_id``)."""
+
+    serialise: Callable[[Any], str] = field(default=default_serialise)
+    """Turns the method's return value into the tool's text result."""
+
+    def bind(self, artifact: object) -> Callable[..., Any]:
+        """Return the method bound to ``artifact``."""
+        method = self.method
+        if isinstance(method, str):
+            bound: Callable[..., Any] = getattr(artifact, method)
+            return bound
+
+        def call(**kwargs: Any) -> Any:
+            return method(artifact, **kwargs)
+
+        return call
+
+
+ToolMethod.__module__ = "pipeline"

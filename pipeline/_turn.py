@@ -1,0 +1,410 @@
+"""One turn's execution: the four stages, the dispatch loop, abort and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ._bus import drain
+from ._context import DispatchContext, TurnContext
+from ._errors import (
+    DispatchPipelineError,
+    ExecutorError,
+    InputPipelineError,
+    IterationLimitError,
+    LoopError,
+    NextCalledTwiceError,
+    OutputPipelineError,
+    PipelineShortCircuitedError,
+    TurnAbortedError,
+)
+from ._events import (
+    DispatchEnd,
+    DispatchStart,
+    ErrorReported,
+    IterationEnd,
+    IterationStart,
+    Log,
+    StageName,
+    TurnEnd,
+    TurnStart,
+    TurnStatus,
+)
+from ._ids import new_id
+from ._model import Message
+from ._result import TurnResult
+from ._store import TurnRecord
+
+if TYPE_CHECKING:
+    from ._onion import Onion
+    from ._stages import Stage
+    from ._store import TurnStore
+
+__all__ = ["Turn"]
+
+Executor = Callable[[DispatchContext], Awaitable[None]]
+
+_STAGE_ERRORS: dict[str, type[LoopError]] = {
+    "turn_input": InputPipelineError,
+    "dispatch_input": DispatchPipelineError,
+    "dispatch_output": DispatchPipelineError,
+    "turn_output": OutputPipelineError,
+}
+
+
+def _stopped(d: DispatchContext) -> bool:
+    """True once the dispatch is acked, nacked or its turn aborted (read fresh after awaits)."""
+    return d._acked or d._nacked or d.turn._aborted
+
+
+def _is_aborted(ctx: TurnContext) -> bool:
+    """Read the abort flag fresh (it changes across awaits)."""
+    return ctx._aborted
+
+
+class Turn:
+    """Runs one turn end to end; `TurnRunner` creates one per `run()`."""
+
+    __slots__ = (
+        "_cancel_requested",
+        "_executor",
+        "_finishing",
+        "_forged",
+        "_forged_version",
+        "_max_iterations",
+        "_onions",
+        "_store",
+        "_task",
+        "ctx",
+        "errors",
+        "iterations",
+    )
+
+    def __init__(
+        self,
+        ctx: TurnContext,
+        *,
+        executor: Executor,
+        onions: dict[Stage, Onion],
+        store: TurnStore,
+        max_iterations: int | None,
+    ) -> None:
+        """Prepare a turn over a fresh context."""
+        self.ctx = ctx
+        self.errors: list[LoopError] = []
+        self.iterations = 0
+        self._executor = executor
+        self._onions = onions
+        self._store = store
+        self._max_iterations = max_iterations
+        self._task: asyncio.Task[Any] | None = None
+        self._cancel_requested = False
+        self._finishing = False
+        self._forged: list[str] = []
+        self._forged_version = 0
+        ctx._abort_hooks.append(self._on_abort)
+
+    def __repr__(self) -> str:
+        """Show the turn id."""
+        return f"Turn(turn_id={self.ctx.turn_id!r})"
+
+    # -- abort from outside ----------------------------------------------------------------------
+    def _on_abort(self, reason: str | None) -> None:
+        task = self._task
+        if task is None or self._finishing or task.done():
+            return
+        if asyncio.current_task() is task:
+            return  # inside the turn: the loop stops at the next step boundary
+        if self.ctx._shield:
+            self.ctx._deferred_cancel = self._cancel_now
+            return
+        self._cancel_now()
+
+    def _cancel_now(self) -> None:
+        task = self._task
+        if task is not None and not task.done() and not self._finishing:
+            self._cancel_requested = True
+            task.cancel()
+
+    def _absorb_cancel(self) -> bool:
+        """Return True when a caught CancelledError was our own abort (and absorb it)."""
+        if self._cancel_requested:
+            self._cancel_requested = False
+            task = self._task
+            if task is not None:
+                task.uncancel()
+            return True
+        return False
+
+    # -- errors ----------------------------------------------------------------------------------
+    def _report(self, error: LoopError, stage: StageName) -> None:
+        self.errors.append(error)
+        ctx = self.ctx
+        if ctx._bus.listening:
+            ctx.emit(ErrorReported(turn_id=ctx.turn_id, error=error, stage=stage))
+
+    async def _stage(self, stage: Stage, ctx: Any) -> bool:
+        """Run one stage; return False when it failed (the error is reported)."""
+        onion = self._onions[stage]
+        if not onion.fns:
+            return True
+        try:
+            reached = await onion.run(ctx)
+        except TurnAbortedError as exc:
+            self.ctx.abort(exc.message)
+            return True
+        except (NextCalledTwiceError, PipelineShortCircuitedError) as exc:
+            self._report(exc, stage)
+            return False
+        except Exception as exc:
+            error = _STAGE_ERRORS[stage](
+                f"{stage} middleware raised {type(exc).__name__}: {exc}", stage=stage
+            )
+            error.__cause__ = exc
+            self._report(error, stage)
+            return False
+        if reached or self.ctx._aborted:
+            return True
+        if isinstance(ctx, DispatchContext) and ctx.is_signalled:
+            return True
+        self._report(PipelineShortCircuitedError(stage=stage), stage)
+        return False
+
+    # -- the turn --------------------------------------------------------------------------------
+    async def execute(self, conversation_id: str | None) -> TurnResult:
+        """Run the turn and return its result (re-raising a caller's cancellation)."""
+        ctx = self.ctx
+        self._task = asyncio.current_task()
+        started_at = datetime.now(UTC)
+        t0 = time.perf_counter()
+        first_message = len(ctx._messages)
+        status: TurnStatus = "failed"
+        cancelled: asyncio.CancelledError | None = None
+        try:
+            if conversation_id is not None:
+                messages, calls = await self._store.load_conversation(conversation_id)
+                ctx._load_history(messages, calls)
+                first_message = len(ctx._messages)
+            if ctx._bus.listening:
+                ctx.emit(
+                    TurnStart(turn_id=ctx.turn_id, input=ctx.input, conversation_id=conversation_id)
+                )
+            await ctx.store_message(Message(role="user", content=ctx.input))
+            status = await self._body()
+        except asyncio.CancelledError as exc:
+            if self._absorb_cancel():
+                status = "aborted"
+            else:
+                ctx._aborted = True
+                ctx.abort_reason = ctx.abort_reason or "cancelled by the caller"
+                status = "aborted"
+                cancelled = exc
+        except TurnAbortedError as exc:
+            ctx.abort(exc.message)
+            status = "aborted"
+        self._finishing = True
+        if ctx._aborted:
+            status = "aborted"
+        return await self._finish(status, started_at, t0, first_message, cancelled)
+
+    async def _body(self) -> TurnStatus:
+        ctx = self.ctx
+        if not await self._stage("turn_input", ctx):
+            return "aborted" if _is_aborted(ctx) else "failed"
+        if _is_aborted(ctx):
+            return "aborted"
+        dispatch = DispatchContext(ctx, new_id("dsp"))
+        ctx.tools.bind_context(dispatch)
+        outcome = await self._dispatch(dispatch)
+        if outcome == "aborted" or _is_aborted(ctx):
+            return "aborted"
+        if outcome == "nack":
+            return "failed"
+        if not await self._stage("turn_output", ctx):
+            return "aborted" if _is_aborted(ctx) else "failed"
+        return "aborted" if _is_aborted(ctx) else "completed"
+
+    async def _dispatch(self, d: DispatchContext) -> str:
+        ctx = self.ctx
+        bus = ctx._bus
+        if bus.listening:
+            ctx.emit(DispatchStart(turn_id=ctx.turn_id, dispatch_id=d.dispatch_id))
+        forced: LoopError | None = None
+        in_iteration = False
+        i = 0
+        limit = self._max_iterations
+        executor = self._executor
+        try:
+            while True:
+                if limit is not None and i == limit:
+                    d.nack(
+                        IterationLimitError(
+                            f"the dispatch reached max_iterations={limit}", max_iterations=limit
+                        )
+                    )
+                    break
+                d.iteration = i
+                d._new = []
+                if ctx._artifact_version != self._forged_version:
+                    self._forge(d)
+                if bus.listening:
+                    ctx.emit(
+                        IterationStart(turn_id=ctx.turn_id, dispatch_id=d.dispatch_id, iteration=i)
+                    )
+                in_iteration = True
+                if not await self._stage("dispatch_input", d):
+                    self._nack_with_last(d)
+                if not _stopped(d):
+                    try:
+                        await executor(d)
+                    except TurnAbortedError as exc:
+                        ctx.abort(exc.message)
+                    except Exception as exc:
+                        error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
+                        error.__cause__ = exc
+                        self._report(error, "executor")
+                        if _stopped(d):
+                            forced = error
+                        else:
+                            d.nack(error)
+                    if not _stopped(d) and not await self._stage("dispatch_output", d):
+                        self._nack_with_last(d)
+                if bus.listening:
+                    ctx.emit(
+                        IterationEnd(turn_id=ctx.turn_id, dispatch_id=d.dispatch_id, iteration=i)
+                    )
+                in_iteration = False
+                i += 1
+                if _stopped(d) or forced is not None:
+                    break
+        except asyncio.CancelledError:
+            if not self._absorb_cancel():
+                ctx._aborted = True
+                self._end_dispatch(d, i + int(in_iteration), in_iteration, None)
+                raise
+        except TurnAbortedError as exc:
+            ctx.abort(exc.message)
+        self.iterations = i + int(in_iteration)
+        return self._end_dispatch(d, self.iterations, in_iteration, forced)
+
+    def _end_dispatch(
+        self, d: DispatchContext, iterations: int, in_iteration: bool, forced: LoopError | None
+    ) -> str:
+        ctx = self.ctx
+        self.iterations = iterations
+        if ctx._aborted:
+            status = "aborted"
+            error = None
+        elif d._acked and forced is None:
+            status = "ack"
+            error = None
+        else:
+            status = "nack"
+            error = forced if forced is not None else d._nack_error
+            if error is not None and all(e is not error for e in self.errors):
+                self.errors.append(error)
+        if ctx._bus.listening:
+            if in_iteration:
+                ctx.emit(
+                    IterationEnd(
+                        turn_id=ctx.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
+                    )
+                )
+            ctx.emit(
+                DispatchEnd(
+                    turn_id=ctx.turn_id,
+                    dispatch_id=d.dispatch_id,
+                    status=status,  # type: ignore[arg-type]  # narrowed by the branches above
+                    iterations=iterations,
+                    error=error,
+                )
+            )
+        return status
+
+    def _nack_with_last(self, d: DispatchContext) -> None:
+        if not (d._acked or d._nacked) and self.errors:
+            d.nack(self.errors[-1])
+
+    def _forge(self, d: DispatchContext) -> None:
+        """Re-forge artifact query tools when this turn's artifacts changed."""
+        ctx = self.ctx
+        self._forged_version = ctx._artifact_version
+        tools = ctx.tools
+        for name in self._forged:
+            tools.unregister(name)
+        self._forged = []
+        for cls in dict.fromkeys(ctx._artifact_ids.values()):
+            forged = cls.forge_tools(d)  # type: ignore[attr-defined]  # SpooledArtifact classes
+            for forged_tool in forged.all():
+                tools.register(forged_tool, overwrite=True)
+                self._forged.append(forged_tool.name)
+
+    async def _finish(
+        self,
+        status: TurnStatus,
+        started_at: datetime,
+        t0: float,
+        first_message: int,
+        cancelled: asyncio.CancelledError | None,
+    ) -> TurnResult:
+        ctx = self.ctx
+        ended_at = datetime.now(UTC)
+        duration_ms = (time.perf_counter() - t0) * 1000.0
+        failure = self.errors[0] if status == "failed" and self.errors else None
+        if ctx._bus.listening:
+            ctx.emit(
+                TurnEnd(turn_id=ctx.turn_id, status=status, duration_ms=duration_ms, error=failure)
+            )
+        output = None
+        if status == "completed":
+            for message in reversed(ctx._messages[first_message:]):
+                if message.role == "assistant" and not message.tool_call_ids:
+                    output = message.content
+                    break
+        result = TurnResult(
+            turn_id=ctx.turn_id,
+            conversation_id=ctx.conversation_id,
+            status=status,
+            output=output,
+            messages=tuple(ctx._messages[first_message:]),
+            tool_calls=tuple(ctx._calls),
+            errors=tuple(self.errors),
+            iterations=self.iterations,
+            stash=ctx.stash.all(),
+            started_at=started_at,
+            ended_at=ended_at,
+            abort_reason=ctx.abort_reason if status == "aborted" else None,
+        )
+        if cancelled is not None:
+            raise cancelled
+        record = TurnRecord(
+            turn_id=ctx.turn_id,
+            conversation_id=ctx.conversation_id,
+            status=status,
+            input=ctx.input,
+            output=output,
+            iterations=self.iterations,
+            error_code=failure.code if failure else None,
+            error_message=failure.message if failure else None,
+            started_at=started_at,
+            ended_at=ended_at,
+        )
+        try:
+            await self._store.save_turn(record)
+        except Exception as exc:  # the turn already happened; never lose the result over this
+            if ctx._bus.listening:
+                ctx.emit(
+                    Log(
+                        turn_id=ctx.turn_id,
+                        level="error",
+                        kind="store_error",
+                        message=f"saving the turn record failed: {exc!r}",
+                        payload={},
+                    )
+                )
+        if ctx._pending:
+            await drain(ctx._pending)
+        return result

@@ -1,0 +1,104 @@
+"""Shared tools and helpers for the turn-loop tests (runner, turn, onion, events, executor)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from pydantic import BaseModel
+
+from pipeline import DispatchContext, Event, Tool, TurnRunner, tool
+
+
+@pytest.fixture
+def echo_tool() -> Tool[BaseModel]:
+    """A tool that returns its ``text`` argument."""
+
+    @tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    return echo
+
+
+@pytest.fixture
+def add_tool() -> Tool[BaseModel]:
+    """A tool that adds two integers (strictly validated)."""
+
+    @tool
+    def add(a: int, b: int) -> str:
+        """Add two integers."""
+        return str(a + b)
+
+    return add
+
+
+@pytest.fixture
+def boom_tool() -> Tool[BaseModel]:
+    """A tool whose handler always raises ``RuntimeError("kaboom")``."""
+
+    @tool
+    def boom() -> str:
+        """Always fail."""
+        raise RuntimeError("kaboom")
+
+    return boom
+
+
+@pytest.fixture
+def nap_started() -> asyncio.Event:
+    """Set as soon as any ``nap`` call starts sleeping."""
+    return asyncio.Event()
+
+
+@pytest.fixture
+def nap_cancelled() -> list[str]:
+    """Labels of ``nap`` calls that were cancelled while sleeping."""
+    return []
+
+
+@pytest.fixture
+def nap_tool(nap_started: asyncio.Event, nap_cancelled: list[str]) -> Tool[BaseModel]:
+    """An async tool that sleeps ``seconds`` and returns ``label`` (records start and cancel)."""
+
+    @tool
+    async def nap(seconds: float, label: str) -> str:
+        """Sleep a while, then return the label."""
+        nap_started.set()
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            nap_cancelled.append(label)
+            raise
+        return label
+
+    return nap
+
+
+@pytest.fixture
+def stopper_tool() -> Tool[BaseModel]:
+    """A tool that aborts its turn (after an optional delay) and returns ``"stopped"``."""
+
+    @tool
+    async def stopper(ctx: DispatchContext, delay: float = 0.0) -> str:
+        """Abort the turn."""
+        if delay:
+            await asyncio.sleep(delay)
+        ctx.abort("stopped by a tool")
+        return "stopped"
+
+    return stopper
+
+
+@pytest.fixture
+def record() -> Callable[[TurnRunner], list[Event]]:
+    """Return ``attach(runner) -> list`` that collects every event the runner emits."""
+
+    def attach(runner: TurnRunner) -> list[Event]:
+        seen: list[Event] = []
+        runner.on_any(seen.append)
+        return seen
+
+    return attach

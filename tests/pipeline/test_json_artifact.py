@@ -1,0 +1,198 @@
+"""SpooledJsonArtifact: format inference, JSONPath queries, and clear errors on bad content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import (
+    FileSpoolStore,
+    InvalidToolArgsError,
+    MemorySpoolStore,
+    SpooledArtifact,
+    SpooledJsonArtifact,
+    ToolDownstreamError,
+)
+from pipeline._json_artifact import JsonFormat
+
+STORES = ["memory", "file"]
+BOOKS = """{
+  "store": {
+    "book": [
+      {"title": "A", "price": 8, "tags": ["x"]},
+      {"title": "B", "price": 12},
+      {"title": "C", "price": 22, "author": {"name": "Zed"}}
+    ],
+    "open": true
+  }
+}"""
+RECORDS = '{"id": 1, "name": "ann"}\n\n{"id": 2, "age": 30}\n{"id": 3, "name": "cy"}\n'
+
+
+@pytest.fixture(params=STORES, ids=STORES)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Return ``make(text, format=None)`` building a JSON artifact over each store."""
+    store = MemorySpoolStore() if request.param == "memory" else FileSpoolStore(tmp_path)
+
+    def build(text: str | bytes, format: JsonFormat | None = None) -> SpooledJsonArtifact:
+        return SpooledJsonArtifact(store.write("c1", text), format=format)
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt", "document"),
+    [
+        ('{"a": 1}', "json", {"a": 1}),
+        ("[1, 2]\n", "json", [1, 2]),
+        ('"just a string"', "json", "just a string"),
+        ('{"a": 1}\n{"a": 2}\n', "jsonl", [{"a": 1}, {"a": 2}]),
+        ("{a: 1, // comment\n b: [1, 2,],}", "json5", {"a": 1, "b": [1, 2]}),
+        ("{'single': 'quotes'}", "json5", {"single": "quotes"}),
+    ],
+    ids=["object", "array", "string", "jsonl", "json5-multiline", "json5-one-line"],
+)
+def test_format_is_inferred(make: Any, text: str, fmt: str, document: Any) -> None:
+    """Without a format: whole-body JSON, else JSON Lines, else JSON5."""
+    artifact = make(text)
+    assert artifact.format == fmt
+    assert artifact.document() == document
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "ndjson"])
+def test_json_lines_skip_blank_lines_and_act_as_an_array(make: Any, fmt: JsonFormat) -> None:
+    """JSON Lines records form an array for every query; blank lines are skipped."""
+    artifact = make(RECORDS, fmt)
+    assert artifact.format == fmt
+    assert artifact.json_type() == "array"
+    assert artifact.json_length() == 3
+    assert artifact.json_keys() == ["id", "name", "age"]
+    assert artifact.json_pluck("name") == ["ann", None, "cy"]
+    assert artifact.json_slice(-2) == [{"id": 2, "age": 30}, {"id": 3, "name": "cy"}]
+
+
+def test_json_queries(make: Any) -> None:
+    """type, keys, length, get, filter, pluck and slice answer over a JSON document."""
+    artifact = make(BOOKS)
+    assert artifact.json_type() == "object"
+    assert artifact.json_keys() == ["store"]
+    assert artifact.json_length() == 1
+    assert artifact.json_get("$.store.book[1].title") == "B"
+    assert artifact.json_get("$.store.open") is True
+    assert artifact.json_filter("$.store.book[?(@.price > 10)].title") == ["B", "C"]
+    assert artifact.json_filter("$..name") == ["Zed"]
+    assert artifact.json_filter("$.nothing") == []
+    assert artifact.json_get("$.store.book.`len`") == 3
+
+
+def test_pluck_and_slice_over_an_array(make: Any) -> None:
+    """pluck reads a path relative to each item; slice has Python slice semantics."""
+    artifact = make('[{"a": {"b": 1}}, {"a": {"b": 2}}, {"c": 3}, 4]')
+    assert artifact.json_pluck("$.a.b") == [1, 2, None, None]
+    assert artifact.json_pluck("a.b") == [1, 2, None, None]
+    assert artifact.json_slice(1, 3) == [{"a": {"b": 2}}, {"c": 3}]
+    assert artifact.json_slice(3, 1) == []
+    assert artifact.json_keys() == ["a", "c"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1", "number"), ("1.5", "number"), ("true", "boolean"), ("null", "null"),
+     ('"s"', "string"), ("[]", "array"), ("{}", "object")],
+    ids=["int", "float", "bool", "null", "string", "array", "object"],
+)
+def test_json_type_names(make: Any, text: str, expected: str) -> None:
+    """json_type uses the JSON type names."""
+    assert make(text).json_type() == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "fmt", "line", "needle"),
+    [
+        ('{"a": 1}\n{"a": 2,\n{"a": 3}', "jsonl", 1, "not valid jsonl at line 1"),
+        ('{"a": 1}\n{"a": 2}\nnot json', None, 2, "not valid jsonl at line 2"),
+        ('{\n  "a": 1,\n  "b": ,\n}', "json", 2, "not valid json at line 2"),
+        ('{\n  "a": 1,\n  "b": ,\n}', None, 2, "not valid json at line 2"),
+        ("{a: 1,\n b: ]}", "json5", 1, "not valid json5 at line 1"),
+        ("[" * 100_000 + "]" * 100_000, None, None, "not valid json"),
+    ],
+    ids=["jsonl-explicit", "jsonl-inferred", "json-explicit", "json-inferred", "json5",
+         "too-deep"],
+)
+def test_malformed_content_names_the_line(
+    make: Any, text: str, fmt: JsonFormat | None, line: int | None, needle: str
+) -> None:
+    """Content that does not parse raises ToolDownstreamError naming the 0-based line."""
+    artifact = make(text, fmt)
+    with pytest.raises(ToolDownstreamError, match=needle) as info:
+        artifact.json_type()
+    assert info.value.code == "E_TOOL_DOWNSTREAM_ERROR"
+    assert info.value.line == line  # type: ignore[attr-defined]
+
+
+def test_empty_body_is_a_clear_error(make: Any) -> None:
+    """A blank body is not JSON of any format."""
+    with pytest.raises(ToolDownstreamError, match="empty"):
+        make(" \n ").json_keys()
+
+
+@pytest.mark.parametrize("path", ["$[?(@.x ==", "$..[", "", "   "],
+                         ids=["open-filter", "open-bracket", "empty", "blank"])
+def test_invalid_paths_are_argument_errors(make: Any, path: str) -> None:
+    """A JSONPath that does not parse raises InvalidToolArgsError."""
+    with pytest.raises(InvalidToolArgsError) as info:
+        make(BOOKS).json_filter(path)
+    assert info.value.code == "E_INVALID_TOOL_ARGS"
+
+
+@pytest.mark.parametrize(
+    ("text", "call", "needle"),
+    [
+        ("5", lambda a: a.json_keys(), "json_keys needs an object or an array"),
+        ("true", lambda a: a.json_length(), "json_length needs"),
+        ("{}", lambda a: a.json_pluck("x"), "json_pluck needs an array"),
+        ('"s"', lambda a: a.json_slice(0, 1), "json_slice needs an array"),
+        ("{}", lambda a: a.json_get("$.missing"), "no value matches"),
+        ("[1]", lambda a: a.json_slice("0", None), "start must be an integer"),
+    ],
+    ids=["keys-of-number", "length-of-bool", "pluck-object", "slice-string", "get-missing",
+         "slice-str-bound"],
+)
+def test_queries_that_do_not_fit_the_document(make: Any, text: str, call: Any,
+                                              needle: str) -> None:
+    """A query that does not fit the document's shape is a readable argument error."""
+    with pytest.raises(InvalidToolArgsError, match=needle):
+        call(make(text))
+
+
+def test_explicit_format_is_not_second_guessed(make: Any) -> None:
+    """A body given as json that is really JSON Lines fails as json at its second record (line 2)."""
+    with pytest.raises(ToolDownstreamError, match="not valid json at line 2"):
+        make(RECORDS, "json").json_type()
+
+
+def test_unknown_format_is_rejected() -> None:
+    """An unknown format name raises InvalidToolArgsError at construction."""
+    with pytest.raises(InvalidToolArgsError, match="unknown JSON format"):
+        SpooledJsonArtifact(MemorySpoolStore().write("c", "{}"), format="yaml")  # type: ignore[arg-type]
+
+
+def test_class_level_format_for_artifact_constructors() -> None:
+    """A subclass fixing json_format makes every instance use it."""
+
+    class Ndjson(SpooledJsonArtifact):
+        json_format = "ndjson"
+
+    artifact = Ndjson(MemorySpoolStore().write("c", '{"a": 1}'))
+    assert artifact.format == "ndjson"
+    assert artifact.document() == [{"a": 1}]
+    assert isinstance(artifact, SpooledArtifact)
+    assert repr(artifact) == "<Ndjson ndjson 8 bytes, 1 lines>"
+
+
+def test_document_is_parsed_once(make: Any) -> None:
+    """The parsed document is cached: repeated queries return the same object."""
+    artifact = make(BOOKS)
+    assert artifact.document() is artifact.document()

@@ -1,0 +1,362 @@
+"""`SqliteStore` specifics: faithful round trips, schema, errors, durability and load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline import (
+    InvalidRunnerConfigError,
+    Media,
+    MemorySpoolStore,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ProposedToolCall,
+    SpooledArtifact,
+    SpooledJsonArtifact,
+    SpooledMarkdownArtifact,
+    SqliteStore,
+    ToolCall,
+    ToolLoopExecutor,
+    TurnRecord,
+    TurnRunner,
+    tool,
+)
+from pipeline.testing import ScriptedModel
+
+ROOT = Path(__file__).resolve().parents[2]
+SPOOL = MemorySpoolStore()
+
+
+def artifact(cls: type[SpooledArtifact], body: str) -> SpooledArtifact:
+    return cls(SPOOL.write(f"body-{len(SPOOL)}", body))
+
+
+def media(name: str, data: bytes) -> Media:
+    return Media.tool_generated("image", "image/png", name, data, source="https://example.test")
+
+
+def text_of(call: ToolCall) -> str:
+    results = call.results
+    return results.as_string() if isinstance(results, SpooledArtifact) else str(results)
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
+    """A new database records schema version 1 in its migration table and runs in WAL mode."""
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    SqliteStore(path).close()  # reopening applies nothing twice
+    with sqlite3.connect(path) as conn:
+        versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert versions == [(1,)]
+    assert mode == "wal"
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    """A database migrated by a newer loopware raises InvalidRunnerConfigError, untouched."""
+    path = tmp_path / "s.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (99, 'future')")
+    with pytest.raises(InvalidRunnerConfigError, match="schema version 99"):
+        SqliteStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    """Opening a non-SQLite file raises InvalidRunnerConfigError naming the path."""
+    path = tmp_path / "notes.txt"
+    path.write_text("hello, I am not a database" * 100)
+    with pytest.raises(InvalidRunnerConfigError, match=r"notes\.txt") as info:
+        SqliteStore(path)
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        ({"path": ""}, "path"),
+        ({"path": 7}, "path"),
+        ({"path": "x.db", "synchronous": "off"}, "synchronous"),
+        ({"path": "x.db", "busy_timeout": -1}, "busy_timeout"),
+        ({"path": "x.db", "busy_timeout": True}, "busy_timeout"),
+    ],
+    ids=["empty-path", "int-path", "bad-synchronous", "negative-timeout", "bool-timeout"],
+)
+def test_bad_options_raise_invalid_runner_config(kwargs: dict[str, object], problem: str) -> None:
+    """Each bad option is named in an InvalidRunnerConfigError."""
+    with pytest.raises(InvalidRunnerConfigError, match=problem):
+        SqliteStore(**kwargs)  # type: ignore[arg-type]
+
+
+async def test_closed_store_refuses_work(tmp_path: Path) -> None:
+    """After the async context manager exits, every operation raises ProgrammingError."""
+    async with SqliteStore(tmp_path / "s.db") as store:
+        call = ToolCall.completed(id="a", tool="x", args={}, results="")
+        await store.save_tool_call(None, "t", call)
+    assert "closed" in repr(store)
+    with pytest.raises(sqlite3.ProgrammingError):
+        await store.tool_calls_for_turn("t")
+    store.close()  # idempotent
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        "plain text ✓",
+        artifact(SpooledArtifact, "line 1\nline 2\n"),
+        artifact(SpooledJsonArtifact, '{"rows": [1, 2, 3]}'),
+        artifact(SpooledMarkdownArtifact, "# Title\n\nbody\n"),
+        media("a.png", b"\x89PNG\x00\xff"),
+        (media("a.png", b"one"), media("b.png", b"two")),
+        (artifact(SpooledArtifact, "a"), artifact(SpooledJsonArtifact, "[1]")),
+    ],
+    ids=["text", "artifact", "json-artifact", "md-artifact", "media", "media-tuple", "artifacts"],
+)
+async def test_every_result_shape_round_trips(tmp_path: Path, results: object) -> None:
+    """A stored call loads back with the same fields and an equivalent result of the same class."""
+    now = datetime.now(UTC)
+    original = ToolCall(
+        id="call-1",
+        tool="fetch",
+        args={"url": "https://example.test/ü", "n": 1.5, "deep": {"b": [1, None, True], "a": 0}},
+        checksum="ab" * 32,
+        is_complete=True,
+        is_error=True,
+        results=results,  # type: ignore[arg-type]
+        from_artifact_tool=True,
+        inline=True,
+        created_at=now - timedelta(seconds=2),
+        updated_at=now - timedelta(seconds=1),
+        completed_at=now.astimezone(),
+    )
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await store.save_tool_call(None, "turn-1", original)
+        [loaded] = await store.tool_calls_for_turn("turn-1")
+    for name in ("id", "tool", "args", "checksum", "is_complete", "is_error", "from_artifact_tool",
+                 "inline", "created_at", "updated_at", "completed_at"):
+        assert getattr(loaded, name) == getattr(original, name), name
+    assert list(loaded.args) == ["url", "n", "deep"]  # key order kept
+    assert isinstance(loaded.args["n"], float)
+    expected = original.results if isinstance(original.results, tuple) else (original.results,)
+    got = loaded.results if isinstance(loaded.results, tuple) else (loaded.results,)
+    assert type(loaded.results) is type(original.results)
+    for want, have in zip(expected, got, strict=True):
+        assert type(have) is type(want)
+        if isinstance(want, SpooledArtifact):
+            assert isinstance(have, SpooledArtifact)
+            assert have.as_string() == want.as_string()
+            assert have.byte_length() == want.byte_length()
+        elif isinstance(want, Media):
+            assert isinstance(have, Media)
+            assert (have.kind, have.mime_type, have.filename, have.trust_tier, have.id) == (
+                want.kind, want.mime_type, want.filename, want.trust_tier, want.id
+            )
+            assert (have.modality_hazard, have.source) == (want.modality_hazard, want.source)
+            assert have.read_bytes() == want.read_bytes()
+        else:
+            assert have == want
+
+
+async def test_reader_backed_media_is_stored_with_its_bytes(tmp_path: Path) -> None:
+    """A Media given as a reader is stored with the bytes the reader returns."""
+    lazy = Media(kind="document", mime_type="text/plain", filename="n.txt",
+                 trust_tier="third-party-public", modality_hazard="extractable-instructions",
+                 reader=lambda: b"read later")
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await store.save_tool_call(None, "t", ToolCall.completed(id="m", tool="x", args={},
+                                                                 results=lazy))
+        [loaded] = await store.tool_calls_for_turn("t")
+    assert isinstance(loaded.results, Media)
+    assert loaded.results.data == b"read later"
+
+
+async def test_unknown_artifact_class_loads_as_base_artifact(tmp_path: Path) -> None:
+    """An artifact whose class can no longer be imported loads as a SpooledArtifact."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as store:
+        call = ToolCall.completed(id="a", tool="x", args={}, results=artifact(SpooledArtifact, "z"))
+        await store.save_tool_call(None, "t", call)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE tool_call_results SET artifact_class = 'gone.module:Vanished'")
+    async with SqliteStore(path) as store:
+        [loaded] = await store.tool_calls_for_turn("t")
+    assert type(loaded.results) is SpooledArtifact
+    assert loaded.results.as_string() == "z"
+
+
+async def test_runner_turn_without_conversation_is_stored_by_turn(tmp_path: Path) -> None:
+    """A turn run without conversation keeps its calls, messages and record under its turn id."""
+    proposed = ProposedToolCall(id="c1", name="echo", arguments='{"text":"a"}')
+    steps = [ModelResponse(tool_calls=[proposed]), ModelResponse(text="all done")]
+    async with SqliteStore(tmp_path / "s.db") as store:
+        runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[echo],
+                            store=store)
+        result = await runner.run("go")
+        calls = await store.tool_calls_for_turn(result.turn_id)
+        messages = await store.messages_for_turn(result.turn_id)
+        record = await store.turn(result.turn_id)
+        assert await store.turn("nope") is None
+    [stored] = calls
+    [made] = result.tool_calls
+    assert (stored.id, stored.checksum, stored.inline) == (made.id, made.checksum, made.inline)
+    assert isinstance(stored.results, SpooledArtifact)
+    assert isinstance(made.results, SpooledArtifact)
+    assert stored.results.as_string() == made.results.as_string() == "a"
+    assert [m.content for m in messages] == ["go", "", "all done"]
+    assert isinstance(record, TurnRecord)
+    assert (record.status, record.output, record.input, record.iterations) == (
+        "completed", "all done", "go", result.iterations
+    )
+
+
+async def test_calls_with_the_same_id_in_different_turns_are_kept_apart(tmp_path: Path) -> None:
+    """Without a conversation, call ids are scoped to their turn: nothing is overwritten."""
+    async with SqliteStore(tmp_path / "s.db") as store:
+        for turn in ("t1", "t2"):
+            await store.save_tool_call(None, turn, ToolCall.completed(id="same", tool="x", args={},
+                                                                      results=turn))
+        assert [c.results for c in await store.tool_calls_for_turn("t1")] == ["t1"]
+        assert [c.results for c in await store.tool_calls_for_turn("t2")] == ["t2"]
+        assert await store.delete_tool_call(None, "t1", "same") is True
+        assert await store.tool_calls_for_turn("t1") == []
+        assert len(await store.tool_calls_for_turn("t2")) == 1
+
+
+async def test_two_stores_on_one_file_do_not_lock_each_other_out(tmp_path: Path) -> None:
+    """Two stores (two connections) writing the same file concurrently both succeed."""
+    path = tmp_path / "s.db"
+    async with SqliteStore(path) as one, SqliteStore(path) as two:
+        await asyncio.gather(*(
+            store.save_tool_call(None, f"t{i % 7}", ToolCall.completed(
+                id=f"c{i}", tool="x", args={"i": i}, results="r"))
+            for i, store in enumerate([one, two] * 100)
+        ))
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0] == 200
+
+
+_CHILD = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from pipeline import (ModelResponse, ProposedToolCall, SqliteStore, ToolCallStored,
+                          ToolLoopExecutor, TurnRunner, tool)
+    from pipeline.testing import ScriptedModel
+
+    @tool
+    def echo(text: str) -> str:
+        "Return the text."
+        return text
+
+    stored = 0
+
+    def on_stored(event: ToolCallStored) -> None:
+        global stored
+        stored += 1
+        if stored == 3:  # the third store_tool_call has returned: die without any cleanup
+            print(event.turn_id, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def main() -> None:
+        calls = [ProposedToolCall(id=f"c{i}", name="echo", arguments=f'{{"text": "n{i}"}}')
+                 for i in range(5)]
+        runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([ModelResponse(
+            tool_calls=calls)])), tools=[echo], store=SqliteStore(sys.argv[1]))
+        runner.on(ToolCallStored, on_stored)
+        await runner.run("go")
+        print("survived", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_calls_survive_a_sigkill_right_after_the_third_store(tmp_path: Path) -> None:
+    """A child killed right after its third store_tool_call leaves three intact calls behind."""
+    path = tmp_path / "durable.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CHILD, str(path), env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    assert child.returncode == -signal.SIGKILL, err.decode()
+    turn_id = out.decode().strip()
+    assert turn_id.startswith("turn_")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    async with SqliteStore(path) as store:
+        calls = await store.tool_calls_for_turn(turn_id)
+    assert [c.id for c in calls] == ["c0", "c1", "c2"]
+    assert [text_of(c) for c in calls] == ["n0", "n1", "n2"]
+    assert all(c.is_complete and not c.is_error for c in calls)
+
+
+class _PerTurnModel:
+    """Proposes three echo calls per turn (ids derived from the turn's input), then answers."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        done = len(request.tool_calls)
+        if done == 3:
+            return ModelResponse(text="ok")
+        key = request.messages[0].content
+        arguments = json.dumps({"text": f"{key}:{done}"})
+        return ModelResponse(
+            tool_calls=[ProposedToolCall(id=f"{key}-{done}", name="echo", arguments=arguments)]
+        )
+
+
+async def test_500_concurrent_turns_store_every_call_exactly_once(tmp_path: Path) -> None:
+    """500 concurrent turns on one store complete; each of their 1500 calls is stored once."""
+    path = tmp_path / "load.db"
+    async with SqliteStore(path) as store:
+        runner = TurnRunner(executor=ToolLoopExecutor(_PerTurnModel()), tools=[echo], store=store)
+        results = await asyncio.gather(*(runner.run(f"u{i}") for i in range(500)))
+    assert {r.status for r in results} == {"completed"}
+    assert [e for r in results for e in r.errors] == []
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT c.turn_id, c.id, coalesce(c.results_text, r.text) FROM tool_calls c "
+            "LEFT JOIN tool_call_results r ON r.call_seq = c.seq"
+        ).fetchall()
+        turns = conn.execute("SELECT COUNT(*) FROM turns WHERE status = 'completed'").fetchone()
+    assert len(rows) == 1500
+    assert len({(turn, call_id) for turn, call_id, _ in rows}) == 1500
+    by_turn = {r.turn_id: r for r in results}
+    for turn, call_id, text in rows:
+        key, n = call_id.rsplit("-", 1)
+        assert text == f"{key}:{n}"
+        assert by_turn[turn].messages[0].content == key
+    assert turns == (500,)
+
+
+async def test_save_turn_replaces_the_record(tmp_path: Path) -> None:
+    """Saving a turn record twice keeps the latest version."""
+    now = datetime.now(UTC)
+    record = TurnRecord(turn_id="t", conversation_id="c", status="failed", input="in",
+                        output=None, iterations=2, error_code="E_X", error_message="bad",
+                        started_at=now, ended_at=now)
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await store.save_turn(record)
+        await store.save_message("c", "t", Message(role="user", content="in"))
+        again = TurnRecord(**{**{f: getattr(record, f) for f in TurnRecord.__dataclass_fields__},
+                              "status": "completed", "output": "out"})
+        await store.save_turn(again)
+        assert await store.turn("t") == again
