@@ -1,5 +1,15 @@
 """loopware middleware: decorator registration and the built-in policy middleware."""
 
+from ._approval import ApprovalGate as ApprovalGate
+from ._approval import Approver as Approver
+from ._audit import AuditLog as AuditLog
+from ._audit_chain import AuditDecision as AuditDecision
+from ._audit_chain import AuditEntry as AuditEntry
+from ._audit_chain import AuditHead as AuditHead
+from ._audit_chain import AuditRow as AuditRow
+from ._audit_chain import AuditSink as AuditSink
+from ._audit_jsonl import JsonlAuditSink as JsonlAuditSink
+from ._audit_sinks import SqliteAuditSink as SqliteAuditSink
 from ._budget import IterationBudget as IterationBudget
 from ._counter import ToolCallCounter as ToolCallCounter
 from ._limit import ToolCallLimit as ToolCallLimit
@@ -20,13 +30,23 @@ from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
 
 __all__ = [
+    "ApprovalGate",
+    "Approver",
+    "AuditDecision",
+    "AuditEntry",
+    "AuditHead",
+    "AuditLog",
+    "AuditRow",
+    "AuditSink",
     "DispatchHook",
     "DispatchHookMethod",
     "DispatchMiddleware",
     "DispatchMiddlewareMethod",
     "IterationBudget",
+    "JsonlAuditSink",
     "Middleware",
     "RepetitionDetector",
+    "SqliteAuditSink",
     "ToolCallCounter",
     "ToolCallLimit",
     "ToolPolicy",

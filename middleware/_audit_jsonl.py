@@ -24,6 +24,9 @@ from ._audit_sinks import SQL_COLUMNS, Synchronous, Worker, check_options, resum
 
 __all__ = ["JsonlAuditSink"]
 
+_HEAD_SIZE = 128  # bytes of the head record: {"count": ..., "hash": ...} padded with spaces
+_sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
+
 _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
 
 
@@ -78,7 +81,7 @@ class JsonlAuditSink:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
     """
 
-    __slots__ = ("_file", "_fsync", "_head", "_head_path", "_path", "_worker")
+    __slots__ = ("_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_worker")
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
         """Open (or create) the file; see the class docstring."""
@@ -86,6 +89,7 @@ class JsonlAuditSink:
         self._head_path = self._path + ".head"
         self._fsync = synchronous == "full"
         self._head = AuditHead(0, GENESIS_HASH)
+        self._head_fd = -1
         self._worker = Worker("loopware-audit")
         try:
             self._file = self._worker.call(self._open)
@@ -116,6 +120,7 @@ class JsonlAuditSink:
                         row = candidate or row
             last = None if row is None else AuditHead(row.index + 1, row.hash)
             self._head = resume(last, self._stored_head())
+            self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
         except BaseException:
             handle.close()
             raise
@@ -129,15 +134,13 @@ class JsonlAuditSink:
         handle.write(b"".join(_json_line(row) for row in rows))
         handle.flush()
         if self._fsync:
-            os.fsync(handle.fileno())
+            _sync(handle.fileno())
         head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-        temp = self._head_path + ".tmp"
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump({"count": head.count, "hash": head.hash}, f)
-            f.flush()
-            if self._fsync:
-                os.fsync(f.fileno())
-        os.replace(temp, self._head_path)
+        # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
+        record = json.dumps({"count": head.count, "hash": head.hash}).encode()
+        os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+        if self._fsync:
+            _sync(self._head_fd)
         self._head = head
         return rows
 
@@ -187,7 +190,13 @@ class JsonlAuditSink:
 
     def close(self) -> None:
         """Finish queued appends and close the file (idempotent)."""
-        self._worker.close(lambda: self._file.close())
+        self._worker.close(self._close)
+
+    def _close(self) -> None:
+        self._file.close()
+        if self._head_fd >= 0:
+            os.close(self._head_fd)
+            self._head_fd = -1
 
 
 JsonlAuditSink.__module__ = "middleware"

@@ -93,18 +93,19 @@ SQL_COLUMNS = (
     "error",
     "input",
 )
+_SQL_VERSION = 1
+"""The audit schema version, kept in ``audit_migrations`` (apart from a `SqliteStore`'s own
+``schema_migrations``, so both can share one file)."""
 _SQL_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations "
-    "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS audit_rows (
+    """CREATE TABLE audit_rows (
         idx INTEGER PRIMARY KEY, kind TEXT, turn_id TEXT, conversation_id TEXT,
         recorded_at TEXT, call_id TEXT, tool TEXT, checksum TEXT, args TEXT, is_error,
         duration_ms, decision TEXT, policy TEXT, reason TEXT, status TEXT, error TEXT,
         input TEXT, prev_hash TEXT, hash TEXT
     )""",
-    "CREATE TABLE IF NOT EXISTS audit_head "
+    "CREATE TABLE audit_head "
     "(id INTEGER PRIMARY KEY CHECK (id = 1), count INTEGER NOT NULL, hash TEXT NOT NULL)",
-    "INSERT OR IGNORE INTO schema_migrations VALUES (1, datetime('now'))",
+    "INSERT INTO audit_migrations VALUES (1, datetime('now'))",
 )
 _SQL_INSERT = (
     "INSERT INTO audit_rows (idx, "
@@ -170,6 +171,9 @@ class SqliteAuditSink:
         self._worker = Worker("loopware-audit")
         try:
             self._worker.call(self._open, synchronous)
+        except InvalidMiddlewareConfigError:
+            self._worker.close(self._close)
+            raise
         except sqlite3.Error as exc:
             self._worker.close(self._close)
             raise InvalidMiddlewareConfigError(
@@ -187,8 +191,19 @@ class SqliteAuditSink:
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SQL_SCHEMA:
-                conn.execute(statement)
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS audit_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            version = conn.execute("SELECT MAX(version) FROM audit_migrations").fetchone()[0] or 0
+            if version > _SQL_VERSION:
+                raise InvalidMiddlewareConfigError(
+                    f"SqliteAuditSink: {self._path!r} has audit schema version {version}, newer "
+                    f"than this loopware's {_SQL_VERSION}"
+                )
+            if version < 1:
+                for statement in _SQL_SCHEMA:
+                    conn.execute(statement)
             last = conn.execute(
                 "SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1"
             ).fetchone()

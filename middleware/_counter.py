@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from pipeline import CallNext, DispatchContext, TurnContext
+from pipeline import CallNext, DispatchContext, StashKey, TurnContext
 
+from ._keys import CountKeys, bump
 from ._options import check_namespace
 from ._registration import dispatch_output, turn_input
 
 __all__ = ["ToolCallCounter"]
-
-
-def _increment(count: int) -> int:
-    return count + 1
 
 
 class ToolCallCounter:
@@ -32,14 +29,15 @@ class ToolCallCounter:
         InvalidMiddlewareConfigError: ``namespace`` is not a valid stash path.
     """
 
-    __slots__ = ("_by_tool", "_namespace", "_total_completed", "_total_failed")
+    __slots__ = ("_completed", "_failed", "_namespace", "_total_completed", "_total_failed")
 
     def __init__(self, *, namespace: str = "loopware.counter") -> None:
         """Configure the counter (see the class docstring)."""
         self._namespace = check_namespace("ToolCallCounter", namespace)
-        self._by_tool = f"{namespace}.by_tool."
-        self._total_completed = f"{namespace}.total.completed"
-        self._total_failed = f"{namespace}.total.failed"
+        self._completed = CountKeys(f"{namespace}.by_tool.", ".completed")
+        self._failed = CountKeys(f"{namespace}.by_tool.", ".failed")
+        self._total_completed = StashKey[int](f"{namespace}.total.completed", default=0)
+        self._total_failed = StashKey[int](f"{namespace}.total.failed", default=0)
 
     def __repr__(self) -> str:
         """Show the namespace."""
@@ -54,9 +52,9 @@ class ToolCallCounter:
     async def start(self, ctx: TurnContext, call_next: CallNext) -> None:
         """Make the totals present (0) from the start of the turn."""
         stash = ctx.stash
-        for path in (self._total_completed, self._total_failed):
-            if not stash.has(path):
-                stash.set(path, 0)
+        for key in (self._total_completed, self._total_failed):
+            if key not in stash:
+                stash[key] = 0
         await call_next()
 
     @dispatch_output
@@ -64,11 +62,12 @@ class ToolCallCounter:
         """Count the calls the executor completed in this iteration."""
         stash = ctx.stash
         for call in ctx.new_tool_calls:
-            kind = "failed" if call.is_error else "completed"
-            stash.update(f"{self._by_tool}{call.tool}.{kind}", _increment, 0)
-            stash.update(
-                self._total_failed if call.is_error else self._total_completed, _increment, 0
-            )
+            if call.is_error:
+                bump(stash, self._failed(call.tool))
+                bump(stash, self._total_failed)
+            else:
+                bump(stash, self._completed(call.tool))
+                bump(stash, self._total_completed)
         await call_next()
 
 

@@ -6,9 +6,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from pipeline import CallNext, DispatchContext, InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    InvalidMiddlewareConfigError,
+    PolicyViolationError,
+    StashKey,
+)
 
 from ._decisions import record_decision
+from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output
 
@@ -18,10 +25,6 @@ OnExceed = Literal["hide", "nack"]
 
 _ACTIONS: tuple[OnExceed, ...] = ("hide", "nack")
 _NO_LIMITS: Mapping[str, int] = MappingProxyType({})
-
-
-def _increment(count: int) -> int:
-    return count + 1
 
 
 class ToolCallLimit:
@@ -34,9 +37,10 @@ class ToolCallLimit:
     ``on_exceed="nack"`` the dispatch ends with `PolicyViolationError` when a call goes past a
     limit.
 
-    Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>``,
-    ``failed.<tool>``, ``total`` (completed, all tools), ``exhausted`` (tools hidden for their
-    own limit) and ``decisions``.
+    Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>`` and
+    ``failed.<tool>`` for each tool with a limit, ``total`` (completed calls of every tool,
+    kept when ``total`` is set), ``exhausted`` (tools hidden for their own limit) and
+    ``decisions``. (`ToolCallCounter` counts every tool.)
 
     Args:
         limits: Tool name to the most completed calls allowed (at least 1).
@@ -56,8 +60,9 @@ class ToolCallLimit:
         "_limits",
         "_namespace",
         "_on_exceed",
+        "_over",
         "_total",
-        "_total_path",
+        "_total_key",
     )
 
     def __init__(
@@ -89,10 +94,12 @@ class ToolCallLimit:
                 f"{owner}: give per-tool limits, total=, or both", option="limits"
             )
         self._on_exceed = check_choice(owner, "on_exceed", on_exceed, _ACTIONS)
+        # hide acts when a count reaches its limit; nack when a call goes past it
+        self._over = 0 if self._on_exceed == "hide" else 1
         self._namespace = check_namespace(owner, namespace)
-        self._completed = f"{namespace}.completed."
-        self._failed = f"{namespace}.failed."
-        self._total_path = f"{namespace}.total"
+        self._completed = CountKeys(f"{namespace}.completed.")
+        self._failed = CountKeys(f"{namespace}.failed.")
+        self._total_key = StashKey[int](f"{namespace}.total", default=0)
         self._exhausted = f"{namespace}.exhausted"
 
     def __repr__(self) -> str:
@@ -125,12 +132,12 @@ class ToolCallLimit:
     @dispatch_input
     async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
         """Re-hide exhausted tools, which tools registered since (forged ones) would escape."""
-        if self._on_exceed == "hide":
+        if not self._over:
             stash = ctx.stash
             exhausted: list[str] | None = stash.get(self._exhausted)
             if exhausted:
                 ctx.tools.hide(*exhausted)
-            if self._total is not None and stash.get(self._total_path, 0) >= self._total:
+            if self._total is not None and stash[self._total_key] >= self._total:
                 ctx.tools.hide(*(tool.name for tool in ctx.tools.visible()))
         await call_next()
 
@@ -140,29 +147,31 @@ class ToolCallLimit:
         stash = ctx.stash
         limits = self._limits
         total_limit = self._total
+        over = self._over
         for call in ctx.new_tool_calls:
             tool = call.tool
-            if call.is_error:
-                stash.update(f"{self._failed}{tool}", _increment, 0)
-                continue
-            count: int = stash.update(f"{self._completed}{tool}", _increment, 0)
-            total: int = stash.update(self._total_path, _increment, 0)
             limit = limits.get(tool)
-            if limit is not None and (
-                count > limit or (count == limit and self._on_exceed == "hide")
-            ):
-                self._act(ctx, tool, call.checksum, call.id, f"{count} of {limit} calls allowed")
-            if total_limit is not None and (
-                total > total_limit or (total == total_limit and self._on_exceed == "hide")
-            ):
-                self._act(
-                    ctx,
-                    tool,
-                    call.checksum,
-                    call.id,
-                    f"{total} of {total_limit} calls allowed in total",
-                    every_tool=True,
-                )
+            if call.is_error:
+                if limit is not None:
+                    bump(stash, self._failed(tool))
+                continue
+            if limit is not None:
+                count = bump(stash, self._completed(tool))
+                if count >= limit + over:
+                    self._act(
+                        ctx, tool, call.checksum, call.id, f"{count} of {limit} calls allowed"
+                    )
+            if total_limit is not None:
+                total = bump(stash, self._total_key)
+                if total >= total_limit + over:
+                    self._act(
+                        ctx,
+                        tool,
+                        call.checksum,
+                        call.id,
+                        f"{total} of {total_limit} calls allowed in total",
+                        every_tool=True,
+                    )
         await call_next()
 
     def _act(

@@ -90,6 +90,7 @@ from ._store import TurnStore as TurnStore
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolDescription as ToolDescription
+from ._tool import ToolGuard as ToolGuard
 from ._tool import ToolOutput as ToolOutput
 from ._tool_decorator import tool as tool
 from ._toolcall import ToolCall as ToolCall
@@ -170,6 +171,7 @@ __all__ = [
     "ToolDownstreamError",
     "ToolExecutionEnd",
     "ToolExecutionStart",
+    "ToolGuard",
     "ToolLoopExecutor",
     "ToolMethod",
     "ToolNotFoundError",

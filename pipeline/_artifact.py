@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from itertools import compress, islice
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._errors import InvalidToolArgsError, NotASpoolReaderError
 from ._spool import SpoolReader
-from ._tokens import ENCODINGS, estimate_tokens
+from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
@@ -27,6 +27,9 @@ __all__ = ["SpooledArtifact", "compile_grep", "own_tool_methods"]
 
 _READER_METHODS = ("line", "byte_length", "line_count", "read_all")
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+_SAMPLE_ABOVE = 4 << 20
+_WINDOWS = 8
+_WINDOW_LINES = 512
 
 
 def compile_grep(pattern: str, flags: str = "") -> re.Pattern[str]:
@@ -146,7 +149,7 @@ class SpooledArtifact:
         NotASpoolReaderError: ``reader`` lacks one of the reader methods.
     """
 
-    __slots__ = ("__weakref__", "_iter_lines", "_reader", "_tail_lines")
+    __slots__ = ("__weakref__", "_batches", "_iter_lines", "_reader", "_tail_lines")
 
     tool_methods: ClassVar[tuple[ToolMethod, ...]]
     """The query methods offered to the model (DESIGN 10.2)."""
@@ -162,11 +165,15 @@ class SpooledArtifact:
         self._reader = reader
         iter_lines = getattr(reader, "iter_lines", None)
         tail_lines = getattr(reader, "tail_lines", None)
+        batches = getattr(reader, "iter_line_batches", None)
         self._iter_lines: Callable[[int, int | None], Iterable[str]] | None = (
             iter_lines if callable(iter_lines) else None
         )
         self._tail_lines: Callable[[int], list[str]] | None = (
             tail_lines if callable(tail_lines) else None
+        )
+        self._batches: Callable[[int], Iterable[list[str]]] | None = (
+            batches if callable(batches) else None
         )
 
     @property
@@ -218,13 +225,22 @@ class SpooledArtifact:
         search = compile_grep(pattern, flags).search
         if max_matches is not None and _check_count(max_matches, "max_matches") == 0:
             raise InvalidToolArgsError("max_matches must be 1 or more", field="max_matches")
+        limit = max_matches if max_matches is not None else -1
         found: list[str] = []
-        for index, line in enumerate(self.lines()):
-            if search(line) is not None:
-                found.append(f"{index}:{line}")
-                if max_matches is not None and len(found) >= max_matches:
-                    break
+        base = 0
+        for batch in self._line_batches():
+            # compress/map keep the per-line loop in C; only matching lines reach Python.
+            for offset in compress(range(len(batch)), map(search, batch)):
+                found.append(f"{base + offset}:{batch[offset]}")
+                if len(found) == limit:
+                    return found
+            base += len(batch)
         return found
+
+    def _line_batches(self) -> Iterable[list[str]]:
+        if self._batches is not None:
+            return self._batches(0)
+        return ([line] for line in self.lines())
 
     def cat(self, start: int | None = None, end: int | None = None) -> list[str]:
         """Return lines ``[start:end]`` with Python slice semantics (negative indexes count back).
@@ -254,7 +270,8 @@ class SpooledArtifact:
 
         Exact when ``tiktoken`` is installed and the encoding's data is already cached locally
         (nothing is ever downloaded); otherwise a rough offline heuristic (see
-        ``pipeline._tokens``), good for sizing decisions, not for billing.
+        ``pipeline._tokens``), good for sizing decisions, not for billing. Above 4 MiB the
+        heuristic reads eight evenly spaced windows of 512 lines and scales by byte length.
 
         Raises:
             InvalidToolArgsError: ``encoding`` is not one of the known encodings.
@@ -264,7 +281,17 @@ class SpooledArtifact:
                 f"unknown encoding {encoding!r}: use one of {', '.join(ENCODINGS)}",
                 field="encoding",
             )
-        return estimate_tokens(self.lines(), encoding)
+        size = self._reader.byte_length()
+        if size <= _SAMPLE_ABOVE or exact_tokens_available(encoding):
+            return estimate_tokens(self.lines(), encoding)
+        count = self._reader.line_count()
+        step = max(count // _WINDOWS, 1)
+        tokens = sampled = 0
+        for first in range(0, count, step)[:_WINDOWS]:
+            window = list(self.lines(first, min(first + _WINDOW_LINES, count)))
+            tokens += estimate_tokens(window, encoding)
+            sampled += sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in window)
+        return round(tokens * size / max(sampled, 1))
 
     def as_string(self) -> str:
         """Return the whole body as text."""

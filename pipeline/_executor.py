@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._artifact import SpooledArtifact
 from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
+from ._json import tool_call_checksum
 from ._media import Media
 from ._model import ChatModel, Message, ModelRequest, ProposedToolCall
+from ._tool_exec import run_tool
 from ._toolcall import ToolCall
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ class ToolLoopExecutor:
             tool_calls=(*turn._history_calls, *turn._calls)
             if turn._history_calls
             else tuple(turn._calls),
-            tools=tuple(t.describe() for t in visible),
+            tools=tuple(t._shared_description() for t in visible),
         )
         response = await self.model.complete(request)
         proposed = list(response.tool_calls)
@@ -123,20 +125,23 @@ class ToolLoopExecutor:
                 {},
                 f"Error: the arguments for {name!r} must be a JSON object, got {_json_kind(args)}.",
             )
-        tool = ctx.tools.get(name)
+        tool = ctx.tools.get(name) if name else None
         if tool is None:
             available = ", ".join(t.name for t in ctx.tools.visible()) or "(none)"
             err = ToolNotFoundError(
                 f"unknown tool {name!r}; available tools: {available}", tool_name=name
             )
             return _error(call_id, name, args, f"Error: {err}")
+        checksum = tool_call_checksum(name, args)
+        turn = ctx.turn
+        emit = turn.emit if turn._bus.listening else None
         try:
-            output = await tool.executor(ctx)(args)
+            output = await run_tool(tool, ctx, args, checksum, emit)
         except TurnAbortedError:
             raise
         except LoopError as exc:
             return _error(call_id, name, args, f"Error: {exc}")
-        return self._completed(ctx, tool, call_id, args, output)
+        return self._completed(ctx, tool, call_id, args, checksum, output)
 
     def _completed(
         self,
@@ -144,14 +149,15 @@ class ToolLoopExecutor:
         tool: Tool[Any],
         call_id: str,
         args: dict[str, Any],
+        checksum: str,
         output: object,
     ) -> ToolCall:
         from ._forge import ArtifactTool
 
         if isinstance(tool, ArtifactTool):
             body = output if isinstance(output, str) else str(output)
-            return ToolCall.completed(
-                id=call_id, tool=tool.name, args=args, results=body, from_artifact_tool=True
+            return ToolCall._record(
+                call_id, tool.name, args, checksum, body, from_artifact_tool=True
             )
         results: Results
         inline = False
@@ -176,13 +182,12 @@ class ToolLoopExecutor:
                 f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a "
                 "tool output (str, bytes, SpooledArtifact, Media or a list of Media).",
             )
-        return ToolCall.completed(
-            id=call_id, tool=tool.name, args=args, results=results, inline=inline
-        )
+        return ToolCall._record(call_id, tool.name, args, checksum, results, inline=inline)
 
 
 def _error(call_id: str, name: str, args: dict[str, Any], text: str) -> ToolCall:
-    return ToolCall.completed(id=call_id, tool=name, args=args, results=text, is_error=True)
+    tool = name if isinstance(name, str) and name else "(unnamed)"
+    return ToolCall.completed(id=call_id, tool=tool, args=args, results=text, is_error=True)
 
 
 def _reason(exc: ValueError) -> str:
@@ -202,10 +207,12 @@ def _json_kind(value: object) -> str:
 
 
 def _unique_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:
-    """Keep provider ids, but never reuse an id already stored in this turn."""
+    """Keep provider ids, but never reuse an id stored in this turn or its conversation."""
     turn = ctx.turn
     ids: list[str] = []
-    seen: set[str] = set()
+    # history ids too: the store keys a conversation's calls by id, so a reused id would
+    # replace (lose) an earlier turn's call
+    seen: set[str] = {c.id for c in turn._history_calls}
     for p in proposed:
         cid = p.id or ToolCall.new_id()
         if cid in seen or cid in turn._by_id:

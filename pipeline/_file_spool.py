@@ -20,7 +20,7 @@ import tempfile
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -81,22 +81,34 @@ class FileSpoolReader:
             pos = data.find(_NL, pos + 1)
         return block * _BLOCK + pos + 1
 
-    def _iter_from(self, handle: BinaryIO, offset: int) -> Iterator[str]:
-        """Yield every line from byte ``offset`` (a line start) to the end of the body."""
-        handle.seek(offset)
-        ended_line = True  # the offset is a line start: an empty remainder is one empty line
-        for raw in handle:
-            if raw.endswith(_NL):
-                yield decode(raw[:-1])
-            else:
-                yield decode(raw)
-                ended_line = False
-        if ended_line:
-            yield ""
+    def _batches_from(self, handle: BinaryIO, offset: int) -> Iterator[list[str]]:
+        """Yield the lines from byte ``offset`` (a line start) to the end, in batches.
 
-    def iter_lines(self, start: int = 0, end: int | None = None) -> Iterator[str]:
-        """Yield lines ``start`` to ``end`` (0-based, end exclusive; None: to the last line)."""
-        if start < 0 or (end is not None and end <= start):
+        Reads start at one block and double up to 1 MiB, so a short query reads little and a
+        long scan decodes large chunks at once (newlines never occur inside a UTF-8 sequence,
+        so decoding whole runs of lines equals decoding line by line).
+        """
+        handle.seek(offset)
+        size = _BLOCK
+        carry = b""
+        while True:
+            data = handle.read(size)
+            size = min(size * 2, _READ)
+            if not data:
+                yield [decode(carry)]  # the last line: empty when the body ends with \n
+                return
+            if carry:
+                data = carry + data
+            cut = data.rfind(_NL)
+            if cut < 0:
+                carry = data
+                continue
+            carry = data[cut + 1:]
+            yield str(memoryview(data)[:cut], "utf-8", "replace").split("\n")
+
+    def iter_line_batches(self, start: int = 0) -> Iterator[list[str]]:
+        """Yield the lines from line ``start`` to the end in lists (for fast scans)."""
+        if start < 0:
             return
         with self._path.open("rb") as handle:
             if start == 0:
@@ -105,8 +117,14 @@ class FileSpoolReader:
                 if start >= self.line_count():
                     return
                 offset = self._line_start(handle, start)
-            lines = self._iter_from(handle, offset)
-            yield from lines if end is None else islice(lines, end - start)
+            yield from self._batches_from(handle, offset)
+
+    def iter_lines(self, start: int = 0, end: int | None = None) -> Iterator[str]:
+        """Yield lines ``start`` to ``end`` (0-based, end exclusive; None: to the last line)."""
+        if start < 0 or (end is not None and end <= start):
+            return
+        lines = chain.from_iterable(self.iter_line_batches(start))
+        yield from lines if end is None else islice(lines, end - start)
 
     def line(self, i: int) -> str:
         """Return line ``i`` (0-based); `IndexError` when out of range."""
@@ -139,7 +157,7 @@ class FileSpoolReader:
                     if found == n:
                         offset = begin + pos + 1
                 end = begin
-            return list(self._iter_from(handle, offset))
+            return list(chain.from_iterable(self._batches_from(handle, offset)))
 
     def byte_length(self) -> int:
         """Return the size of the body in bytes."""

@@ -119,6 +119,11 @@ class MemorySpoolReader:
         """Yield lines ``start`` to ``end`` (exclusive; None means to the last line)."""
         return islice(self._split(), start, end)
 
+    def iter_line_batches(self, start: int = 0) -> Iterator[list[str]]:
+        """Yield the lines from line ``start`` to the end in lists (here: one list)."""
+        lines = self._split()
+        yield lines if start == 0 else lines[start:]
+
     def tail_lines(self, n: int) -> list[str]:
         """Return the last ``n`` lines."""
         if n <= 0:

@@ -26,7 +26,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
@@ -43,85 +42,17 @@ from ._sqlite_codec import (
     message_from_row,
     turn_from_row,
 )
+from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
     from ._model import Message
     from ._store import TurnRecord
     from ._toolcall import ToolCall
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["SqliteStore"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (
-        1,
-        (
-            """CREATE TABLE turns (
-                turn_id TEXT PRIMARY KEY,
-                conversation_id TEXT,
-                status TEXT NOT NULL,
-                input TEXT NOT NULL,
-                output TEXT,
-                iterations INTEGER NOT NULL,
-                error_code TEXT,
-                error_message TEXT,
-                started_at TEXT NOT NULL,
-                ended_at TEXT NOT NULL
-            )""",
-            "CREATE INDEX turns_by_conversation ON turns (conversation_id)",
-            """CREATE TABLE messages (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                scope TEXT NOT NULL,
-                conversation_id TEXT,
-                turn_id TEXT NOT NULL,
-                id TEXT NOT NULL,
-                role TEXT NOT NULL,
-                content TEXT NOT NULL,
-                created_at TEXT NOT NULL,
-                tool_call_ids TEXT NOT NULL,
-                UNIQUE (scope, id)
-            )""",
-            "CREATE INDEX messages_by_turn ON messages (turn_id)",
-            """CREATE TABLE tool_calls (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                scope TEXT NOT NULL,
-                conversation_id TEXT,
-                turn_id TEXT NOT NULL,
-                id TEXT NOT NULL,
-                tool TEXT NOT NULL,
-                args TEXT NOT NULL,
-                checksum TEXT NOT NULL,
-                is_complete INTEGER NOT NULL,
-                is_error INTEGER NOT NULL,
-                from_artifact_tool INTEGER NOT NULL,
-                inline INTEGER NOT NULL,
-                created_at TEXT NOT NULL,
-                updated_at TEXT NOT NULL,
-                completed_at TEXT,
-                results_kind TEXT NOT NULL,
-                results_text TEXT,
-                UNIQUE (scope, id)
-            )""",
-            "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
-            """CREATE TABLE tool_call_results (
-                call_seq INTEGER NOT NULL REFERENCES tool_calls (seq) ON DELETE CASCADE,
-                position INTEGER NOT NULL,
-                kind TEXT NOT NULL,
-                artifact_class TEXT,
-                text TEXT,
-                byte_length INTEGER,
-                media TEXT,
-                data BLOB,
-                PRIMARY KEY (call_seq, position)
-            )""",
-        ),
-    ),
-)
-
-SCHEMA_VERSION = _MIGRATIONS[-1][0]
-"""The schema version this code writes; older databases are migrated when opened."""
 
 _CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM tool_calls"
 _PART_SELECT = (
@@ -242,30 +173,11 @@ class SqliteStore:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         conn.execute("PRAGMA foreign_keys = ON")
-        self._migrate(conn)
+        self._migrate()
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
+    def _migrate(self) -> None:
         with self._transaction() as cur:
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            current = cur.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
-            if current > SCHEMA_VERSION:
-                raise InvalidRunnerConfigError(
-                    f"SqliteStore: {self._path!r} has schema version {current}, newer than "
-                    f"this loopware's {SCHEMA_VERSION}",
-                    field="store",
-                )
-            for version, statements in _MIGRATIONS:
-                if version <= current:
-                    continue
-                for statement in statements:
-                    cur.execute(statement)
-                cur.execute(
-                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-                    (version, datetime.now(UTC).isoformat()),
-                )
+            migrate(cur, self._path)
 
     def _close_connection(self) -> None:
         if self._conn is not None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-__all__ = ["ENCODINGS", "estimate_tokens"]
+__all__ = ["ENCODINGS", "estimate_tokens", "exact_tokens_available"]
 
 _BLOB = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 # The published SHA-256 of each encoding file (tiktoken_ext.openai_public). A cached file with
@@ -77,6 +77,11 @@ def _exact_encoder(encoding: str) -> Any:
         return tiktoken.get_encoding(encoding)
     except Exception:  # any tiktoken failure falls back to the estimate
         return None
+
+
+def exact_tokens_available(encoding: str) -> bool:
+    """Return True when `estimate_tokens` counts ``encoding`` exactly (tiktoken, local data)."""
+    return _exact_encoder(encoding) is not None
 
 
 def _heuristic(line: str) -> int:

@@ -10,18 +10,17 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from typing_extensions import TypedDict
 
 from ._artifact import SpooledArtifact
-from ._errors import InvalidToolArgsError, InvalidToolError, LoopError, ToolDownstreamError
-from ._events import Event, ToolExecutionEnd, ToolExecutionStart
+from ._errors import InvalidToolArgsError, InvalidToolError, LoopError
+from ._events import Event
 from ._json import tool_call_checksum
 from ._media import Media
 from ._stash import Stash
+from ._tool_exec import run_tool
 from ._tool_schema import ArgsSchema
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDescription",
+    "ToolGuard",
     "ToolHandler",
     "ToolOutput",
 ]
@@ -45,6 +45,9 @@ ToolHandler: TypeAlias = Callable[
     [ArgsT, "DispatchContext", Stash], "ToolOutput | Awaitable[ToolOutput]"
 ]
 """A handler: ``(args, ctx, meta) -> ToolOutput``, or an awaitable of it."""
+
+ToolGuard: TypeAlias = Callable[[Mapping[str, Any], "DispatchContext"], Awaitable[None]]
+"""A check run before a handler: ``async (raw_args, ctx) -> None`` (see `Tool.with_guard`)."""
 
 OnCollision: TypeAlias = Literal["throw", "replace", "keep"]
 """How `ToolRegistry.merge` treats an incoming tool whose name is already taken."""
@@ -155,8 +158,10 @@ class Tool(Generic[ArgsT]):
     __slots__ = (
         "_artifact_class",
         "_artifact_constructor",
+        "_described",
         "_description",
         "_ephemeral",
+        "_guards",
         "_handler",
         "_is_async",
         "_meta",
@@ -168,8 +173,10 @@ class Tool(Generic[ArgsT]):
 
     _name: str
     _description: str
+    _described: ToolDescription
     _schema: ArgsSchema[ArgsT]
     _handler: ToolHandler[ArgsT]
+    _guards: tuple[ToolGuard, ...]
     _is_async: bool
     _artifact_constructor: Callable[[], type[SpooledArtifact]] | None
     _artifact_class: type[SpooledArtifact]
@@ -231,6 +238,7 @@ class Tool(Generic[ArgsT]):
         init(self, "_description", description)
         init(self, "_schema", schema)
         init(self, "_handler", handler)
+        init(self, "_guards", ())
         init(self, "_is_async", inspect.iscoroutinefunction(handler))
         init(self, "_artifact_constructor", artifact_constructor)
         init(self, "_artifact_class", artifact_class)
@@ -313,6 +321,15 @@ class Tool(Generic[ArgsT]):
             "input_schema": self._schema.json_schema(),
         }
 
+    def _shared_description(self) -> ToolDescription:
+        """The description built once and shared (the executor's hot path; never mutate it)."""
+        try:
+            return self._described
+        except AttributeError:
+            described = self.describe()
+            object.__setattr__(self, "_described", described)
+            return described
+
     async def validate(self, args: Mapping[str, Any]) -> ArgsT:
         """Validate raw arguments as the executor would, without running anything.
 
@@ -325,6 +342,28 @@ class Tool(Generic[ArgsT]):
                 errors (JSON-safe) and ``tool_name`` this tool's name.
         """
         return self._schema.validate(args)
+
+    def with_guard(self, guard: ToolGuard) -> Tool[ArgsT]:
+        """Return a copy of this tool whose calls first pass ``guard``.
+
+        ``await guard(raw_args, ctx)`` runs after the arguments validated and before
+        `ToolExecutionStart` and the handler (guards added earlier run first). A `LoopError` it
+        raises propagates unchanged, so the call fails with that message and the handler never
+        runs; any other exception becomes a `ToolDownstreamError` chained to it. This is how
+        approval middleware wraps a tool without access to its private handler.
+
+        Raises:
+            InvalidToolError: ``guard`` is not callable.
+        """
+        if not callable(guard):
+            raise _bad(self._name, "guard", f"must be an async callable, got {guard!r}")
+        copy: Tool[ArgsT] = object.__new__(type(self))
+        for klass in type(self).__mro__:  # subclasses (ArtifactTool) add slots of their own
+            for slot in getattr(klass, "__slots__", ()):
+                if hasattr(self, slot):
+                    object.__setattr__(copy, slot, getattr(self, slot))
+        object.__setattr__(copy, "_guards", (*self._guards, guard))
+        return copy
 
     def executor(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
         """Return ``async (args) -> ToolOutput`` that runs this tool for ``ctx``.
@@ -343,66 +382,14 @@ class Tool(Generic[ArgsT]):
         `DispatchContext`; tests may pass any `ToolContext`.
         """
         name = self._name
-        validate = self._schema.validate
-        handler = self._handler
-        is_async = self._is_async
-        meta = self._meta
-        turn_id = ctx.turn_id
         emit = ctx.emit
-        handler_ctx = cast("DispatchContext", ctx)
 
         async def execute(args: Mapping[str, Any]) -> ToolOutput:
             try:
                 call_id = tool_call_checksum(name, args)
             except TypeError as exc:
                 raise _not_json(name, exc) from exc
-            validated = validate(args)
-            started_at = datetime.now(UTC)
-            emit(
-                ToolExecutionStart(
-                    turn_id=turn_id,
-                    timestamp=started_at,
-                    tool_name=name,
-                    call_id=call_id,
-                    args=validated,
-                    started_at=started_at,
-                )
-            )
-            start = perf_counter()
-            try:
-                result = handler(validated, handler_ctx, meta)
-                if is_async or (type(result) is not str and inspect.isawaitable(result)):
-                    result = await cast("Awaitable[ToolOutput]", result)
-            except BaseException as exc:
-                emit(
-                    ToolExecutionEnd(
-                        turn_id=turn_id,
-                        tool_name=name,
-                        call_id=call_id,
-                        args=validated,
-                        started_at=started_at,
-                        duration_ms=(perf_counter() - start) * 1000.0,
-                        is_error=True,
-                    )
-                )
-                if isinstance(exc, LoopError) or not isinstance(exc, Exception):
-                    raise
-                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                raise ToolDownstreamError(
-                    f"tool {name!r} failed: {detail}", tool_name=name, call_id=call_id
-                ) from exc
-            emit(
-                ToolExecutionEnd(
-                    turn_id=turn_id,
-                    tool_name=name,
-                    call_id=call_id,
-                    args=validated,
-                    started_at=started_at,
-                    duration_ms=(perf_counter() - start) * 1000.0,
-                    is_error=False,
-                )
-            )
-            return result
+            return await run_tool(self, ctx, args, call_id, emit)
 
         return execute
 

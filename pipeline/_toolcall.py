@@ -63,8 +63,12 @@ def _parse_args(args: object) -> Mapping[str, Any]:
 def _freeze_args(args: object) -> FrozenDict:
     if type(args) is FrozenDict:
         return args
+    return _freeze_mapping(_parse_args(args))
+
+
+def _freeze_mapping(args: Mapping[str, Any]) -> FrozenDict:
     try:
-        frozen: FrozenDict = freeze_json(_parse_args(args), "args")
+        frozen: FrozenDict = freeze_json(args, "args")
     except TypeError as exc:
         _bad("args", str(exc))
     except RecursionError:
@@ -74,7 +78,7 @@ def _freeze_args(args: object) -> FrozenDict:
 
 def _check_results(results: object) -> tuple[Media, ...] | tuple[SpooledArtifact, ...] | None:
     """Check ``results``; return the tuple to store when a list was given, else None."""
-    if isinstance(results, str | SpooledArtifact | Media):
+    if type(results) is str or isinstance(results, str | SpooledArtifact | Media):
         return None
     if not isinstance(results, list | tuple):
         _bad(
@@ -96,6 +100,8 @@ def _check_results(results: object) -> tuple[Media, ...] | tuple[SpooledArtifact
 
 
 def _check_time(field_name: str, value: object, *, optional: bool = False) -> None:
+    if type(value) is datetime and value.tzinfo is UTC:  # the common case, cheaply
+        return
     if value is None and optional:
         return
     if not isinstance(value, datetime):
@@ -205,7 +211,7 @@ class ToolCall:
             InvalidToolCallError: a part is bad; ``field`` names it.
         """
         raw = _parse_args(args)
-        frozen = _freeze_args(raw)
+        frozen = _freeze_mapping(raw)
         _check_text("tool", tool)
         checksum = tool_call_checksum(tool, raw)  # raw args are JSON: _freeze_args checked them
         now = datetime.now(UTC)
@@ -223,6 +229,41 @@ class ToolCall:
             updated_at=now,
             completed_at=now,
         )
+
+    @classmethod
+    def _record(
+        cls,
+        id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        checksum: str,
+        results: ToolCallResults,
+        *,
+        is_error: bool = False,
+        from_artifact_tool: bool = False,
+        inline: bool = False,
+    ) -> ToolCall:
+        """Build a completed record from parts the executor already checked (hot path).
+
+        ``args`` must be JSON data (it is frozen here) and ``checksum`` its `tool_call_checksum`;
+        ``id`` and ``tool`` non-empty strings; ``results`` one valid result value.
+        """
+        record = object.__new__(cls)
+        now = datetime.now(UTC)
+        setattr_ = object.__setattr__
+        setattr_(record, "id", id)
+        setattr_(record, "tool", tool)
+        setattr_(record, "args", _freeze_mapping(args))
+        setattr_(record, "checksum", checksum)
+        setattr_(record, "is_complete", True)
+        setattr_(record, "is_error", is_error)
+        setattr_(record, "results", results)
+        setattr_(record, "from_artifact_tool", from_artifact_tool)
+        setattr_(record, "inline", inline)
+        setattr_(record, "created_at", now)
+        setattr_(record, "updated_at", now)
+        setattr_(record, "completed_at", now)
+        return record
 
     @staticmethod
     def new_id() -> str:

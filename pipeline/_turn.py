@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -205,6 +206,12 @@ class Turn:
         except TurnAbortedError as exc:
             ctx.abort(exc.message)
             status = "aborted"
+        if self._cancel_requested:
+            # A cancel deferred past a store write is delivered from inside this task; if no
+            # later await consumed it, consume it here so it cannot cancel the finishing steps.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+            self._absorb_cancel()
         self._finishing = True
         if ctx._aborted:
             status = "aborted"
@@ -378,8 +385,6 @@ class Turn:
             ended_at=ended_at,
             abort_reason=ctx.abort_reason if status == "aborted" else None,
         )
-        if cancelled is not None:
-            raise cancelled
         record = TurnRecord(
             turn_id=ctx.turn_id,
             conversation_id=ctx.conversation_id,
@@ -405,6 +410,8 @@ class Turn:
                         payload={},
                     )
                 )
+        if cancelled is not None:
+            raise cancelled  # after recording the turn as aborted (DESIGN 6.1)
         if ctx._pending:
             await drain(ctx._pending)
         return result

@@ -30,6 +30,7 @@ def main(results: Path) -> None:
     floor = json.loads((results / "floor.json").read_text())
     floor_us = floor["median_us"]
     rows: list[tuple[str, ...]] = []
+    skipped: list[tuple[str, str]] = []
     notes: list[str] = []
     for name in ORDER:
         result_file = results / f"{name}.json"
@@ -53,7 +54,7 @@ def main(results: Path) -> None:
                 f"5 layers {spread(data['per_iteration_us']['5'])}"
             )
         elif skip_file.exists():
-            rows.append((name, "skipped: " + skip_file.read_text().strip(), "", "", "", ""))
+            skipped.append((name, skip_file.read_text().strip()))
     widths = [max(len(r[i]) for r in (HEADERS, *rows)) for i in range(len(HEADERS))]
     line = "  ".join("-" * w for w in widths)
     print(
@@ -66,11 +67,11 @@ def main(results: Path) -> None:
         cells = [
             cell.ljust(widths[j]) if j < 2 else cell.rjust(widths[j]) for j, cell in enumerate(row)
         ]
-        if row[1].startswith("skipped: "):
-            cells = [row[0].ljust(widths[0]), row[1]]
         print("  ".join(cells).rstrip())
         if i == 0:
             print(line)
+    for name, reason in skipped:
+        print(f"{name.ljust(widths[0])}  skipped: {reason}")
     print(line)
     if notes:
         print("How each ran (and the spread of its repeats, before subtracting the floor):")

@@ -29,14 +29,14 @@ run_script() {
     local name="$1" python="$2"
     shift 2
     echo "run.sh: running $name" >&2
-    if env "$@" "$python" "$here/${name}_scenario.py" > "$results/$name.json" 2> "$results/$name.err"; then
-        return
-    fi
+    env "$@" "$python" "$here/${name}_scenario.py" > "$results/$name.json" 2> "$results/$name.err"
+    local status=$?
+    [ "$status" -eq 0 ] && return
     local reason
     reason="$(grep -m1 '^FAILED: ' "$results/$name.err" | cut -c9-)"
     [ -n "$reason" ] || reason="$(grep -v '^\s*$' "$results/$name.err" | tail -n1)"
     rm -f "$results/$name.json"
-    skip "$name" "script failed: ${reason:-exit status $?} (run it alone to see the traceback)"
+    skip "$name" "script failed: ${reason:-exit status $status} (run it alone to see the traceback)"
 }
 
 if [ ! -x "$loopware_python" ]; then

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -56,15 +56,15 @@ async def test_an_async_hook_runs_before_call_next() -> None:
 
 
 async def test_a_sync_two_argument_function_has_its_awaitable_awaited() -> None:
-    """A sync middleware returning ``call_next()`` works at run time (mypy refuses it)."""
+    """A sync middleware returning ``call_next()``'s awaitable has it awaited."""
     trail = Trail()
     mw = Middleware("h")
 
-    def passthrough(ctx: DispatchContext, call_next: CallNext) -> Any:
+    def passthrough(ctx: DispatchContext, call_next: CallNext) -> Awaitable[None]:
         trail.events.append("sync")
         return call_next()
 
-    mw.dispatch_output(passthrough)  # type: ignore[call-overload]
+    mw.dispatch_output(passthrough)
     await only_spec(mw)(make_dispatch_context(), trail.inner)
     assert trail.events == ["sync", "next"]
 
@@ -116,7 +116,9 @@ def test_bound_adapted_methods_keep_their_introspection() -> None:
 
 
 def calls_to(*tools: str) -> list[ToolCall]:
-    return [ToolCall.completed(id=f"c{i}", tool=t, args={}, results="ok") for i, t in enumerate(tools)]
+    return [
+        ToolCall.completed(id=f"c{i}", tool=t, args={}, results="ok") for i, t in enumerate(tools)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,7 @@ def test_registering_the_same_function_twice_on_a_stage_raises(stage: str) -> No
     with pytest.raises(InvalidMiddlewareConfigError, match="already registered") as info:
         getattr(mw, stage)(order=5)(fn)
     assert info.value.code == "E_INVALID_MIDDLEWARE_CONFIG"
-    assert info.value.stage == stage
+    assert vars(info.value)["stage"] == stage
 
 
 def test_the_same_function_may_serve_two_stages_of_one_set() -> None:
@@ -166,7 +166,7 @@ def test_tools_filter_is_refused_where_no_calls_are_visible(stage: str) -> None:
     mw = Middleware("bad")
     with pytest.raises(InvalidMiddlewareConfigError, match="only dispatch_output") as info:
         getattr(mw, stage)(tools=["search"])
-    assert info.value.option == "tools"
+    assert vars(info.value)["option"] == "tools"
 
 
 @pytest.mark.parametrize(
@@ -240,7 +240,9 @@ def test_module_level_decorators_attach_registrations_and_return_the_method() ->
     """The method keeps its identity and carries one registration per stage."""
     regs = Quota.__dict__["tick"].__loopware_registrations__
     assert [r.stage for r in regs] == ["dispatch_output", "dispatch_input"]
-    assert all(isinstance(r, MethodRegistration) for r in regs)
+    assert all(callable(r.bind) for r in regs)
+    as_protocol: list[MethodRegistration] = list(regs)  # mypy checks the protocol
+    assert len(as_protocol) == 2
     assert Quota.tick.__doc__ == "Count every dispatch stage run."
 
 
@@ -270,14 +272,14 @@ async def test_bound_specs_run_against_their_own_instance() -> None:
         quota = Quota(label)
         (reg,) = Quota.__dict__["end"].__loopware_registrations__
         spec = reg.bind(quota)
-        reached: list[bool] = []
+        reached: list[str] = []
 
-        async def inner() -> None:
-            reached.append(True)
+        async def inner(seen: list[str] = reached, label: str = label) -> None:
+            seen.append(label)
 
         await spec.fn(ctx.turn, inner)
         assert ctx.stash.get(f"{label}.ended") is True
-        assert reached == [True]
+        assert reached == [label]
 
 
 def test_registering_a_method_twice_on_a_stage_raises() -> None:
@@ -309,4 +311,4 @@ def test_module_level_decorators_validate_options(decorator: Callable[..., Any])
 def test_static_and_class_methods_are_refused() -> None:
     """Only plain methods can be bound to an instance."""
     with pytest.raises(InvalidMiddlewareConfigError, match="staticmethod"):
-        dispatch_output(staticmethod(dispatch_mw))  # type: ignore[call-overload]
+        dispatch_output(staticmethod(dispatch_mw))  # type: ignore[type-var]

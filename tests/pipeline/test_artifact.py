@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import pipeline._file_spool as file_spool
 from pipeline import (
     FileSpoolStore,
     InvalidToolArgsError,
@@ -56,6 +58,13 @@ def build(kind: str, tmp_path: Path, text: str = TEXT) -> SpooledArtifact:
 
 
 READERS = [*STORES, "minimal"]
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shrink the file reader's blocks so tiny bodies span many reads."""
+    monkeypatch.setattr(file_spool, "_BLOCK", 4)
+    monkeypatch.setattr(file_spool, "_READ", 16)
 
 
 @pytest.fixture(params=READERS, ids=READERS)
@@ -140,6 +149,7 @@ def test_cat_rejects_non_integer_bounds(artifact: SpooledArtifact) -> None:
 
 
 @pytest.mark.parametrize("kind", READERS)
+@pytest.mark.usefixtures("small_blocks")
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(alphabet="ab\n", max_size=30), start=st.none() | st.integers(-12, 12),
        end=st.none() | st.integers(-12, 12), n=st.integers(0, 12))
@@ -153,6 +163,8 @@ def test_queries_agree_with_python_lists(
     assert artifact.head(n) == lines[:n]
     assert artifact.tail(n) == (lines[-n:] if n else [])
     assert artifact.line_count() == len(lines)
+    assert artifact.grep("^a|b$") == [f"{i}:{line}" for i, line in enumerate(lines)
+                                      if re.search("^a|b$", line)]
 
 
 def test_sizes_and_text(artifact: SpooledArtifact) -> None:
@@ -171,6 +183,24 @@ def test_estimate_tokens_is_in_a_sensible_range(tmp_path: Path) -> None:
     assert words * 0.9 <= estimate <= words * 1.6
     assert artifact.estimate_tokens("o200k_base") <= estimate
     assert build("memory", tmp_path, "").estimate_tokens() == 0
+
+
+def test_large_bodies_are_estimated_from_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the sampling threshold the estimate scales windows by size, close to a full pass."""
+    import pipeline._artifact as artifact_module
+    from pipeline._tokens import estimate_tokens
+
+    text = "\n".join(f"entry {i}: status=ok latency={i % 97}ms user=u{i % 13}"
+                     for i in range(20_000))
+    artifact = build("file", tmp_path, text)
+    full = estimate_tokens(artifact.lines())
+    assert artifact.estimate_tokens() == full
+    monkeypatch.setattr(artifact_module, "_SAMPLE_ABOVE", 10_000)
+    sampled = artifact.estimate_tokens()
+    assert sampled != full
+    assert abs(sampled - full) / full < 0.05
 
 
 def test_estimate_tokens_rejects_unknown_encodings(artifact: SpooledArtifact) -> None:

@@ -168,7 +168,7 @@ def test_queries_that_do_not_fit_the_document(make: Any, text: str, call: Any,
 
 
 def test_explicit_format_is_not_second_guessed(make: Any) -> None:
-    """A body given as json that is really JSON Lines fails as json at its second record (line 2)."""
+    """A JSON Lines body declared as json fails as json at its second record (line 2)."""
     with pytest.raises(ToolDownstreamError, match="not valid json at line 2"):
         make(RECORDS, "json").json_type()
 

@@ -171,9 +171,9 @@ def test_ast_is_nested_plain_data(make: Any) -> None:
 def test_depth_must_be_1_to_6(make: Any, depth: object) -> None:
     """A heading depth outside 1..6 is an argument error."""
     with pytest.raises(InvalidToolArgsError, match="depth"):
-        make(DOC).md_headings(depth)  # type: ignore[arg-type]
+        make(DOC).md_headings(depth)
     with pytest.raises(InvalidToolArgsError, match="depth"):
-        make(DOC).md_sections(depth)  # type: ignore[arg-type]
+        make(DOC).md_sections(depth)
 
 
 def test_empty_document(make: Any) -> None:

@@ -27,11 +27,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> MemorySpoolStore | 
 
 
 @pytest.fixture
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Shrink the file reader's blocks so tiny bodies span many blocks."""
     monkeypatch.setattr(file_spool, "_BLOCK", 4)
     monkeypatch.setattr(file_spool, "_READ", 16)
-    yield
+    return
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,8 @@ def test_file_store_accepts_any_id_inside_its_directory(tmp_path: Path, call_id:
 def test_file_store_write_chunks_streams_and_leaves_no_temp_files(tmp_path: Path) -> None:
     """write_chunks concatenates str and bytes chunks; a failed write leaves nothing behind."""
     store = FileSpoolStore(tmp_path)
-    reader = store.write_chunks("c1", iter(["a\n", b"b\n", "c"]))
+    parts: list[str | bytes] = ["a\n", b"b\n", "c"]
+    reader = store.write_chunks("c1", iter(parts))
     assert reader.read_all() == "a\nb\nc"
 
     def broken() -> Iterator[str]:
@@ -154,6 +155,8 @@ def test_file_reader_matches_list_semantics(
     assert [reader.line(i) for i in range(len(lines))] == lines
     assert list(reader.iter_lines(start, end)) == lines[start:end]
     assert list(memory.iter_lines(start, end)) == lines[start:end]
+    batched = [line for batch in reader.iter_line_batches(start) for line in batch]
+    assert batched == lines[start:]
     assert reader.tail_lines(n) == memory.tail_lines(n) == (lines[-n:] if n else [])
     assert reader.byte_length() == memory.byte_length() == len(text.encode())
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, m
 from typing_extensions import TypedDict
 
 from pipeline import (
+    ArtifactTool,
     Event,
     InvalidToolArgsError,
     InvalidToolError,
@@ -401,8 +402,11 @@ class AliasedByName(BaseModel):
 async def test_aliases_are_the_accepted_keys() -> None:
     """An aliased field is read from its alias; its Python name is unknown by default."""
     assert (await make_tool(input_schema=Aliased).validate({"q": "x"})).search_query == "x"
-    with pytest.raises(InvalidToolArgsError):
-        await make_tool(input_schema=Aliased).validate({"search_query": "x"})
+    with pytest.raises(InvalidToolArgsError) as info:
+        await make_tool(input_schema=Aliased).validate({"q": "x", "search_query": "y"})
+    assert [(e["loc"], e["type"]) for e in info.value.errors] == [
+        (["search_query"], "extra_forbidden")
+    ]
     by_name = make_tool(input_schema=AliasedByName)
     assert (await by_name.validate({"search_query": "x"})).search_query == "x"
 
@@ -678,3 +682,26 @@ async def test_one_executor_serves_many_calls() -> None:
     assert await execute({"query": "a"}) == "a:10"
     assert await execute({"query": "b", "limit": 2}) == "b:2"
     assert len(ctx.events) == 4
+
+
+async def test_with_guard_copy_keeps_subclass_attributes() -> None:
+    """Guarding a Tool subclass (an ArtifactTool) keeps the subclass's own attributes."""
+
+    class CallArgs(BaseModel):
+        call_id: str
+
+    async def guard(args: Any, ctx: Any) -> None:
+        return None
+
+    original = ArtifactTool(
+        name="artifact_head",
+        description="Head of an artifact.",
+        input_schema=CallArgs,
+        handler=lambda args, ctx, meta: "head",
+        queries=SpooledJsonArtifact,
+    )
+    guarded = original.with_guard(guard)
+    assert type(guarded) is ArtifactTool
+    assert guarded.queries is SpooledJsonArtifact
+    assert guarded.ephemeral is True
+    assert await guarded.executor(FakeContext())({"call_id": "c"}) == "head"

@@ -763,3 +763,30 @@ async def test_turn_end_is_emitted_exactly_once(name: str) -> None:
     if dispatch_ends:
         assert out.events.index(dispatch_starts[0]) < out.events.index(dispatch_ends[0])
         assert out.events.index(dispatch_ends[0]) < out.events.index(end)
+
+
+class FailingMessageStore(MemoryStore):
+    """A store whose message writes fail (a full disk, a lost connection)."""
+
+    async def save_message(
+        self, conversation_id: str | None, turn_id: str, message: Message
+    ) -> None:
+        raise OSError("disk full")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=OSError,
+    reason=(
+        "a store failure while saving the user message escapes run() and leaves TurnStart "
+        "without TurnEnd; which LoopError should carry a store failure is a design decision"
+    ),
+)
+async def test_store_failure_on_the_user_message_fails_the_turn_with_a_turn_end() -> None:
+    """A store that cannot save the input ends the turn failed (TurnEnd emitted), not a crash."""
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), store=FailingMessageStore())
+    ends: list[TurnEnd] = []
+    runner.on(TurnEnd, ends.append)
+    result = await runner.run("go", conversation_id="conv")
+    assert result.status == "failed"
+    assert [e.status for e in ends] == ["failed"]

@@ -1,0 +1,309 @@
+"""``loopware demo``: a scripted support-agent turn through a realistic policy stack.
+
+No network and no keys: a `ScriptedModel` plays the agent. The stack is `ToolPolicy` (shell tools
+are never offered), `RepetitionDetector` (a third identical search hides ``search_kb``),
+`ToolCallLimit` (one refund per turn) and `AuditLog` writing a hash-chained SQLite file in the
+working directory (recreated on every run). Each iteration is printed as it ends, with what the
+model was offered, every call, its result and the stack's decision; a summary table follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO
+
+from pipeline import (
+    IterationEnd,
+    Log,
+    ModelResponse,
+    ProposedToolCall,
+    SpooledArtifact,
+    Stash,
+    Tool,
+    ToolCall,
+    ToolCallStored,
+    ToolLoopExecutor,
+    TurnResult,
+    TurnRunner,
+    tool,
+)
+from pipeline.testing import ScriptedModel
+
+from ._audit import AuditLog
+from ._audit_sinks import SqliteAuditSink
+from ._cli_style import Style
+from ._limit import ToolCallLimit
+from ._policy import ToolPolicy
+from ._repetition import RepetitionDetector
+from ._replay_render import short, short_args
+
+__all__ = ["DEMO_AUDIT_PATH", "run_demo"]
+
+DEMO_AUDIT_PATH: Final = "loopware-demo-audit.sqlite"
+"""The audit database the demo writes in the working directory (recreated on every run)."""
+
+USER_INPUT: Final = (
+    "Hi, I was charged twice for order NW-20417 ($64.90 each time). "
+    "Can you refund the duplicate charge?"
+)
+
+_ORDER: Final = {
+    "order_id": "NW-20417",
+    "customer_id": "cus_3310",
+    "status": "delivered",
+    "total": 64.9,
+    "payments": [{"id": "pay_8841", "amount": 64.9}, {"id": "pay_8842", "amount": 64.9}],
+}
+_KB: Final = "KB-112 Duplicate charges: refund the later payment in full. No approval under $200."
+
+
+def demo_tools() -> list[Tool[Any]]:
+    """The support agent's tools (built on demand, so ``replay`` never pays for them)."""
+
+    @tool
+    def lookup_order(order_id: str) -> str:
+        """Look an order up by id: status, customer and payments."""
+        return json.dumps(_ORDER) if order_id == _ORDER["order_id"] else f"no order {order_id}"
+
+    @tool
+    def search_kb(query: str) -> str:
+        """Search the help-centre knowledge base."""
+        return _KB
+
+    @tool
+    def issue_refund(payment_id: str, amount: float, reason: str) -> str:
+        """Refund a payment, in full or in part."""
+        return json.dumps({"refund_id": "re_5521", "payment_id": payment_id, "status": "pending"})
+
+    @tool
+    def send_email(customer_id: str, template: str) -> str:
+        """Send the customer a templated email."""
+        return "queued"
+
+    @tool
+    def shell_exec(command: str) -> str:
+        """Run a shell command on the support server."""
+        raise RuntimeError("the tool policy removes shell_exec, so this never runs")
+
+    return [lookup_order, search_kb, issue_refund, shell_exec, send_email]
+
+
+def demo_script() -> list[ModelResponse]:
+    """What the scripted agent does: look up, search three times, try a shell, refund, email."""
+
+    def call(n: int, name: str, **args: object) -> ProposedToolCall:
+        return ProposedToolCall(f"call_{n}", name, json.dumps(args))
+
+    search = {"query": "duplicate charge refund"}
+    psql = "psql -c \"select * from payments where order_id = 'NW-20417'\""
+    refund = {"payment_id": "pay_8842", "amount": 64.9, "reason": "duplicate charge"}
+    return [
+        ModelResponse(
+            text="Let me look that order up.",
+            tool_calls=[call(1, "lookup_order", order_id="NW-20417")],
+        ),
+        ModelResponse(tool_calls=[call(2, "search_kb", **search)]),
+        ModelResponse(tool_calls=[call(3, "search_kb", **search)]),
+        ModelResponse(tool_calls=[call(4, "search_kb", **search)]),
+        ModelResponse(
+            text="Checking the payments table.", tool_calls=[call(5, "shell_exec", command=psql)]
+        ),
+        ModelResponse(tool_calls=[call(6, "issue_refund", **refund)]),
+        ModelResponse(
+            tool_calls=[call(7, "send_email", customer_id="cus_3310", template="refund_done")]
+        ),
+        ModelResponse(
+            text="Done: I refunded the duplicate charge of $64.90 (payment pay_8842). "
+            "A confirmation email is on its way."
+        ),
+    ]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A call stored in the current iteration, waiting for the stack's decisions."""
+
+    call: ToolCall
+    decisions: list[str] = field(default_factory=list)
+
+
+class _LiveOutput:
+    """Prints each iteration when it ends: offered tools, calls, results and decisions."""
+
+    __slots__ = ("_labels", "_model", "_out", "_pending", "_style")
+
+    def __init__(
+        self, out: TextIO, style: Style, model: ScriptedModel, labels: Mapping[str, str]
+    ) -> None:
+        self._out = out
+        self._style = style
+        self._model = model
+        self._labels = labels
+        self._pending: list[_Pending] = []
+
+    def _print(self, text: str = "") -> None:
+        print(text, file=self._out)
+
+    def _decision(self, payload: Mapping[str, Any]) -> str:
+        action = str(payload.get("action"))
+        label = self._labels.get(str(payload.get("policy")))
+        kind = f"{label}: " if label else ""
+        return f"{self._style.verdict(action)} - {kind}{payload.get('reason')}"
+
+    def on_log(self, event: Log) -> None:
+        if event.kind != "policy.decision":
+            return
+        payload = event.payload
+        if payload.get("iteration") is None:  # a turn-stage decision: print it at once
+            self._print(
+                f"  {self._style.paint('policy', 'magenta')} {payload.get('tool')} removed from "
+                f"the turn: {self._decision(payload)}"
+            )
+            return
+        call_id = payload.get("call_id")
+        target = next((p for p in self._pending if p.call.id == call_id), None)
+        if target is None:
+            target = next((p for p in self._pending if p.call.tool == payload.get("tool")), None)
+        if target is not None:
+            target.decisions.append(self._decision(payload))
+
+    def on_stored(self, event: ToolCallStored) -> None:
+        self._pending.append(_Pending(event.call))
+
+    def on_iteration_end(self, event: IterationEnd) -> None:
+        style = self._style
+        requests = self._model.requests
+        offered = (
+            ", ".join(t["name"] for t in requests[event.iteration].tools)
+            if event.iteration < len(requests)
+            else "-"
+        )
+        self._print(
+            style.paint(f"iteration {event.iteration}", "bold", "cyan")
+            + style.paint(f"  offered: {offered}", "dim")
+        )
+        for pending in self._pending:
+            call = pending.call
+            self._print(f"  {style.paint(call.tool, 'bold')} {short_args(json.dumps(call.args))}")
+            results = call.results
+            text = results.as_string() if isinstance(results, SpooledArtifact) else str(results)
+            if call.is_error:
+                text = text.removeprefix("Error: ")
+                self._print(f"    {style.verdict('error', key='failed')}: {short(text, 88)}")
+            else:
+                self._print(f"    result: {short(text, 88)}")
+            for decision in pending.decisions or [style.verdict("allowed")]:
+                self._print(f"    decision: {decision}")
+        self._pending.clear()
+
+
+def _decisions(result: TurnResult, namespace: str) -> list[dict[str, Any]]:
+    found = Stash(result.stash).get(f"{namespace}.decisions", [])
+    return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+
+
+def _remove_database(path: str) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
+
+
+def run_demo(out: TextIO, *, plain: bool = False, audit_path: str = DEMO_AUDIT_PATH) -> int:
+    """Run the demo, printing to ``out``; return 0, or 1 if the turn or the audit failed."""
+    started = time.perf_counter()
+    style = Style.for_stream(out, plain=plain)
+    _remove_database(audit_path)
+    policy = ToolPolicy(deny=["shell*"])
+    repetition = RepetitionDetector(threshold=3, on_repeat="hide")
+    limit = ToolCallLimit({"issue_refund": 1})
+    sink = SqliteAuditSink(audit_path)
+    try:
+        model = ScriptedModel(demo_script())
+        runner = TurnRunner(
+            executor=ToolLoopExecutor(model),
+            tools=demo_tools(),
+            middleware=[policy, repetition, limit, AuditLog(sink)],
+            system_prompt="You are the support assistant of Northwind Outfitters.",
+        )
+        labels = {
+            policy.namespace: "tool policy",
+            repetition.namespace: "repeat detected",
+            limit.namespace: "limit reached",
+        }
+        live = _LiveOutput(out, style, model, labels)
+        runner.on(Log, live.on_log)
+        runner.on(ToolCallStored, live.on_stored)
+        runner.on(IterationEnd, live.on_iteration_end)
+        print(
+            style.paint("loopware demo: a scripted support-agent turn", "bold")
+            + " (no network, no API keys)",
+            file=out,
+        )
+        print("stack, outermost first:", file=out)
+        for item, what in (
+            ("ToolPolicy(deny=['shell*'])", "shell tools are never offered"),
+            ("RepetitionDetector(threshold=3)", "a 3rd identical call hides the tool"),
+            ("ToolCallLimit({'issue_refund': 1})", "one refund per turn"),
+            ("AuditLog(SqliteAuditSink(...))", f"hash-chained audit rows in {audit_path}"),
+        ):
+            print(f"  {item:<36} {style.paint(what, 'dim')}", file=out)
+        print(f"\n{style.paint('user', 'bold')}: {USER_INPUT}", file=out)
+        result = asyncio.run(runner.run(USER_INPUT))
+        print(f"{style.paint('assistant', 'bold')}: {result.output}", file=out)
+        verified = sink.verify()
+        rows = sink.rows()
+    finally:
+        sink.close()
+    calls = result.tool_calls
+    repeats = _decisions(result, repetition.namespace)
+    hidden = list(
+        dict.fromkeys(
+            d["tool"]
+            for ns in (repetition.namespace, limit.namespace)
+            for d in _decisions(result, ns)
+            if d.get("action") == "hidden"
+        )
+    )
+    denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
+    by_decision: dict[str, int] = {}
+    for row in rows:
+        if row.entry.kind == "tool_call" and row.entry.decision is not None:
+            by_decision[row.entry.decision] = by_decision.get(row.entry.decision, 0) + 1
+    duration_ms = (result.ended_at - result.started_at).total_seconds() * 1000.0
+    ok = result.status == "completed" and verified is None
+    failed = sum(1 for c in calls if c.is_error)
+    table = [
+        (
+            "turn",
+            f"{style.verdict(result.status, key='ok' if result.ok else 'failed')} "
+            f"in {result.iterations} iterations, {duration_ms:.0f} ms",
+        ),
+        ("tool calls", f"{len(calls)} ({failed} failed)"),
+        ("repeats caught", f"{len(repeats)} ({', '.join(d['tool'] for d in repeats) or '-'})"),
+        ("tools hidden", f"{len(hidden)} ({', '.join(hidden) or '-'})"),
+        ("calls denied", f"{len(denied)} ({', '.join(d['tool'] for d in denied) or '-'})"),
+        (
+            "audit rows",
+            f"{len(rows)} in {audit_path} ("
+            + ", ".join(f"{n} {d}" for d, n in sorted(by_decision.items()))
+            + ")",
+        ),
+        (
+            "audit verified",
+            style.verdict("yes")
+            if verified is None
+            else style.verdict(f"no: row {verified} is broken", key="no"),
+        ),
+    ]
+    print(f"\n{style.paint('summary', 'bold')}", file=out)
+    for name, value in table:
+        print(f"  {name:<16}{value}", file=out)
+    elapsed = (time.perf_counter() - started) * 1000.0
+    print(style.paint(f"done in {elapsed:.0f} ms", "dim"), file=out)
+    return 0 if ok else 1

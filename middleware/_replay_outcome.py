@@ -1,0 +1,212 @@
+"""What ``loopware replay`` found: decisions per recorded call and per turn, as values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pipeline import ToolCall
+
+    from ._replay_types import RecordedCall, RecordedTurn, Transcript
+
+__all__ = [
+    "NOT_REACHED",
+    "REFUSALS",
+    "SEVERITY",
+    "CallOutcome",
+    "Decision",
+    "ReplayReport",
+    "TurnOutcome",
+]
+
+SEVERITY: Final[Mapping[str, int]] = {
+    "allowed": 0,
+    "approved": 1,
+    "warned": 2,
+    "hidden": 3,
+    "rejected": 4,
+    "denied": 5,
+}
+"""How strong each policy action is; a call's verdict is its strongest decision."""
+
+REFUSALS: Final = frozenset({"denied", "rejected"})
+"""Verdicts that count as the stack refusing a call (exit status 1)."""
+
+NOT_REACHED: Final = "not reached"
+"""The verdict of a recorded call the replayed turn never got to (it ended earlier)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision a policy took during the replay."""
+
+    policy: str
+    """The policy's name (its stash namespace for the built-ins)."""
+    tool: str | None
+    """The tool it concerns, if any."""
+    action: str
+    """``allowed``, ``hidden``, ``denied``, ``approved``, ``rejected`` or ``warned``."""
+    reason: str
+    """Why, as the policy put it."""
+    iteration: int | None
+    """The iteration it was taken in (None in a turn stage)."""
+    label: str | None = None
+    """What kind of decision it is (``repeat detected``, ``limit reached``, ...), if known."""
+
+    def key(self) -> tuple[object, ...]:
+        """Identity used to avoid counting a decision seen both as a log and in the stash."""
+        return (self.tool, self.iteration, self.action, self.reason)
+
+    def labelled(self, labels: Mapping[str, str]) -> Decision:
+        """Return this decision with the label of its policy, when one is known."""
+        label = labels.get(self.policy)
+        return self if label is None else replace(self, label=label)
+
+    def describe(self) -> str:
+        """Return ``action: label: reason [policy]``."""
+        kind = f"{self.label}: " if self.label else ""
+        return f"{self.action}: {kind}{self.reason} [{self.policy}]"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the decision as plain JSON data."""
+        return {
+            "policy": self.policy,
+            "tool": self.tool,
+            "action": self.action,
+            "label": self.label,
+            "reason": self.reason,
+            "iteration": self.iteration,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What the stack did about one recorded call."""
+
+    call: RecordedCall
+    """The recorded call."""
+    stored: ToolCall | None
+    """The call as the replay stored it, or None when the turn never reached it."""
+    offered: bool | None
+    """Whether the tool was offered to the model on that step (None when not reached)."""
+    decisions: tuple[Decision, ...]
+    """Every decision about the call, in order."""
+    verdict: str
+    """The strongest decision's action, ``allowed`` when none, or ``not reached``."""
+
+    @property
+    def error(self) -> str | None:
+        """The first line of the replayed call's error text, if it failed."""
+        stored = self.stored
+        if stored is None or not stored.is_error or not isinstance(stored.results, str):
+            return None
+        return stored.results.splitlines()[0] if stored.results else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the outcome as plain JSON data."""
+        call = self.call
+        return {
+            "index": call.index,
+            "turn": call.turn,
+            "message_index": call.message_index,
+            "line": call.line,
+            "id": call.id,
+            "tool": call.tool,
+            "arguments": call.arguments,
+            "verdict": self.verdict,
+            "offered": self.offered,
+            "reached": self.stored is not None,
+            "error": self.error,
+            "decisions": [d.as_dict() for d in self.decisions],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How one replayed turn ended."""
+
+    turn: RecordedTurn
+    """The recorded turn."""
+    status: str
+    """``completed``, ``failed`` or ``aborted``."""
+    error_code: str | None
+    """The code of the error that failed the turn (``E_POLICY_VIOLATION``...), if any."""
+    error_message: str | None
+    """That error's text, if any."""
+    iterations: int
+    """How many iterations the replayed turn ran."""
+    decisions: tuple[Decision, ...]
+    """Decisions not about one recorded call (a tool removed before the model ran, say)."""
+    calls: tuple[CallOutcome, ...]
+    """One outcome per recorded call of the turn, in order."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the outcome as plain JSON data."""
+        return {
+            "index": self.turn.index,
+            "message_index": self.turn.message_index,
+            "input": self.turn.input,
+            "answered": self.turn.answer is not None,
+            "status": self.status,
+            "error_code": self.error_code,
+            "error": self.error_message,
+            "iterations": self.iterations,
+            "decisions": [d.as_dict() for d in self.decisions],
+            "calls": [c.as_dict() for c in self.calls],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    """Everything a replay found, plus the transcript's own issues."""
+
+    transcript: Transcript
+    """The transcript replayed."""
+    middleware: tuple[str, ...]
+    """The ``--middleware`` values, in order."""
+    pipelines: dict[str, list[str]]
+    """The replay runner's resolved stage order (``describe_pipelines()``)."""
+    turns: tuple[TurnOutcome, ...]
+    """One outcome per recorded turn."""
+
+    @property
+    def calls(self) -> tuple[CallOutcome, ...]:
+        """Every call outcome, in transcript order."""
+        return tuple(c for t in self.turns for c in t.calls)
+
+    @property
+    def refused(self) -> bool:
+        """True when the stack denied or rejected a call or ended a turn early."""
+        return any(t.status != "completed" for t in self.turns) or any(
+            c.verdict in REFUSALS for c in self.calls
+        )
+
+    def counts(self) -> dict[str, int]:
+        """How many calls got each verdict, in severity order (only verdicts that occur)."""
+        rank = {verdict: i for i, verdict in enumerate((*SEVERITY, NOT_REACHED))}
+        found: dict[str, int] = {}
+        for call in self.calls:
+            found[call.verdict] = found.get(call.verdict, 0) + 1
+        return {v: found[v] for v in sorted(found, key=lambda v: (rank.get(v, len(rank)), v))}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the report as plain JSON data."""
+        transcript = self.transcript
+        return {
+            "transcript": transcript.source,
+            "format": transcript.format,
+            "messages": transcript.message_count,
+            "middleware": list(self.middleware),
+            "pipelines": self.pipelines,
+            "turns": [t.as_dict() for t in self.turns],
+            "issues": [i.as_dict() for i in transcript.issues],
+            "summary": {"calls": len(self.calls), "verdicts": self.counts()},
+            "refused": self.refused,
+        }
+
+    def to_json(self) -> str:
+        """Return the report as indented JSON text."""
+        return json.dumps(self.as_dict(), indent=2, ensure_ascii=False)

@@ -1,0 +1,113 @@
+"""The `SqliteStore` schema and its migrations.
+
+Each migration is a version number and the statements that bring the previous version to it.
+`migrate` runs inside the store's opening transaction: it records every applied version in
+``schema_migrations`` and refuses a database written by a newer loopware. To change the schema,
+append a migration; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+
+from ._errors import InvalidRunnerConfigError
+
+__all__ = ["SCHEMA_VERSION", "migrate"]
+
+_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE turns (
+                turn_id TEXT PRIMARY KEY,
+                conversation_id TEXT,
+                status TEXT NOT NULL,
+                input TEXT NOT NULL,
+                output TEXT,
+                iterations INTEGER NOT NULL,
+                error_code TEXT,
+                error_message TEXT,
+                started_at TEXT NOT NULL,
+                ended_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX turns_by_conversation ON turns (conversation_id)",
+            """CREATE TABLE messages (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                conversation_id TEXT,
+                turn_id TEXT NOT NULL,
+                id TEXT NOT NULL,
+                role TEXT NOT NULL,
+                content TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                tool_call_ids TEXT NOT NULL,
+                UNIQUE (scope, id)
+            )""",
+            "CREATE INDEX messages_by_turn ON messages (turn_id)",
+            """CREATE TABLE tool_calls (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                conversation_id TEXT,
+                turn_id TEXT NOT NULL,
+                id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                checksum TEXT NOT NULL,
+                is_complete INTEGER NOT NULL,
+                is_error INTEGER NOT NULL,
+                from_artifact_tool INTEGER NOT NULL,
+                inline INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                completed_at TEXT,
+                results_kind TEXT NOT NULL,
+                results_text TEXT,
+                UNIQUE (scope, id)
+            )""",
+            "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
+            """CREATE TABLE tool_call_results (
+                call_seq INTEGER NOT NULL REFERENCES tool_calls (seq) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                kind TEXT NOT NULL,
+                artifact_class TEXT,
+                text TEXT,
+                byte_length INTEGER,
+                media TEXT,
+                data BLOB,
+                PRIMARY KEY (call_seq, position)
+            )""",
+        ),
+    ),
+)
+
+SCHEMA_VERSION = _MIGRATIONS[-1][0]
+"""The schema version this code writes; older databases are migrated when opened."""
+
+
+def migrate(cur: sqlite3.Cursor, path: str) -> None:
+    """Bring the database to `SCHEMA_VERSION` (inside the caller's transaction).
+
+    Raises:
+        InvalidRunnerConfigError: the database's schema is newer than this code's.
+    """
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    current = cur.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+    if current > SCHEMA_VERSION:
+        raise InvalidRunnerConfigError(
+            f"SqliteStore: {path!r} has schema version {current}, newer than this loopware's "
+            f"{SCHEMA_VERSION}",
+            field="store",
+        )
+    for version, statements in _MIGRATIONS:
+        if version <= current:
+            continue
+        for statement in statements:
+            cur.execute(statement)
+        cur.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+            (version, datetime.now(UTC).isoformat()),
+        )

@@ -1,0 +1,79 @@
+"""Middleware stacks for replaying the sample transcripts in this folder, and a runner.
+
+Used by ``tests/cli`` as ``loopware replay ... --middleware tests.data.replay_stacks:NAME``; each
+attribute is a zero-argument factory, as ``--middleware`` accepts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
+from pipeline import DispatchContext, ModelResponse, ToolLoopExecutor, TurnRunner, tool
+from pipeline.testing import ScriptedModel
+
+NOT_MIDDLEWARE = 42
+"""Something that is neither middleware nor a factory (for the exit status 4 tests)."""
+
+
+def coding_stack() -> list[object]:
+    """Hide a tool once an identical call has been made three times."""
+    return [RepetitionDetector(threshold=3, on_repeat="hide")]
+
+
+def support_stack() -> list[object]:
+    """Never offer shell tools; end the turn on a second refund."""
+    return [ToolPolicy(deny=["shell*"]), ToolCallLimit({"issue_refund": 1}, on_exceed="nack")]
+
+
+def research_stack() -> list[object]:
+    """Catch repeats and A-B-A-B oscillation; cap searches and fetches."""
+    return [
+        RepetitionDetector(threshold=3, window=6),
+        ToolCallLimit({"web_search": 4, "fetch_url": 4}, total=10),
+    ]
+
+
+shell_watch = Middleware("shell_watch")
+"""A custom set that records a ``warned`` decision in the stash only (no ``policy.decision`` log)
+for every call to a ``shell*`` tool, so replay must read decisions from the stash too."""
+
+
+@shell_watch.dispatch_output
+def flag_shell(ctx: DispatchContext) -> None:
+    """Record a warning for each shell call of this iteration under ``watch.shell.decisions``."""
+    for call in ctx.new_tool_calls:
+        if call.tool.startswith("shell"):
+            entry: dict[str, Any] = {
+                "tool": call.tool,
+                "checksum": call.checksum,
+                "iteration": ctx.iteration,
+                "action": "warned",
+                "reason": "shell access from a support agent",
+            }
+            ctx.stash.update("watch.shell.decisions", lambda d, e=entry: [*d, e], default=[])
+
+
+def needs_arguments(threshold: int) -> RepetitionDetector:
+    """A factory that cannot be called without arguments (for the exit status 4 tests)."""
+    return RepetitionDetector(threshold=threshold)
+
+
+def broken_factory() -> list[object]:
+    """A factory that raises (for the exit status 4 tests)."""
+    raise RuntimeError("the policy service is down")
+
+
+@tool
+def lookup_order(order_id: str) -> str:
+    """Look an order up by id."""
+    return f"order {order_id}: delivered"
+
+
+def support_runner() -> TurnRunner:
+    """A support runner with the support stack (for ``loopware pipelines``)."""
+    return TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel([ModelResponse(text="Hello!")])),
+        tools=[lookup_order],
+        middleware=support_stack(),
+    )

@@ -1,0 +1,313 @@
+"""`AuditLog` through real turns: rows per call and per turn, decisions, flushing, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from middleware import (
+    AuditEntry,
+    AuditHead,
+    AuditLog,
+    AuditRow,
+    JsonlAuditSink,
+    RepetitionDetector,
+    SqliteAuditSink,
+)
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    InvalidMiddlewareConfigError,
+    Log,
+    ModelRequest,
+    ModelResponse,
+    ProposedToolCall,
+    ToolLoopExecutor,
+    TurnContext,
+    TurnRunner,
+    canonical_json,
+    tool,
+)
+from pipeline.testing import ScriptedModel
+
+
+@tool
+def search(q: str) -> str:
+    """Search for ``q``."""
+    return f"results for {q}"
+
+
+@tool
+def explode(n: int) -> str:
+    """Always fail."""
+    raise RuntimeError("kaboom")
+
+
+def propose(name: str, args: dict[str, Any], call_id: str) -> ProposedToolCall:
+    return ProposedToolCall(id=call_id, name=name, arguments=json.dumps(args))
+
+
+def step(*calls: ProposedToolCall) -> ModelResponse:
+    return ModelResponse(tool_calls=calls)
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> SqliteAuditSink:
+    return SqliteAuditSink(tmp_path / "audit.sqlite", synchronous="normal")
+
+
+def runner_for(audit: AuditLog, steps: list[ModelResponse], **kwargs: Any) -> TurnRunner:
+    middleware = [audit, *kwargs.pop("middleware", [])]
+    return TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel(steps)),
+        tools=[search, explode],
+        middleware=middleware,
+        **kwargs,
+    )
+
+
+def entries(sink: SqliteAuditSink | JsonlAuditSink) -> list[AuditEntry]:
+    return [row.entry for row in sink.rows()]
+
+
+async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
+    sink: SqliteAuditSink,
+) -> None:
+    """Each completed call and the turn get a row, readable as soon as run() returns."""
+    runner = runner_for(
+        AuditLog(sink),
+        [
+            step(propose("search", {"q": "x ✓"}, "c1"), propose("explode", {"n": 1}, "c2")),
+            step(propose("nope", {}, "c3")),
+            ModelResponse(text="done"),
+        ],
+    )
+    result = await runner.run("find x", conversation_id="conv-1")
+    rows = entries(sink)
+    assert [(e.kind, e.call_id, e.tool) for e in rows] == [
+        ("tool_call", "c1", "search"),
+        ("tool_call", "c2", "explode"),
+        ("tool_call", "c3", "nope"),
+        ("turn", None, None),
+    ]
+    first, failed, unknown, turn = rows
+    assert first.args == canonical_json({"q": "x ✓"})
+    assert first.checksum == result.tool_calls[0].checksum
+    assert (first.is_error, failed.is_error, unknown.is_error) == (False, True, True)
+    assert first.duration_ms is not None
+    assert first.duration_ms >= 0
+    assert failed.duration_ms is not None
+    assert unknown.duration_ms is None  # never executed
+    assert {e.decision for e in rows[:3]} == {"allowed"}
+    assert {e.turn_id for e in rows} == {result.turn_id}
+    assert {e.conversation_id for e in rows} == {"conv-1"}
+    assert (turn.status, turn.input, turn.is_error, turn.decision) == (
+        "completed", "find x", False, None
+    )
+    assert turn.duration_ms is not None
+    assert turn.duration_ms > 0
+    assert sink.verify() is None
+
+
+async def test_policy_decisions_are_recorded_on_their_calls(sink: SqliteAuditSink) -> None:
+    """A RepetitionDetector hide decision lands on the call that triggered it, by call id."""
+    same = {"q": "loop"}
+    runner = runner_for(
+        AuditLog(sink),
+        [step(propose("search", same, "a")), step(propose("search", same, "b"))],
+        middleware=[RepetitionDetector(threshold=2, on_repeat="hide")],
+    )
+    result = await runner.run("go")
+    assert result.status == "completed"
+    calls = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert [(e.call_id, e.decision) for e in calls] == [("a", "allowed"), ("b", "hidden")]
+    assert calls[1].policy == "loopware.repetition"
+    assert calls[1].reason
+
+
+async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAuditSink) -> None:
+    """Decisions without a call id match by checksum; denied outranks approved and warned."""
+
+    async def judge(ctx: DispatchContext, call_next: CallNext) -> None:
+        for call in ctx.new_tool_calls:
+            for action in ("approved", "denied", "warned"):
+                ctx.log.info("policy.decision", action, policy="judge", checksum=call.checksum,
+                             call_id=None, action=action, reason=f"because {action}")
+        ctx.log.info("policy.decision", "odd", policy="judge", action="exploded", call_id="a")
+        ctx.log.info("other.kind", "ignored", action="rejected", call_id="a")
+        await call_next()
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
+                        dispatch_output=[judge])
+    await runner.run("go")
+    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert (call.decision, call.policy, call.reason) == ("denied", "judge", "because denied")
+
+
+async def test_a_failing_turn_is_still_audited(sink: SqliteAuditSink) -> None:
+    """A middleware that raises after calls were stored cannot keep them out of the log."""
+
+    async def fail(ctx: DispatchContext, call_next: CallNext) -> None:
+        raise RuntimeError("middleware broke")
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
+                        dispatch_output=[fail])
+    result = await runner.run("go")
+    assert result.status == "failed"
+    rows = entries(sink)
+    assert [(e.kind, e.call_id) for e in rows] == [("tool_call", "a"), ("turn", None)]
+    assert rows[1].status == "failed"
+    assert rows[1].is_error is True
+    assert rows[1].error is not None
+    assert rows[1].error.startswith("E_DISPATCH_PIPELINE_ERROR")
+
+
+async def test_short_circuited_turn_input_still_gets_a_turn_row(sink: SqliteAuditSink) -> None:
+    """A turn input middleware that never calls call_next cannot skip the turn's row."""
+
+    async def block(ctx: TurnContext, call_next: CallNext) -> None:
+        return None
+
+    runner = runner_for(AuditLog(sink), [], turn_input=[block])
+    result = await runner.run("blocked")
+    assert result.status == "failed"
+    [row] = entries(sink)
+    assert (row.kind, row.status, row.input) == ("turn", "failed", "blocked")
+
+
+async def test_aborted_turn_row_says_aborted(sink: SqliteAuditSink) -> None:
+    """Aborting a turn from a middleware records a turn row with status aborted."""
+
+    async def stop(ctx: DispatchContext, call_next: CallNext) -> None:
+        ctx.abort("enough")
+        await call_next()
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
+                        dispatch_output=[stop])
+    result = await runner.run("go")
+    assert result.status == "aborted"
+    rows = entries(sink)
+    assert [(e.kind, e.status) for e in rows] == [("tool_call", None), ("turn", "aborted")]
+
+
+class _Echoes:
+    """Each turn calls search with its own input twice, then answers."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        done = len(request.tool_calls)
+        key = request.messages[0].content
+        if done == 2:
+            return ModelResponse(text=key)
+        return step(propose("search", {"q": key}, f"{key}-{done}"))
+
+
+async def test_concurrent_turns_share_one_intact_chain(tmp_path: Path) -> None:
+    """Rows of 50 concurrent turns interleave in one chain that verifies, none lost."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl", synchronous="normal")
+    runner = TurnRunner(executor=ToolLoopExecutor(_Echoes()), tools=[search],
+                        middleware=[AuditLog(sink)])
+    results = await asyncio.gather(*(runner.run(f"u{i}") for i in range(50)))
+    rows = entries(sink)
+    assert len(rows) == 150
+    for result in results:
+        mine = [e for e in rows if e.turn_id == result.turn_id]
+        key = result.messages[0].content
+        assert [(e.kind, e.call_id) for e in mine] == [
+            ("tool_call", f"{key}-0"), ("tool_call", f"{key}-1"), ("turn", None)
+        ]
+    assert sink.verify() is None
+    sink.close()
+
+
+async def test_mutated_call_in_one_iteration_gives_one_row(sink: SqliteAuditSink) -> None:
+    """A call replaced by id within its iteration is audited once, in its final form."""
+
+    async def redact(ctx: DispatchContext, call_next: CallNext) -> None:
+        for call in ctx.new_tool_calls:
+            await ctx.mutate_tool_call(type(call).completed(
+                id=call.id, tool=call.tool, args={"q": "[redacted]"}, results="hidden"))
+        await call_next()
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "secret"}, "a"))],
+                        dispatch_output=[redact])
+    await runner.run("go")
+    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert call.args == canonical_json({"q": "[redacted]"})
+
+
+def test_default_sink_is_sqlite_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AuditLog() writes to loopware-audit.sqlite in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    audit = AuditLog()
+    assert isinstance(audit.sink, SqliteAuditSink)
+    assert (tmp_path / "loopware-audit.sqlite").exists()
+    assert "AuditLog(" in repr(audit)
+    audit.close()
+
+
+def test_sink_without_the_sink_methods_is_refused() -> None:
+    """A sink lacking append/rows/verify raises InvalidMiddlewareConfigError naming them."""
+    with pytest.raises(InvalidMiddlewareConfigError, match="append, rows, verify"):
+        AuditLog(object())  # type: ignore[arg-type]
+
+
+class _SlowSink:
+    """A sink whose appends take a while to complete (records what finished)."""
+
+    def __init__(self) -> None:
+        self.finished: list[AuditEntry] = []
+
+    def append(self, batch: Sequence[AuditEntry]) -> Awaitable[list[AuditRow]]:
+        async def later() -> list[AuditRow]:
+            await asyncio.sleep(0.05)
+            self.finished.extend(batch)
+            return []
+
+        return later()
+
+    def rows(self) -> list[AuditRow]:
+        return []
+
+    def head(self) -> AuditHead:
+        return AuditHead(0, "0" * 64)
+
+    def verify(self, *, head: AuditHead | None = None) -> int | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+async def test_run_returns_only_after_the_audit_writes_finished() -> None:
+    """run() waits for slow audit appends: every row is written when it returns."""
+    slow = _SlowSink()
+    runner = runner_for(AuditLog(slow), [step(propose("search", {"q": "1"}, "a"))])
+    await runner.run("go")
+    assert [(e.kind, e.call_id) for e in slow.finished] == [("tool_call", "a"), ("turn", None)]
+
+
+class _BrokenSink(_SlowSink):
+    """A sink whose appends fail once they run."""
+
+    def append(self, batch: Sequence[AuditEntry]) -> Awaitable[list[AuditRow]]:
+        async def fail() -> list[AuditRow]:
+            raise OSError("disk full")
+
+        return fail()
+
+
+async def test_a_failing_sink_is_reported_and_never_breaks_the_turn() -> None:
+    """Audit write failures surface as a listener_error log; the turn result is unaffected."""
+    runner = runner_for(AuditLog(_BrokenSink()), [step(propose("search", {"q": "1"}, "a"))])
+    logs: list[Log] = []
+    runner.on(Log, logs.append)
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert any(log.kind == "listener_error" and "disk full" in log.message for log in logs)

@@ -1,0 +1,312 @@
+"""Audit sinks: append order, reopening, and tamper detection by ``verify()``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
+from pipeline import InvalidMiddlewareConfigError, SqliteStore, ToolCall
+
+Sink = SqliteAuditSink | JsonlAuditSink
+SINKS: dict[str, Callable[[Path], Sink]] = {
+    "sqlite": lambda p: SqliteAuditSink(p / "audit.sqlite", synchronous="normal"),
+    "jsonl": lambda p: JsonlAuditSink(p / "audit.jsonl", synchronous="normal"),
+}
+
+
+def entry(i: int, *, turn: str = "t1") -> AuditEntry:
+    return AuditEntry(
+        kind="tool_call",
+        turn_id=turn,
+        conversation_id="c" if i % 2 else None,
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+        call_id=f"call-{i}",
+        tool="search",
+        checksum=f"{i:064x}",
+        args=json.dumps({"q": i}),
+        is_error=i % 3 == 0,
+        duration_ms=i * 1.25,
+        decision="allowed",
+    )
+
+
+def write(sink: Sink, count: int) -> list[AuditRow]:
+    async def go() -> list[AuditRow]:
+        rows: list[AuditRow] = []
+        for i in range(count):
+            rows += await sink.append([entry(i)])
+        return rows
+
+    return asyncio.run(go())
+
+
+def append(sink: Sink, entries: list[AuditEntry]) -> list[AuditRow]:
+    async def go() -> list[AuditRow]:
+        return await sink.append(entries)
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=sorted(SINKS), ids=sorted(SINKS))
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_rows_are_chained_in_append_order(kind: str, tmp_path: Path) -> None:
+    """Appended rows come back in order, each carrying the previous row's hash."""
+    sink = SINKS[kind](tmp_path)
+    written = write(sink, 5)
+    rows = sink.rows()
+    assert rows == written
+    assert [r.index for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[0].prev_hash == "0" * 64
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(rows))
+    assert len({r.hash for r in rows}) == 5
+    assert sink.head() == AuditHead(5, rows[-1].hash)
+    assert sink.verify() is None
+    sink.close()
+    sink.close()  # idempotent
+
+
+def test_concurrent_appends_form_one_chain(kind: str, tmp_path: Path) -> None:
+    """Appends issued together from many tasks form one intact chain in call order."""
+    sink = SINKS[kind](tmp_path)
+
+    async def go() -> list[list[AuditRow]]:
+        futures = [sink.append([entry(i, turn=f"t{i % 4}"), entry(i + 100)]) for i in range(40)]
+        return await asyncio.gather(*futures)
+
+    batches = asyncio.run(go())
+    assert [row.index for batch in batches for row in batch] == list(range(80))
+    assert sink.verify() is None
+    sink.close()
+
+
+def test_reopened_sink_continues_the_chain(kind: str, tmp_path: Path) -> None:
+    """A sink opened on an existing log appends after its last row."""
+    first = SINKS[kind](tmp_path)
+    write(first, 3)
+    first.close()
+    second = SINKS[kind](tmp_path)
+    [row] = append(second, [entry(9)])
+    assert row.index == 3
+    assert row.prev_hash == second.rows()[2].hash
+    assert second.verify() is None
+    second.close()
+
+
+def test_verify_with_a_saved_head_detects_a_rewritten_tail(kind: str, tmp_path: Path) -> None:
+    """A head saved elsewhere catches truncation even when the stored head was rewritten."""
+    sink = SINKS[kind](tmp_path)
+    write(sink, 4)
+    saved = sink.head()
+    sink.close()
+    if kind == "sqlite":
+        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
+            conn.execute("DELETE FROM audit_rows WHERE idx = 3")
+            conn.execute("UPDATE audit_head SET count = 3, hash = (SELECT hash FROM audit_rows "
+                         "WHERE idx = 2)")
+    else:
+        path = tmp_path / "audit.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[:3]))
+        (tmp_path / "audit.jsonl.head").write_text(json.dumps(
+            {"count": 3, "hash": json.loads(lines[2])["hash"]}))
+    reopened = SINKS[kind](tmp_path)
+    assert reopened.verify() is None  # consistent on its own
+    assert reopened.verify(head=saved) == 3
+    reopened.close()
+
+
+def test_truncated_log_stays_detectable_after_more_appends(kind: str, tmp_path: Path) -> None:
+    """Rows appended after the tail was cut do not hide the cut."""
+    sink = SINKS[kind](tmp_path)
+    write(sink, 4)
+    sink.close()
+    if kind == "sqlite":
+        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
+            conn.execute("DELETE FROM audit_rows WHERE idx = 3")
+    else:
+        path = tmp_path / "audit.jsonl"
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
+    reopened = SINKS[kind](tmp_path)
+    assert reopened.verify() == 3
+    append(reopened, [entry(7)])
+    assert reopened.verify() == 3
+    reopened.close()
+
+
+def test_torn_last_line_is_reported_and_appends_continue(tmp_path: Path) -> None:
+    """A JSON Lines log cut mid-row reports that row; later appends still chain after it."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl", synchronous="normal")
+    write(sink, 3)
+    sink.close()
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(path.read_bytes()[:-20])
+    reopened = JsonlAuditSink(path, synchronous="normal")
+    assert reopened.verify() == 2
+    with pytest.raises(ValueError, match="row 2"):
+        reopened.rows()
+    [row] = append(reopened, [entry(5)])
+    assert row.index == 3
+    assert reopened.verify() == 2
+    reopened.close()
+
+
+@pytest.mark.parametrize("factory", [SqliteAuditSink, JsonlAuditSink], ids=["sqlite", "jsonl"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"path": ""}, {"path": 3}, {"path": "x", "synchronous": "sometimes"}],
+    ids=["empty-path", "int-path", "bad-synchronous"],
+)
+def test_bad_options_raise_invalid_middleware_config(
+    factory: Callable[..., Sink], kwargs: dict[str, object]
+) -> None:
+    """Bad sink options raise InvalidMiddlewareConfigError at construction."""
+    with pytest.raises(InvalidMiddlewareConfigError):
+        factory(**kwargs)
+
+
+def test_sqlite_sink_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    """A non-SQLite file raises InvalidMiddlewareConfigError naming it."""
+    path = tmp_path / "plain.txt"
+    path.write_text("not sqlite at all " * 200)
+    with pytest.raises(InvalidMiddlewareConfigError, match="plain"):
+        SqliteAuditSink(path)
+
+
+def test_jsonl_sink_refuses_an_unopenable_path(tmp_path: Path) -> None:
+    """A path that cannot be opened for appending raises InvalidMiddlewareConfigError."""
+    with pytest.raises(InvalidMiddlewareConfigError, match="cannot open"):
+        JsonlAuditSink(tmp_path)  # a directory
+
+
+# -- tampering ---------------------------------------------------------------------------------
+_COLUMNS = (
+    "kind", "turn_id", "conversation_id", "recorded_at", "call_id", "tool", "checksum", "args",
+    "is_error", "duration_ms", "decision", "policy", "reason", "status", "error", "input",
+    "prev_hash", "hash",
+)
+_FIELDS = ", ".join(_COLUMNS)
+_ASSIGN = ", ".join(f"{c} = ?" for c in _COLUMNS)
+
+
+def _tamper_sqlite(path: Path, op: str, k: int) -> None:
+    with sqlite3.connect(path) as conn:
+
+        def row(i: int) -> tuple[object, ...]:
+            return tuple(conn.execute(f"SELECT {_FIELDS} FROM audit_rows WHERE idx = ?", (i,))
+                         .fetchone())
+
+        if op == "edit":
+            conn.execute("UPDATE audit_rows SET args = '{\"q\":\"forged\"}' WHERE idx = ?", (k,))
+        elif op == "flip":
+            conn.execute("UPDATE audit_rows SET is_error = 1 - is_error WHERE idx = ?", (k,))
+        elif op == "delete":  # and renumber the rows after it, as a forger would
+            conn.execute("DELETE FROM audit_rows WHERE idx = ?", (k,))
+            conn.execute("UPDATE audit_rows SET idx = -(idx - 1) WHERE idx > ?", (k,))
+            conn.execute("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
+        elif op == "swap":
+            first, second = row(k), row(k + 1)
+            conn.execute(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", (*second, k))
+            conn.execute(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", (*first, k + 1))
+        elif op == "insert":
+            forged = list(row(k))
+            forged[_COLUMNS.index("reason")] = "forged reason"
+            conn.execute("UPDATE audit_rows SET idx = -(idx + 1) WHERE idx >= ?", (k,))
+            conn.execute("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
+            marks = ", ".join("?" * (len(_COLUMNS) + 1))
+            conn.execute(f"INSERT INTO audit_rows (idx, {_FIELDS}) VALUES ({marks})", (k, *forged))
+
+
+def _tamper_jsonl(path: Path, op: str, k: int) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    if op in ("edit", "flip"):
+        row = json.loads(lines[k])
+        if op == "edit":
+            row["args"] = '{"q":"forged"}'
+        else:
+            row["is_error"] = not row["is_error"]
+        lines[k] = json.dumps(row, separators=(",", ":")) + "\n"
+    elif op == "delete":
+        del lines[k]
+    elif op == "swap":
+        lines[k], lines[k + 1] = lines[k + 1], lines[k]
+    elif op == "insert":
+        row = json.loads(lines[k])
+        row["reason"] = "forged reason"
+        lines.insert(k, json.dumps(row, separators=(",", ":")) + "\n")
+    path.write_text("".join(lines))
+
+
+@st.composite
+def tampering(draw: st.DrawFn) -> tuple[int, str, int]:
+    n = draw(st.integers(min_value=1, max_value=7))
+    op = draw(st.sampled_from(["edit", "flip", "delete", "swap", "insert"]))
+    last = n - 2 if op == "swap" else n - 1
+    if last < 0:
+        op, last = "edit", n - 1
+    return n, op, draw(st.integers(min_value=0, max_value=last))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=tampering())
+def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
+    kind: str, tmp_path_factory: pytest.TempPathFactory, case: tuple[int, str, int]
+) -> None:
+    """Editing, deleting, swapping or inserting row k makes verify() return exactly k."""
+    n, op, k = case
+    folder = tmp_path_factory.mktemp("audit")
+    sink = SINKS[kind](folder)
+    write(sink, n)
+    assert sink.verify() is None
+    sink.close()
+    if kind == "sqlite":
+        _tamper_sqlite(folder / "audit.sqlite", op, k)
+    else:
+        _tamper_jsonl(folder / "audit.jsonl", op, k)
+    reopened = SINKS[kind](folder)
+    try:
+        assert reopened.verify() == k, (op, k, n)
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("store_first", [True, False], ids=["store-first", "sink-first"])
+async def test_store_and_audit_sink_can_share_one_file(tmp_path: Path, store_first: bool) -> None:
+    """A SqliteStore and a SqliteAuditSink on the same file each keep their own schema."""
+    path = tmp_path / "shared.sqlite"
+    if store_first:
+        SqliteStore(path).close()
+    sink = SqliteAuditSink(path, synchronous="normal")
+    store = SqliteStore(path)
+    await sink.append([entry(0)])
+    call = ToolCall.completed(id="a", tool="x", args={}, results="r")
+    await store.save_tool_call(None, "t", call)
+    assert [c.id for c in await store.tool_calls_for_turn("t")] == ["a"]
+    assert sink.verify() is None
+    assert len(sink.rows()) == 1
+    await store.aclose()
+    sink.close()
+
+
+def test_sqlite_sink_refuses_a_newer_audit_schema(tmp_path: Path) -> None:
+    """A log written by a newer audit schema raises InvalidMiddlewareConfigError."""
+    path = tmp_path / "audit.sqlite"
+    SqliteAuditSink(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO audit_migrations VALUES (7, 'future')")
+    with pytest.raises(InvalidMiddlewareConfigError, match="version 7"):
+        SqliteAuditSink(path)

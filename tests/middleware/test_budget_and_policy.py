@@ -1,0 +1,200 @@
+"""`IterationBudget` and `ToolPolicy`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from middleware import IterationBudget, ToolPolicy
+from pipeline import (
+    InvalidMiddlewareConfigError,
+    Log,
+    PolicyViolationError,
+    ToolCall,
+    TurnRunner,
+    tool,
+)
+from pipeline.testing import make_dispatch_context
+
+
+async def end() -> None:
+    return None
+
+
+# -- IterationBudget ------------------------------------------------------------------------
+
+
+async def test_the_budget_nacks_at_its_iteration_before_the_model_is_called(
+    make_runner: Callable[..., TurnRunner], repeating: Callable[..., Any]
+) -> None:
+    """IterationBudget(2) lets two iterations run, then fails the dispatch with a policy error."""
+    model = repeating("poll", {"job": "j"})
+    result = await make_runner(model, [IterationBudget(2)], max_iterations=50).run("go")
+    assert result.status == "failed"
+    assert len(model.offered) == 2
+    assert result.iterations == 3
+    error = result.errors[-1]
+    assert isinstance(error, PolicyViolationError)
+    assert error.policy == "loopware.budget"
+    assert error.details == {"max_iterations": 2, "iteration": 2}
+    (decision,) = result.stash["loopware"]["budget"]["decisions"]
+    assert decision == {
+        "tool": None,
+        "checksum": None,
+        "iteration": 2,
+        "action": "denied",
+        "reason": "iteration budget of 2 spent",
+    }
+
+
+async def test_the_budget_leaves_short_turns_alone(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """A turn that finishes within the budget completes normally."""
+    model = plan_model([("poll", {"job": "j"})])
+    result = await make_runner(model, [IterationBudget(2)]).run("go")
+    assert result.status == "completed"
+    assert "loopware" not in result.stash
+
+
+async def test_the_budget_does_not_nack_an_already_signalled_dispatch() -> None:
+    """A dispatch already nacked by someone else is left as it is."""
+    ctx = make_dispatch_context(iteration=5)
+    ctx.nack()
+    await IterationBudget(1).check(ctx, end)
+    assert not isinstance(ctx.nack_error, PolicyViolationError)
+
+
+@pytest.mark.parametrize("value", [0, -1, "3", 2.0, True, None])
+def test_the_budget_validates_max_iterations(value: Any) -> None:
+    """max_iterations must be an int >= 1."""
+    with pytest.raises(InvalidMiddlewareConfigError, match="max_iterations"):
+        IterationBudget(value)
+
+
+def test_the_budget_repr() -> None:
+    """The repr shows the configuration."""
+    budget = IterationBudget(7)
+    assert repr(budget) == "IterationBudget(7, namespace='loopware.budget')"
+    assert budget.max_iterations == 7
+
+
+# -- ToolPolicy -----------------------------------------------------------------------------
+
+
+async def test_a_denied_tool_is_never_offered_and_a_call_to_it_is_refused(
+    make_runner: Callable[..., TurnRunner],
+    plan_model: Callable[..., Any],
+    decisions_log: Callable[[TurnRunner], list[Log]],
+) -> None:
+    """deny=["shell*"]: shell_exec is not offered, and a stubborn call never runs its handler."""
+    model = plan_model([("shell_exec", {"cmd": "rm -rf /"}), ("search", {"q": "a"})], stubborn=True)
+    runner = make_runner(model, [ToolPolicy(deny=["shell*"])])
+    logs = decisions_log(runner)
+    result = await runner.run("go")
+
+    assert result.status == "completed"
+    assert all("shell_exec" not in offered for offered in model.offered)
+    assert all("search" in offered for offered in model.offered)
+    refused, allowed = result.tool_calls
+    assert refused.tool == "shell_exec"
+    assert refused.is_error
+    assert "shell_exec" not in str(refused.results).split("available", 1)[-1]
+    assert not allowed.is_error
+    decisions = result.stash["loopware"]["policy"]["decisions"]
+    assert [(d["tool"], d["action"], d["iteration"]) for d in decisions] == [
+        ("shell_exec", "denied", None),
+        ("shell_exec", "denied", 0),
+    ]
+    assert decisions[0]["reason"] == "matches deny pattern 'shell*'"
+    assert [log.payload["call_id"] for log in logs] == [None, refused.id]
+    assert "shell_exec" in runner.tools  # the baseline is never edited
+
+
+async def test_allow_list_keeps_only_matching_tools(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """allow=["s*", "fetch"] offers only search, shell_exec and fetch, minus denied ones."""
+    model = plan_model([])
+    result = await make_runner(model, [ToolPolicy(allow=["s*", "fetch"], deny=["shell*"])]).run(
+        "go"
+    )
+    assert model.offered == [["search", "fetch"]]
+    reasons = {d["tool"]: d["reason"] for d in result.stash["loopware"]["policy"]["decisions"]}
+    assert reasons == {
+        "poll": "matches no allow pattern",
+        "shell_exec": "matches deny pattern 'shell*'",
+        "explode": "matches no allow pattern",
+    }
+
+
+async def test_patterns_match_case_sensitively() -> None:
+    """fnmatchcase semantics: "Shell*" does not deny "shell_exec"."""
+    policy = ToolPolicy(deny=["Shell*", "fetc?", "[ab]*"])
+    assert policy.refusal("shell_exec") is None
+    assert policy.refusal("fetch") == "matches deny pattern 'fetc?'"
+    assert policy.refusal("apple") == "matches deny pattern '[ab]*'"
+    assert policy.refusal("search") is None
+
+
+async def test_tools_registered_after_turn_input_are_removed_before_the_model_runs() -> None:
+    """dispatch_input removes denied tools that appeared since (e.g. forged ones)."""
+
+    @tool
+    def shell_late(cmd: str) -> str:
+        """Registered late."""
+        return cmd
+
+    ctx = make_dispatch_context(tools=[shell_late])
+    await ToolPolicy(deny=["shell*"]).restrict_new(ctx, end)
+    assert ctx.tools.all() == []
+
+
+async def test_a_denied_call_that_ran_nacks_the_dispatch(call: Callable[..., ToolCall]) -> None:
+    """A completed call to a denied tool means the policy was bypassed: the dispatch nacks."""
+    ran = call("shell_exec", {"cmd": "ls"})
+    ctx = make_dispatch_context(tool_calls=[ran])
+    await ToolPolicy(deny=["shell*"]).enforce(ctx, end)
+    error = ctx.nack_error
+    assert isinstance(error, PolicyViolationError)
+    assert error.policy == "loopware.policy"
+    assert error.details["call_id"] == ran.id
+    (decision,) = ctx.stash.get("loopware.policy.decisions")
+    assert decision["reason"].endswith("the call ran despite the policy")
+
+
+async def test_a_refused_call_is_recorded_without_nacking(call: Callable[..., ToolCall]) -> None:
+    """An error record (the executor refused an unknown tool) is only recorded."""
+    ctx = make_dispatch_context(tool_calls=[call("shell_exec", is_error=True)])
+    await ToolPolicy(deny=["shell*"]).enforce(ctx, end)
+    assert not ctx.is_signalled
+    assert len(ctx.stash.get("loopware.policy.decisions")) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"deny": "shell*"}, "deny must be a collection"),
+        ({"allow": "search"}, "allow must be a collection"),
+        ({"deny": [""]}, "non-empty strings"),
+        ({"allow": [None]}, "non-empty strings"),
+        ({"deny": 3}, "deny must be a collection"),
+        ({"namespace": "x."}, "namespace"),
+    ],
+    ids=["deny-str", "allow-str", "deny-empty", "allow-none-item", "deny-int", "namespace"],
+)
+def test_policy_options_are_validated(options: dict[str, Any], match: str) -> None:
+    """Pattern lists must be collections of non-empty strings."""
+    with pytest.raises(InvalidMiddlewareConfigError, match=match):
+        ToolPolicy(**options)
+
+
+def test_policy_repr_and_properties() -> None:
+    """The repr and properties reflect the options."""
+    policy = ToolPolicy(allow=["a*"], deny=("b",))
+    assert repr(policy) == "ToolPolicy(allow=['a*'], deny=['b'], namespace='loopware.policy')"
+    assert policy.allow == ("a*",)
+    assert policy.deny == ("b",)
+    assert ToolPolicy().allow is None

@@ -1,0 +1,168 @@
+"""`ToolCallLimit`: per-tool and total caps on completed calls, hide or nack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from middleware import ToolCallLimit
+from pipeline import (
+    InvalidMiddlewareConfigError,
+    PolicyViolationError,
+    ToolCall,
+    TurnRunner,
+)
+from pipeline.testing import make_dispatch_context
+
+
+async def test_a_tool_is_hidden_after_its_limit_of_completed_calls(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """ToolCallLimit({"search": 2}) hides search after two completed calls."""
+    model = plan_model([("search", {"q": str(i)}) for i in range(5)] + [("fetch", {"url": "u"})])
+    result = await make_runner(model, [ToolCallLimit({"search": 2})]).run("go")
+    assert result.status == "completed"
+    assert [c.tool for c in result.tool_calls] == ["search", "search", "fetch"]
+    assert ["search" in offered for offered in model.offered] == [True, True, False, False]
+    state = result.stash["loopware"]["limit"]
+    assert state["completed"] == {"search": 2}  # only limited tools are counted
+    assert "total" not in state  # kept only when total= is set
+    assert state["exhausted"] == ["search"]
+    (decision,) = state["decisions"]
+    assert decision["action"] == "hidden"
+    assert decision["reason"] == "2 of 2 calls allowed"
+    assert decision["iteration"] == 1
+
+
+async def test_failed_calls_are_counted_apart_and_never_use_up_the_limit(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """Failures go to failed.<tool>; the limit counts completed calls only."""
+    model = plan_model([("explode", {"n": i}) for i in range(3)] + [("explode", {"n": 9})])
+    result = await make_runner(model, [ToolCallLimit({"explode": 1})]).run("go")
+    assert result.status == "completed"
+    assert len(result.tool_calls) == 4
+    state = result.stash["loopware"]["limit"]
+    assert state["failed"] == {"explode": 4}
+    assert "completed" not in state
+    assert "decisions" not in state
+
+
+async def test_total_caps_every_tool(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """total=3 hides every tool once three calls completed, whichever tools they were."""
+    model = plan_model(
+        [("search", {"q": "a"}), ("fetch", {"url": "b"}), ("poll", {"job": "c"})] * 2
+    )
+    result = await make_runner(model, [ToolCallLimit(total=3)]).run("go")
+    assert result.status == "completed"
+    assert len(result.tool_calls) == 3
+    assert model.offered[-1] == []
+    (decision,) = result.stash["loopware"]["limit"]["decisions"]
+    assert decision["reason"] == "3 of 3 calls allowed in total"
+
+
+async def test_total_keeps_tools_registered_later_hidden(call: Callable[..., ToolCall]) -> None:
+    """dispatch_input re-hides after the loop re-forges or another middleware registers tools."""
+    from pipeline import tool
+
+    @tool
+    def later(x: int) -> str:
+        """Registered after the limit was reached."""
+        return str(x)
+
+    limit = ToolCallLimit({"search": 1}, total=5)
+    ctx = make_dispatch_context(stash={"loopware": {"limit": {"total": 5}}})
+    ctx.tools.register(later)
+
+    async def end() -> None:
+        return None
+
+    await limit.keep_hidden(ctx, end)
+    assert [t.name for t in ctx.tools.hidden()] == ["later"]
+
+
+async def test_nack_fails_when_a_call_goes_past_the_limit(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """on_exceed="nack" allows the limit and refuses the call beyond it."""
+    model = plan_model([("search", {"q": str(i)}) for i in range(5)])
+    result = await make_runner(model, [ToolCallLimit({"search": 2}, on_exceed="nack")]).run("go")
+    assert result.status == "failed"
+    assert len(result.tool_calls) == 3
+    error = result.errors[-1]
+    assert isinstance(error, PolicyViolationError)
+    assert error.policy == "loopware.limit"
+    assert error.details["reason"] == "3 of 2 calls allowed"
+    assert error.details["call_id"] == result.tool_calls[-1].id
+    assert result.stash["loopware"]["limit"]["decisions"][0]["action"] == "denied"
+
+
+async def test_nack_on_total(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """total= with nack fails the dispatch at the first call past the total."""
+    model = plan_model([("search", {"q": "a"}), ("fetch", {"url": "b"})] * 3)
+    result = await make_runner(model, [ToolCallLimit(total=2, on_exceed="nack")]).run("go")
+    assert result.status == "failed"
+    assert len(result.tool_calls) == 3
+    error = result.errors[-1]
+    assert isinstance(error, PolicyViolationError)
+    assert "in total" in error.details["reason"]
+
+
+async def test_a_call_by_stale_name_after_hiding_is_recorded(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """A model that ignores the offer and calls the hidden tool gets each excess recorded."""
+    model = plan_model([("search", {"q": str(i)}) for i in range(3)], stubborn=True)
+    result = await make_runner(model, [ToolCallLimit({"search": 1})]).run("go")
+    reasons = [d["reason"] for d in result.stash["loopware"]["limit"]["decisions"]]
+    assert reasons == ["1 of 1 calls allowed", "2 of 1 calls allowed", "3 of 1 calls allowed"]
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "match"),
+    [
+        ((), {}, "give per-tool limits, total=, or both"),
+        (({"search": 0},), {}, r"limits\['search'\] must be an int >= 1"),
+        (({"search": "2"},), {}, "must be an int >= 1"),
+        (({"": 2},), {}, "keys must be tool names"),
+        ((["search"],), {}, "limits must map tool names to ints"),
+        ((), {"total": 0}, "total must be an int >= 1"),
+        (({"search": 1},), {"on_exceed": "warn"}, "on_exceed must be one of"),
+        (({"search": 1},), {"namespace": ""}, "namespace"),
+    ],
+    ids=[
+        "nothing",
+        "zero-limit",
+        "str-limit",
+        "empty-name",
+        "not-a-mapping",
+        "zero-total",
+        "bad-action",
+        "bad-namespace",
+    ],
+)
+def test_bad_options_raise_at_construction(
+    args: tuple[Any, ...], options: dict[str, Any], match: str
+) -> None:
+    """Every option is validated in __init__."""
+    with pytest.raises(InvalidMiddlewareConfigError, match=match):
+        ToolCallLimit(*args, **options)
+
+
+def test_repr_and_properties_show_the_configuration() -> None:
+    """The repr and properties reflect the options; limits are read-only."""
+    limit = ToolCallLimit({"search": 2}, total=10, on_exceed="nack")
+    assert repr(limit) == (
+        "ToolCallLimit({'search': 2}, total=10, on_exceed='nack', namespace='loopware.limit')"
+    )
+    assert limit.total == 10
+    assert limit.on_exceed == "nack"
+    assert limit.namespace == "loopware.limit"
+    with pytest.raises(TypeError):
+        limit.limits["search"] = 5  # type: ignore[index]
