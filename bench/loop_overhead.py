@@ -118,16 +118,24 @@ class NullStore:
     async def save_turn(self, record: TurnRecord) -> None:
         return None
 
-    async def save_message(self, conversation_id: str | None, turn_id: str, message: Message) -> None:
+    async def save_message(
+        self, conversation_id: str | None, turn_id: str, message: Message
+    ) -> None:
         return None
 
-    async def save_tool_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
+    async def save_tool_call(
+        self, conversation_id: str | None, turn_id: str, call: ToolCall
+    ) -> None:
         return None
 
-    async def delete_tool_call(self, conversation_id: str | None, turn_id: str, call_id: str) -> bool:
+    async def delete_tool_call(
+        self, conversation_id: str | None, turn_id: str, call_id: str
+    ) -> bool:
         return False
 
-    async def load_conversation(self, conversation_id: str) -> tuple[Sequence[Message], Sequence[ToolCall]]:
+    async def load_conversation(
+        self, conversation_id: str
+    ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         return (), ()
 
 
@@ -242,19 +250,26 @@ async def main_async(quick: bool) -> int:
     short = short_turn - short_floor
     long = long_turn - long_floor
     growth = long / short
-    print(f"\ngrowth: overhead/iter at 10 iterations {short:.2f} us, at 1,000 {long:.2f} us "
-          f"(x{growth:.2f})")
+    print(
+        f"\ngrowth: overhead/iter at 10 iterations {short:.2f} us, at 1,000 {long:.2f} us "
+        f"(x{growth:.2f})"
+    )
 
     retention_turns = 2_000 if quick else 10_000
     retained, peak = await retained_bytes(retention_turns)
-    print(f"retention: {retention_turns:,} turns kept {retained:+,} bytes "
-          f"({retained / retention_turns:+.1f} B/turn; transient peak {peak:,} bytes)")
+    print(
+        f"retention: {retention_turns:,} turns kept {retained:+,} bytes "
+        f"({retained / retention_turns:+.1f} B/turn; transient peak {peak:,} bytes)"
+    )
 
     checks = [
         (f"5-layer overhead <= {TARGET_OVERHEAD_US:.0f} us/iter", five <= TARGET_OVERHEAD_US),
         (f"5 layers add <= {TARGET_LAYERS_US:.0f} us/iter", added <= TARGET_LAYERS_US),
         (f"no growth with turn length (<= x{GROWTH_TOLERANCE})", growth <= GROWTH_TOLERANCE),
-        (f"no retention (< {RETENTION_BUDGET_BYTES // 1024} KiB)", retained < RETENTION_BUDGET_BYTES),
+        (
+            f"no retention (< {RETENTION_BUDGET_BYTES // 1024} KiB)",
+            retained < RETENTION_BUDGET_BYTES,
+        ),
     ]
     print()
     for label, ok in checks:

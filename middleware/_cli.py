@@ -49,9 +49,10 @@ EXIT_STATUS_HELP: Final = """\
 exit status:
   0  success; for replay: every recorded call was allowed, warned about or hidden
      and every replayed turn completed
-  1  replay: the stack denied or rejected at least one recorded call, or ended a
-     turn early (a nack, e.g. PolicyViolationError); demo: the scripted turn did
-     not complete or the audit chain did not verify
+  1  replay: the stack denied or rejected at least one recorded call, or a
+     replayed turn failed (a nack such as PolicyViolationError, or a middleware
+     error); demo: the scripted turn did not complete or the audit chain did not
+     verify
   2  usage error: unknown option, missing argument (argparse)
   3  bad input file: unreadable, not UTF-8, invalid or truncated JSON, malformed
      messages or non-JSON tool arguments; errors are printed on stderr as
@@ -60,7 +61,7 @@ exit status:
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
      it is not middleware (replay) / not a TurnRunner (pipelines); a factory that
      needs arguments or raises counts too
-Statuses 3 and 4 win over 1."""
+When several apply, 4 wins over 3, and 3 over 1."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."
 
@@ -120,11 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"loopware {_version()}")
-    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+    sub = parser.add_subparsers(title="commands")
     demo = _subparser(
         sub,
         "demo",
-        "run a scripted support-agent turn through a policy stack (no network, no keys)",
+        "run a scripted support-agent turn through a policy stack",
         "Run a scripted support-agent turn (no network, no API keys) through ToolPolicy,\n"
         "RepetitionDetector, ToolCallLimit and an AuditLog written to\n"
         "./loopware-demo-audit.sqlite (recreated on every run). Each iteration is shown\n"
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = _subparser(
         sub,
         "replay",
-        "report what a middleware stack would have done to a recorded conversation",
+        "replay a recorded conversation through a middleware stack",
         _REPLAY_DESCRIPTION,
         _run_replay,
     )
@@ -159,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipelines = _subparser(
         sub,
         "pipelines",
-        "print the resolved middleware order of every stage of a runner",
+        "print the middleware order of every stage of a runner",
         "Print each stage of a TurnRunner (turn_input, dispatch_input, dispatch_output,\n"
         "turn_output) with its middleware names in execution order, outermost first.\n"
         "MODULE:ATTR names a TurnRunner or a zero-argument factory returning one; the\n"

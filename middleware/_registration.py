@@ -156,6 +156,12 @@ def _attach(
     timed: bool,
 ) -> None:
     shape = inspect_shape(fn, method=True)
+    if not hasattr(type(fn), "__get__"):
+        raise InvalidMiddlewareConfigError(
+            f"{function_name(fn)!r} cannot be bound to an instance; the module-level decorators "
+            "are for methods (use a Middleware set for other callables)",
+            middleware=function_name(fn),
+        )
     existing: tuple[Registration, ...] = getattr(fn, REGISTRATIONS_ATTR, ())
     for reg in existing:
         if reg.stage == stage:

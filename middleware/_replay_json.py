@@ -12,7 +12,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ._replay_types import E_JSON, E_MESSAGE, TranscriptIssue
+from ._replay_types import E_JSON, TranscriptIssue
 
 __all__ = ["Record", "read_records"]
 
@@ -104,83 +104,135 @@ def _read_json(
     text: str, issues: list[TranscriptIssue], *, allow_jsonl: bool
 ) -> tuple[list[Record], object, bool]:
     """Return (records, raw system value, looks-like-JSON-Lines)."""
-    start = _WS.match(text, 0)
-    pos = start.end() if start else 0
+    walker = _Walker(text, issues)
+    pos = walker.skip(0)
     if text.startswith("[", pos):
-        return _walk_array(text, pos, issues), None, False
+        records, end = walker.array(pos)
+        if end is not None:
+            walker.expect_end(end, len(records))
+        return records, None, False
     lines = [line.lstrip() for line in text.splitlines() if line.strip()]
     if allow_jsonl and len(lines) > 1 and all(line.startswith("{") for line in lines):
         return [], None, True
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if allow_jsonl and exc.msg == "Extra data":
-            return [], None, True
-        issues.append(_json_issue(exc, "invalid JSON", None))
-        return [], None, False
-    if isinstance(value, dict) and "messages" in value:
-        messages = value["messages"]
-        system = value.get("system")
-        if not isinstance(messages, list):
-            issues.append(TranscriptIssue(E_MESSAGE, '"messages" must be a JSON array'))
-            return [], system, False
-        return [Record(m, i, None) for i, m in enumerate(messages)], system, False
-    if isinstance(value, dict) and "role" in value:
-        return [Record(value, 0, 1)], None, False
-    issues.append(
-        TranscriptIssue(
-            E_MESSAGE,
-            'expected a JSON array of messages, an object with a "messages" array, or JSON Lines',
-            line=1,
-            column=1,
-        )
+    if text.startswith("{", pos):
+        return walker.document(pos, allow_jsonl=allow_jsonl)
+    walker.stop(
+        pos,
+        'expected a JSON array of messages, an object with a "messages" array, or JSON Lines',
+        None,
     )
     return [], None, False
 
 
-def _walk_array(text: str, pos: int, issues: list[TranscriptIssue]) -> list[Record]:
-    """Decode a JSON array element by element, keeping every element before an error."""
-    decoder = json.JSONDecoder()
-    lines = _Lines(text)
-    records: list[Record] = []
+class _Walker:
+    """Decodes a JSON document value by value, so an error keeps what came before it."""
 
-    def skip(at: int) -> int:
-        match = _WS.match(text, at)
-        return match.end() if match else at
+    __slots__ = ("_decoder", "_issues", "_lines", "_text")
 
-    def stop(at: int, message: str) -> list[Record]:
-        line, column = lines.at(at)
-        index = len(records)
-        issues.append(
+    def __init__(self, text: str, issues: list[TranscriptIssue]) -> None:
+        self._text = text
+        self._issues = issues
+        self._lines = _Lines(text)
+        self._decoder = json.JSONDecoder()
+
+    def skip(self, pos: int) -> int:
+        match = _WS.match(self._text, pos)
+        return match.end() if match else pos
+
+    def stop(self, pos: int, message: str, index: int | None) -> None:
+        line, column = self._lines.at(pos)
+        self._issues.append(
             TranscriptIssue(E_JSON, message, message_index=index, line=line, column=column)
         )
-        return records
 
-    pos = skip(pos + 1)
-    if text.startswith("]", pos):
-        pos = skip(pos + 1)
-        return records if pos == len(text) else stop(pos, "extra data after the array")
-    while True:
+    def value(self, pos: int, index: int | None, closer: str) -> tuple[object, int | None]:
+        """Decode one value at ``pos``; on error record it (noting a truncation) and give None."""
         try:
-            value, end = decoder.raw_decode(text, pos)
+            return self._decoder.raw_decode(self._text, pos)
         except json.JSONDecodeError as exc:
-            issue = _json_issue(exc, "invalid JSON", len(records))
-            if not text.rstrip().endswith("]"):
+            issue = _json_issue(exc, "invalid JSON", index)
+            if not self._text.rstrip().endswith(closer):
                 issue = replace(
                     issue,
-                    message=f"{issue.message} (the file ends before the array "
-                    "of messages is closed: truncated?)",
+                    message=f"{issue.message} (the file ends before the array of messages is "
+                    "closed: truncated?)",
                 )
-            issues.append(issue)
-            return records
-        records.append(Record(value, len(records), lines.at(pos)[0]))
-        pos = skip(end)
-        if text.startswith(",", pos):
-            pos = skip(pos + 1)
-            continue
+            self._issues.append(issue)
+            return None, None
+
+    def array(self, pos: int) -> tuple[list[Record], int | None]:
+        """Decode the array at ``pos`` message by message; the end, or None after an error."""
+        text = self._text
+        records: list[Record] = []
+        pos = self.skip(pos + 1)
         if text.startswith("]", pos):
-            pos = skip(pos + 1)
-            return records if pos == len(text) else stop(pos, "extra data after the array")
-        if pos >= len(text):
-            return stop(pos, "unexpected end of file: the array of messages is not closed")
-        return stop(pos, "expected ',' or ']' after a message")
+            return records, pos + 1
+        while True:
+            index = len(records)
+            value, end = self.value(pos, index, "]" if text.lstrip().startswith("[") else "}")
+            if end is None:
+                return records, None
+            records.append(Record(value, index, self._lines.at(pos)[0]))
+            pos = self.skip(end)
+            if text.startswith(",", pos):
+                pos = self.skip(pos + 1)
+            elif text.startswith("]", pos):
+                return records, pos + 1
+            else:
+                problem = (
+                    "the array of messages is not closed"
+                    if pos >= len(text)
+                    else ("expected ',' or ']' after a message")
+                )
+                self.stop(pos, problem, index + 1)
+                return records, None
+
+    def expect_end(self, pos: int, index: int) -> None:
+        pos = self.skip(pos)
+        if pos < len(self._text):
+            self.stop(pos, "extra data after the transcript", index)
+
+    def document(self, pos: int, *, allow_jsonl: bool) -> tuple[list[Record], object, bool]:
+        """An object: ``{"messages": [...], "system": ...}`` or a single message."""
+        text = self._text
+        fields: dict[str, object] = {}
+        records: list[Record] | None = None
+        start = pos
+        pos = self.skip(pos + 1)
+        while not text.startswith("}", pos):
+            key, end = self.value(pos, None, "}")
+            if end is None:
+                return records or [], fields.get("system"), False
+            pos = self.skip(end)
+            if not isinstance(key, str) or not text.startswith(":", pos):
+                self.stop(pos, "expected an object key and ':'", None)
+                return records or [], fields.get("system"), False
+            pos = self.skip(pos + 1)
+            if key == "messages" and text.startswith("[", pos):
+                records, end = self.array(pos)
+            else:
+                fields[key], end = self.value(pos, None, "}")
+            if end is None:
+                return records or [], fields.get("system"), False
+            pos = self.skip(end)
+            if text.startswith(",", pos):
+                pos = self.skip(pos + 1)
+            elif not text.startswith("}", pos):
+                self.stop(pos, "expected ',' or '}' in the top-level object", None)
+                return records or [], fields.get("system"), False
+        pos = self.skip(pos + 1)
+        if pos < len(text) and allow_jsonl and text.startswith("{", pos):
+            return [], None, True  # one object after another: JSON Lines
+        if records is None and "role" in fields:
+            records = [Record(fields, 0, self._lines.at(start)[0])]
+        elif records is None:
+            message = (
+                '"messages" must be a JSON array'
+                if "messages" in fields
+                else 'expected a JSON array of messages, an object with a "messages" array, '
+                "or JSON Lines"
+            )
+            self.stop(start, message, None)
+            return [], fields.get("system"), False
+        self.expect_end(pos, len(records))
+        return records, fields.get("system"), False

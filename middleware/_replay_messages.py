@@ -110,7 +110,11 @@ class TurnBuilder:
             return
         role = msg.get("role")
         content = msg.get("content")
-        if role in ("system", "developer"):
+        if role == "function" or "function_call" in msg:
+            self.issue(
+                E_MESSAGE, record, "legacy function_call messages are not supported; use tool_calls"
+            )
+        elif role in ("system", "developer"):
             if self.system is None:
                 self.system = content_text(content)
         elif role == "user":
@@ -119,10 +123,6 @@ class TurnBuilder:
             self._assistant(record, msg, content)
         elif role == "tool":
             self._tool_message(record, msg)
-        elif role == "function" or "function_call" in msg:
-            self.issue(
-                E_MESSAGE, record, "legacy function_call messages are not supported; use tool_calls"
-            )
         else:
             self.issue(E_MESSAGE, record, f"unknown message role {role!r}")
 

@@ -27,6 +27,7 @@ from ._errors import NotASpoolReaderError as NotASpoolReaderError
 from ._errors import OutputPipelineError as OutputPipelineError
 from ._errors import PipelineShortCircuitedError as PipelineShortCircuitedError
 from ._errors import PolicyViolationError as PolicyViolationError
+from ._errors import StoreError as StoreError
 from ._errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from ._errors import ToolDownstreamError as ToolDownstreamError
 from ._errors import ToolNotFoundError as ToolNotFoundError
@@ -162,6 +163,7 @@ __all__ = [
     "StageName",
     "Stash",
     "StashKey",
+    "StoreError",
     "Tool",
     "ToolAlreadyRegisteredError",
     "ToolCall",

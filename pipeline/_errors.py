@@ -29,7 +29,8 @@ HTTP-like `status` and a `fatal` flag, and keeps its context as attributes::
     ├── InvalidGateError                (E_INVALID_INITIAL_TURN_GATE_VALUE)
     ├── NotASpoolReaderError            (E_NOT_A_SPOOL_READER, also TypeError)
     ├── InvalidMediaError               (E_INVALID_INITIAL_MEDIA_VALUE)
-    └── PolicyViolationError            (E_POLICY_VIOLATION)
+    ├── PolicyViolationError            (E_POLICY_VIOLATION)
+    └── StoreError                      (E_STORE_ERROR)
 
 `str(err)` is `"CODE: message"`. Causes are chained with ``raise ... from exc``.
 """
@@ -62,6 +63,7 @@ __all__ = [
     "OutputPipelineError",
     "PipelineShortCircuitedError",
     "PolicyViolationError",
+    "StoreError",
     "ToolAlreadyRegisteredError",
     "ToolDownstreamError",
     "ToolNotFoundError",
@@ -358,6 +360,15 @@ class PolicyViolationError(LoopError):
         context.setdefault("policy", "")
         context.setdefault("details", {})
         super().__init__(message, **context)
+
+
+class StoreError(LoopError):
+    """The turn store failed to load or save (the turn cannot promise durability)."""
+
+    code = "E_STORE_ERROR"
+    status = 503
+    fatal = False
+    default_message = "the turn store failed"
 
 
 def _publish() -> None:

@@ -186,7 +186,7 @@ class ToolLoopExecutor:
 
 
 def _error(call_id: str, name: str, args: dict[str, Any], text: str) -> ToolCall:
-    tool = name if isinstance(name, str) and name else "(unnamed)"
+    tool = name or "(unnamed)"
     return ToolCall.completed(id=call_id, tool=tool, args=args, results=text, is_error=True)
 
 

@@ -12,47 +12,48 @@ __all__ = ["Onion"]
 StageFn = Callable[[Any, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
-class _Next:
-    """The ``call_next`` handed to layer ``index`` during one run of a stage."""
-
-    __slots__ = ("_called", "_index", "_run")
-
-    def __init__(self, run: _Run, index: int) -> None:
-        self._run = run
-        self._index = index
-        self._called = False
-
-    def __repr__(self) -> str:
-        return f"call_next(layer={self._index}, called={self._called})"
-
-    async def __call__(self) -> None:
-        if self._called:
-            raise NextCalledTwiceError(
-                f"middleware {self._run.names[self._index]!r} awaited call_next() twice",
-                middleware=self._run.names[self._index],
-            )
-        self._called = True
-        await self._run.enter(self._index + 1)
-
-
 class _Run:
-    """The state of one run of a stage: created fresh for every turn and every iteration."""
+    """One run of a stage, and the ``call_next`` every layer of that run receives.
 
-    __slots__ = ("ctx", "fns", "names", "reached_end")
+    ``pos`` is the layer currently innermost: the only one that can be calling ``call_next``.
+    It moves in when a layer enters the next one and back out when that returns, so a second
+    call by the same layer is caught (``called`` is a bit per layer). One object per run keeps
+    the per-iteration cost to a single allocation whatever the depth.
+    """
+
+    __slots__ = ("called", "ctx", "fns", "names", "pos", "reached_end")
 
     def __init__(self, fns: Sequence[StageFn], names: Sequence[str], ctx: Any) -> None:
         self.fns = fns
         self.names = names
         self.ctx = ctx
+        self.pos = 0
+        self.called = 0
         self.reached_end = False
 
-    async def enter(self, index: int) -> None:
-        if index == len(self.fns):
+    def __repr__(self) -> str:
+        return f"call_next(layer={self.pos}, of={len(self.fns)})"
+
+    async def __call__(self) -> None:
+        i = self.pos
+        bit = 1 << i
+        if self.called & bit:
+            raise NextCalledTwiceError(
+                f"middleware {self.names[i]!r} awaited call_next() twice",
+                middleware=self.names[i],
+            )
+        self.called |= bit
+        j = i + 1
+        if j == len(self.fns):
             self.reached_end = True
             return
         if self.ctx.aborted:
             return  # an abort skips every middleware that has not started yet
-        await self.fns[index](self.ctx, _Next(self, index))
+        self.pos = j
+        try:
+            await self.fns[j](self.ctx, self)
+        finally:
+            self.pos = i
 
 
 class Onion:
@@ -78,8 +79,11 @@ class Onion:
 
         Exceptions propagate as raised; an empty stage is trivially complete.
         """
-        if not self.fns:
+        fns = self.fns
+        if not fns:
             return True
-        run = _Run(self.fns, self.names, ctx)
-        await run.enter(0)
+        if ctx.aborted:
+            return False
+        run = _Run(fns, self.names, ctx)
+        await fns[0](ctx, run)
         return run.reached_end

@@ -20,6 +20,7 @@ from ._errors import (
     NextCalledTwiceError,
     OutputPipelineError,
     PipelineShortCircuitedError,
+    StoreError,
     TurnAbortedError,
 )
 from ._events import (
@@ -54,6 +55,10 @@ _STAGE_ERRORS: dict[str, type[LoopError]] = {
     "dispatch_output": DispatchPipelineError,
     "turn_output": OutputPipelineError,
 }
+
+
+def _store_failed(what: str, exc: Exception) -> StoreError:
+    return StoreError(f"{what} failed: {type(exc).__name__}: {exc}")
 
 
 def _stopped(d: DispatchContext) -> bool:
@@ -186,14 +191,28 @@ class Turn:
         cancelled: asyncio.CancelledError | None = None
         try:
             if conversation_id is not None:
-                messages, calls = await self._store.load_conversation(conversation_id)
+                try:
+                    messages, calls = await self._store.load_conversation(conversation_id)
+                except Exception as exc:
+                    if ctx._bus.listening:  # every TurnEnd pairs with a TurnStart
+                        ctx.emit(
+                            TurnStart(
+                                turn_id=ctx.turn_id,
+                                input=ctx.input,
+                                conversation_id=conversation_id,
+                            )
+                        )
+                    raise _store_failed("loading the conversation", exc) from exc
                 ctx._load_history(messages, calls)
                 first_message = len(ctx._messages)
             if ctx._bus.listening:
                 ctx.emit(
                     TurnStart(turn_id=ctx.turn_id, input=ctx.input, conversation_id=conversation_id)
                 )
-            await ctx.store_message(Message(role="user", content=ctx.input))
+            try:
+                await ctx.store_message(Message(role="user", content=ctx.input))
+            except Exception as exc:
+                raise _store_failed("saving the user message", exc) from exc
             status = await self._body()
         except asyncio.CancelledError as exc:
             if self._absorb_cancel():
@@ -206,6 +225,9 @@ class Turn:
         except TurnAbortedError as exc:
             ctx.abort(exc.message)
             status = "aborted"
+        except StoreError as exc:
+            self._report(exc, "turn_input")
+            status = "failed"
         if self._cancel_requested:
             # A cancel deferred past a store write is delivered from inside this task; if no
             # later await consumed it, consume it here so it cannot cancel the finishing steps.

@@ -21,9 +21,7 @@ def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
 
 
-def replay_json(
-    capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, dict[str, Any], str]:
+def replay_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
     status = main(["replay", *args, "--json"])
     captured = capsys.readouterr()
     return status, json.loads(captured.out), captured.err

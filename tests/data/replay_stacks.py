@@ -51,7 +51,8 @@ def flag_shell(ctx: DispatchContext) -> None:
                 "action": "warned",
                 "reason": "shell access from a support agent",
             }
-            ctx.stash.update("watch.shell.decisions", lambda d, e=entry: [*d, e], default=[])
+            decisions: list[Any] = ctx.stash.get("watch.shell.decisions", [])
+            ctx.stash.set("watch.shell.decisions", [*decisions, entry])
 
 
 def needs_arguments(threshold: int) -> RepetitionDetector:

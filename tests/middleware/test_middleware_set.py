@@ -308,6 +308,17 @@ def test_module_level_decorators_validate_options(decorator: Callable[..., Any])
         decorator(order="late")
 
 
+def test_callable_objects_that_cannot_bind_are_refused_by_method_decorators() -> None:
+    """A callable instance has no descriptor binding, so it cannot be a method registration."""
+
+    class Callable3:
+        def __call__(self, owner: object, ctx: DispatchContext) -> None:
+            return None
+
+    with pytest.raises(InvalidMiddlewareConfigError, match="cannot be bound"):
+        dispatch_output(Callable3())
+
+
 def test_static_and_class_methods_are_refused() -> None:
     """Only plain methods can be bound to an instance."""
     with pytest.raises(InvalidMiddlewareConfigError, match="staticmethod"):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import BaseModel
 
-from pipeline import DispatchContext, Event, Tool, TurnRunner, tool
+from pipeline import Event, Tool, TurnRunner, tool
 
 
 @pytest.fixture
@@ -75,21 +75,6 @@ def nap_tool(nap_started: asyncio.Event, nap_cancelled: list[str]) -> Tool[BaseM
         return label
 
     return nap
-
-
-@pytest.fixture
-def stopper_tool() -> Tool[BaseModel]:
-    """A tool that aborts its turn (after an optional delay) and returns ``"stopped"``."""
-
-    @tool
-    async def stopper(ctx: DispatchContext, delay: float = 0.0) -> str:
-        """Abort the turn."""
-        if delay:
-            await asyncio.sleep(delay)
-        ctx.abort("stopped by a tool")
-        return "stopped"
-
-    return stopper
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def calls(*items: tuple[str, dict[str, Any]]) -> ModelResponse:
 
 
 async def test_turn_handle_aborts_a_running_turn(
-    nap_tool: Tool[BaseModel], nap_started: asyncio.Event
+    nap_tool: Tool[BaseModel], nap_started: asyncio.Event, nap_cancelled: list[str]
 ) -> None:
     """runner.start() gives a handle whose abort() ends the turn aborted with the reason."""
     model = ScriptedModel([calls(("nap", {"seconds": 2.0, "label": "a"}))])
@@ -63,6 +63,8 @@ async def test_turn_handle_aborts_a_running_turn(
     assert result.turn_id == handle.turn_id
     assert result.status == "aborted"
     assert result.abort_reason == "stop"
+    assert result.iterations == 1
+    assert nap_cancelled == ["a"]
     with pytest.raises(TurnAbortedError, match="stop"):
         result.raise_for_status()
 

@@ -31,6 +31,8 @@ from pipeline import (
     PipelineShortCircuitedError,
     PolicyViolationError,
     ProposedToolCall,
+    StoreError,
+    ToolCall,
     ToolLoopExecutor,
     TurnContext,
     TurnEnd,
@@ -774,19 +776,43 @@ class FailingMessageStore(MemoryStore):
         raise OSError("disk full")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason=(
-        "a store failure while saving the user message escapes run() and leaves TurnStart "
-        "without TurnEnd; which LoopError should carry a store failure is a design decision"
-    ),
-)
+class FailingLoadStore(MemoryStore):
+    """A store that cannot load a conversation."""
+
+    async def load_conversation(
+        self, conversation_id: str
+    ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
+        raise OSError("connection lost")
+
+
 async def test_store_failure_on_the_user_message_fails_the_turn_with_a_turn_end() -> None:
-    """A store that cannot save the input ends the turn failed (TurnEnd emitted), not a crash."""
+    """A store that cannot save the input ends the turn failed with StoreError, not a crash."""
     runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), store=FailingMessageStore())
-    ends: list[TurnEnd] = []
-    runner.on(TurnEnd, ends.append)
+    events: list[Event] = []
+    runner.on_any(events.append)
     result = await runner.run("go", conversation_id="conv")
     assert result.status == "failed"
-    assert [e.status for e in ends] == ["failed"]
+    error = result.errors[0]
+    assert isinstance(error, StoreError)
+    assert error.code == "E_STORE_ERROR"
+    assert isinstance(error.__cause__, OSError)
+    assert [type(e) for e in events if isinstance(e, (TurnStart, TurnEnd))] == [TurnStart, TurnEnd]
+    assert not any(isinstance(e, DispatchStart) for e in events)
+
+
+async def test_store_failure_loading_the_conversation_fails_the_turn() -> None:
+    """A store that cannot load the conversation ends the turn failed with StoreError."""
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), store=FailingLoadStore())
+    result = await runner.run("go", conversation_id="conv")
+    assert result.status == "failed"
+    assert isinstance(result.errors[0], StoreError)
+    assert isinstance(result.errors[0].__cause__, OSError)
+
+
+async def test_store_failure_loading_the_conversation_still_pairs_turn_start_and_end() -> None:
+    """Even when loading history fails, listeners see TurnStart before TurnEnd."""
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), store=FailingLoadStore())
+    events: list[Event] = []
+    runner.on_any(events.append)
+    await runner.run("go", conversation_id="conv")
+    assert [type(e) for e in events if isinstance(e, (TurnStart, TurnEnd))] == [TurnStart, TurnEnd]

@@ -1,0 +1,172 @@
+"""`loopware demo`: output, speed, colour rules and the audit file it writes."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from middleware import SqliteAuditSink
+from middleware._cli import main
+from middleware._cli_demo import DEMO_AUDIT_PATH, run_demo
+from middleware._cli_style import Style
+
+EXPECTED = """\
+loopware demo: a scripted support-agent turn (no network, no API keys)
+stack, outermost first:
+  ToolPolicy(deny=['shell*'])          shell tools are never offered
+  RepetitionDetector(threshold=3)      a 3rd identical call hides the tool
+  ToolCallLimit({'issue_refund': 1})   one refund per turn
+  AuditLog(SqliteAuditSink(...))       hash-chained audit rows in loopware-demo-audit.sqlite
+
+user: Hi, I was charged twice for order NW-20417 ($64.90 each time). Can you refund the duplicate charge?
+  policy shell_exec removed from the turn: denied - tool policy: matches deny pattern 'shell*'
+iteration 0  offered: lookup_order, search_kb, issue_refund, send_email
+  lookup_order {"order_id": "NW-20417"}
+    result: {"order_id": "NW-20417", "customer_id": "cus_3310", "status": "delivered", "total": 6...
+    decision: allowed
+iteration 1  offered: lookup_order, search_kb, issue_refund, send_email
+  search_kb {"query": "duplicate charge refund"}
+    result: KB-112 Duplicate charges: refund the later payment in full. No approval under $200.
+    decision: allowed
+iteration 2  offered: lookup_order, search_kb, issue_refund, send_email
+  search_kb {"query": "duplicate charge refund"}
+    result: KB-112 Duplicate charges: refund the later payment in full. No approval under $200.
+    decision: allowed
+iteration 3  offered: lookup_order, search_kb, issue_refund, send_email
+  search_kb {"query": "duplicate charge refund"}
+    result: KB-112 Duplicate charges: refund the later payment in full. No approval under $200.
+    decision: hidden - repeat detected: identical call made 3 times (threshold 3)
+iteration 4  offered: lookup_order, issue_refund, send_email
+  shell_exec {"command": "psql -c \\"select * from payments where order_id = 'NW-20...
+    error: E_TOOL_NOT_FOUND: unknown tool 'shell_exec'; available tools: lookup_order, issue_ref...
+    decision: denied - tool policy: matches deny pattern 'shell*'
+iteration 5  offered: lookup_order, issue_refund, send_email
+  issue_refund {"payment_id": "pay_8842", "amount": 64.9, "reason": "duplicate charge"}
+    result: {"refund_id": "re_5521", "payment_id": "pay_8842", "status": "pending"}
+    decision: hidden - limit reached: 1 of 1 calls allowed
+iteration 6  offered: lookup_order, send_email
+  send_email {"customer_id": "cus_3310", "template": "refund_done"}
+    result: queued
+    decision: allowed
+iteration 7  offered: lookup_order, send_email
+assistant: Done: I refunded the duplicate charge of $64.90 (payment pay_8842). A confirmation email is on its way.
+
+summary
+  turn            completed in 8 iterations, N ms
+  tool calls      7 (1 failed)
+  repeats caught  1 (search_kb)
+  tools hidden    2 (search_kb, issue_refund)
+  calls denied    1 (shell_exec)
+  audit rows      8 in loopware-demo-audit.sqlite (4 allowed, 1 denied, 2 hidden)
+  audit verified  yes
+done in N ms
+"""  # noqa: E501
+
+
+class FakeTerminal(io.StringIO):
+    """A text stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo writes its audit file in the working directory: use a fresh one."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+
+
+def test_demo_prints_the_turn_and_summary_in_under_two_seconds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The whole plain output is pinned (times aside) and the run takes under 2 s."""
+    started = time.perf_counter()
+    status = main(["demo"])
+    elapsed = time.perf_counter() - started
+    out = capsys.readouterr().out
+    assert status == 0
+    assert elapsed < 2.0
+    assert re.sub(r"\d+ ms", "N ms", out) == EXPECTED
+
+
+def test_demo_audit_file_verifies_and_is_recreated_each_run(tmp_path: Path) -> None:
+    """Running twice leaves one fresh, intact chain of 7 call rows and 1 turn row."""
+    for _ in range(2):
+        assert run_demo(io.StringIO()) == 0
+    sink = SqliteAuditSink(tmp_path / DEMO_AUDIT_PATH)
+    try:
+        rows = sink.rows()
+        assert sink.verify() is None
+    finally:
+        sink.close()
+    assert [r.entry.kind for r in rows] == ["tool_call"] * 7 + ["turn"]
+    assert [r.entry.decision for r in rows[:7]] == [
+        "allowed",
+        "allowed",
+        "allowed",
+        "hidden",
+        "denied",
+        "hidden",
+        "allowed",
+    ]
+
+
+def test_demo_fails_with_status_1_when_the_audit_does_not_verify(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A broken chain is reported with the row that broke it, and the demo exits 1."""
+    monkeypatch.setattr(SqliteAuditSink, "verify", lambda self, head=None: 3)
+    out = io.StringIO()
+    assert run_demo(out) == 1
+    assert "  audit verified  no: row 3 is broken" in out.getvalue().splitlines()
+
+
+def test_demo_uses_colour_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Colour on a TTY; none with --plain, with NO_COLOR set, or when piped."""
+    terminal = FakeTerminal()
+    assert run_demo(terminal) == 0
+    assert "\x1b[" in terminal.getvalue()
+    plain = FakeTerminal()
+    assert run_demo(plain, plain=True) == 0
+    assert "\x1b[" not in plain.getvalue()
+    monkeypatch.setenv("NO_COLOR", "1")
+    no_color = FakeTerminal()
+    assert run_demo(no_color) == 0
+    assert "\x1b[" not in no_color.getvalue()
+    # the coloured text is the plain text plus escape codes
+    assert (
+        re.sub(r"\x1b\[[\d;]*m", "", terminal.getvalue()).splitlines()[:30]
+        == (plain.getvalue().splitlines()[:30])
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "tty", "plain", "enabled"),
+    [
+        ({}, True, False, True),
+        ({}, False, False, False),
+        ({}, True, True, False),
+        ({"NO_COLOR": "1"}, True, False, False),
+        ({"NO_COLOR": ""}, True, False, True),
+        ({"TERM": "dumb"}, True, False, False),
+    ],
+    ids=["tty", "pipe", "plain", "no-color", "empty-no-color", "dumb-term"],
+)
+def test_style_follows_the_colour_rules(
+    env: dict[str, str], tty: bool, plain: bool, enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Colour needs a TTY, no --plain, NO_COLOR unset or empty, and a TERM that is not dumb."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    stream = FakeTerminal() if tty else io.StringIO()
+    style = Style.for_stream(stream, plain=plain)
+    assert style.enabled is enabled
+    assert (style.paint("x", "red") != "x") is enabled
