@@ -37,7 +37,7 @@ __all__ = [
 EXIT_OK: Final = 0
 """Success."""
 EXIT_REFUSED: Final = 1
-"""replay: the stack denied or rejected a recorded call, or ended a turn; demo: it failed."""
+"""replay: the stack denied or rejected a recorded call, or a turn failed; demo: it failed."""
 EXIT_USAGE: Final = 2
 """Bad options or arguments (argparse's own status)."""
 EXIT_BAD_INPUT: Final = 3
@@ -51,8 +51,8 @@ exit status:
      and every replayed turn completed
   1  replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
-     error); demo: the scripted turn did not complete or the audit chain did not
-     verify
+     error); demo: the audit file cannot be written, the scripted turn did not
+     complete, or the audit chain did not verify
   2  usage error: unknown option, missing argument (argparse)
   3  bad input file: unreadable, not UTF-8, invalid or truncated JSON, malformed
      messages or non-JSON tool arguments; errors are printed on stderr as

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any, Final, TextIO
 from pipeline import (
     IterationEnd,
     Log,
+    LoopError,
     ModelResponse,
     ProposedToolCall,
     SpooledArtifact,
@@ -147,6 +149,9 @@ class _LiveOutput:
         self._labels = labels
         self._pending: list[_Pending] = []
 
+    def __repr__(self) -> str:
+        return f"_LiveOutput(pending={len(self._pending)})"
+
     def _print(self, text: str = "") -> None:
         print(text, file=self._out)
 
@@ -214,15 +219,31 @@ def _remove_database(path: str) -> None:
             os.remove(path + suffix)
 
 
-def run_demo(out: TextIO, *, plain: bool = False, audit_path: str = DEMO_AUDIT_PATH) -> int:
-    """Run the demo, printing to ``out``; return 0, or 1 if the turn or the audit failed."""
+def run_demo(
+    out: TextIO,
+    *,
+    plain: bool = False,
+    audit_path: str = DEMO_AUDIT_PATH,
+    err: TextIO | None = None,
+) -> int:
+    """Run the demo, printing to ``out`` (errors to ``err``, default stderr).
+
+    Returns:
+        0, or 1 when the audit file cannot be written, the turn did not complete or the audit
+        chain does not verify.
+    """
+    err = sys.stderr if err is None else err
     started = time.perf_counter()
     style = Style.for_stream(out, plain=plain)
-    _remove_database(audit_path)
     policy = ToolPolicy(deny=["shell*"])
     repetition = RepetitionDetector(threshold=3, on_repeat="hide")
     limit = ToolCallLimit({"issue_refund": 1})
-    sink = SqliteAuditSink(audit_path)
+    try:
+        _remove_database(audit_path)
+        sink = SqliteAuditSink(audit_path)
+    except (OSError, LoopError) as exc:
+        print(f"loopware demo: error: cannot write the audit file {audit_path!r}: {exc}", file=err)
+        return 1
     try:
         model = ScriptedModel(demo_script())
         runner = TurnRunner(

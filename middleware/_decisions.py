@@ -37,7 +37,7 @@ def record_decision(
         "action": action,
         "reason": reason,
     }
-    ctx.stash.update(f"{namespace}.decisions", lambda entries: [*entries, entry], default=[])
+    ctx.stash.append(f"{namespace}.decisions", entry)
     ctx.log.info(
         "policy.decision",
         f"{namespace}: {action} {tool or 'dispatch'}: {reason}",

@@ -13,7 +13,7 @@ a conversation store would) unless ``separate_turns`` is set.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,9 @@ class _TurnScript:
         self.stored_ids: dict[str, int] = {}
         self.loose: list[Decision] = []
         self.seen: Counter[tuple[object, ...]] = Counter()
+
+    def __repr__(self) -> str:
+        return f"_TurnScript(turn={self.turn.index}, reached={len(self.reached)})"
 
     def recorded_for_handler(self, tool: str, position: int) -> RecordedCall | None:
         """The recorded call a handler is running for: this step's call at ``position``."""
@@ -261,11 +264,16 @@ class _Replayer:
         self.runner.on(ToolCallStored, self._on_stored)
         self.runner.on(Log, self._on_log)
 
-    async def _execute(self, ctx: DispatchContext) -> None:
-        assert self._current is not None  # set before every run
-        await self._current.executor(ctx)
+    def __repr__(self) -> str:
+        return f"_Replayer({self.runner!r}, current={self._current!r})"
 
-    def _handler_for(self, name: str) -> Any:
+    async def _execute(self, ctx: DispatchContext) -> None:
+        script = self._current
+        if script is None:  # pragma: no cover - the runner only runs inside replay_turn
+            raise RuntimeError("the replay executor ran outside a replayed turn")
+        await script.executor(ctx)
+
+    def _handler_for(self, name: str) -> Callable[[_AnyArgs, DispatchContext, Stash], str]:
         def replayed(args: _AnyArgs, ctx: DispatchContext, meta: Stash) -> str:
             script = self._current
             call = (

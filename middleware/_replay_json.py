@@ -12,11 +12,15 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ._replay_types import E_JSON, TranscriptIssue
+from ._replay_types import E_JSON, E_MESSAGE, TranscriptIssue
 
 __all__ = ["Record", "read_records"]
 
 _WS: Final = re.compile(r"[ \t\n\r]*")
+_TOO_DEEP: Final = "invalid JSON: a value is nested too deeply to read"
+_NOT_A_TRANSCRIPT: Final = (
+    'expected a JSON array of messages, an object with a "messages" array, or JSON Lines'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,10 @@ def _read_jsonl(text: str, issues: list[TranscriptIssue]) -> list[Record]:
             continue
         try:
             value = json.loads(line)
+        except RecursionError:
+            issues.append(
+                TranscriptIssue(E_JSON, _TOO_DEEP, message_index=index, line=lineno, column=1)
+            )
         except json.JSONDecodeError as exc:
             issues.append(
                 TranscriptIssue(
@@ -116,11 +124,7 @@ def _read_json(
         return [], None, True
     if text.startswith("{", pos):
         return walker.document(pos, allow_jsonl=allow_jsonl)
-    walker.stop(
-        pos,
-        'expected a JSON array of messages, an object with a "messages" array, or JSON Lines',
-        None,
-    )
+    walker.stop(pos, _NOT_A_TRANSCRIPT, None, E_MESSAGE)
     return [], None, False
 
 
@@ -139,16 +143,19 @@ class _Walker:
         match = _WS.match(self._text, pos)
         return match.end() if match else pos
 
-    def stop(self, pos: int, message: str, index: int | None) -> None:
+    def stop(self, pos: int, message: str, index: int | None, code: str = E_JSON) -> None:
         line, column = self._lines.at(pos)
         self._issues.append(
-            TranscriptIssue(E_JSON, message, message_index=index, line=line, column=column)
+            TranscriptIssue(code, message, message_index=index, line=line, column=column)
         )
 
     def value(self, pos: int, index: int | None, closer: str) -> tuple[object, int | None]:
         """Decode one value at ``pos``; on error record it (noting a truncation) and give None."""
         try:
             return self._decoder.raw_decode(self._text, pos)
+        except RecursionError:
+            self.stop(pos, _TOO_DEEP, index)
+            return None, None
         except json.JSONDecodeError as exc:
             issue = _json_issue(exc, "invalid JSON", index)
             if not self._text.rstrip().endswith(closer):
@@ -227,12 +234,9 @@ class _Walker:
             records = [Record(fields, 0, self._lines.at(start)[0])]
         elif records is None:
             message = (
-                '"messages" must be a JSON array'
-                if "messages" in fields
-                else 'expected a JSON array of messages, an object with a "messages" array, '
-                "or JSON Lines"
+                '"messages" must be a JSON array' if "messages" in fields else _NOT_A_TRANSCRIPT
             )
-            self.stop(start, message, None)
+            self.stop(start, message, None, E_MESSAGE)
             return [], fields.get("system"), False
         self.expect_end(pos, len(records))
         return records, fields.get("system"), False

@@ -238,6 +238,9 @@ class TurnBuilder:
             return True  # providers send "" for a call without arguments
         try:
             value = json.loads(arguments)
+        except RecursionError:
+            self.issue(E_ARGS, record, f"{where}: arguments are nested too deeply to read")
+            return False
         except json.JSONDecodeError as exc:
             self.issue(
                 E_ARGS,

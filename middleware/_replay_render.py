@@ -27,7 +27,7 @@ def short_args(arguments: str, width: int = _ARGS_WIDTH) -> str:
     """Compact JSON arguments (or the raw text when it is not JSON), shortened."""
     try:
         text = json.dumps(json.loads(arguments), ensure_ascii=False, separators=(", ", ": "))
-    except ValueError:
+    except (ValueError, RecursionError):
         text = arguments
     return short(text, width)
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._artifact import SpooledArtifact
 from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
+from ._forge import ArtifactTool
 from ._json import tool_call_checksum
 from ._media import Media
 from ._model import ChatModel, Message, ModelRequest, ProposedToolCall
@@ -152,8 +153,6 @@ class ToolLoopExecutor:
         checksum: str,
         output: object,
     ) -> ToolCall:
-        from ._forge import ArtifactTool
-
         if isinstance(tool, ArtifactTool):
             body = output if isinstance(output, str) else str(output)
             return ToolCall._record(
@@ -164,12 +163,7 @@ class ToolLoopExecutor:
         if isinstance(output, (str, bytes)):
             reader = ctx.spool.write(f"{ctx.turn_id}/{call_id}", output)
             results = tool.artifact_class(reader)
-            size = (
-                len(output)
-                if isinstance(output, bytes)
-                else len(output.encode("utf-8", "surrogatepass"))
-            )
-            inline = size <= self.inline_limit
+            inline = _fits(output, self.inline_limit)
         elif isinstance(output, (SpooledArtifact, Media)):
             results = output
         elif isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
@@ -183,6 +177,16 @@ class ToolLoopExecutor:
                 "tool output (str, bytes, SpooledArtifact, Media or a list of Media).",
             )
         return ToolCall._record(call_id, tool.name, args, checksum, results, inline=inline)
+
+
+def _fits(output: str | bytes, limit: int) -> bool:
+    """True when ``output`` is at most ``limit`` UTF-8 bytes (encoding only when it matters)."""
+    n = len(output)
+    if isinstance(output, bytes) or n > limit:
+        return n <= limit
+    if n * 4 <= limit:  # a character is at most four UTF-8 bytes
+        return True
+    return len(output.encode("utf-8", "surrogatepass")) <= limit
 
 
 def _error(call_id: str, name: str, args: dict[str, Any], text: str) -> ToolCall:

@@ -282,6 +282,30 @@ class Stash:
         copied: dict[str, Any] = clone(self._data)
         return copied
 
+    def append(self, path: str, value: Any) -> int:
+        """Append a copy of ``value`` to the list at ``path`` (created when absent).
+
+        Unlike ``update(path, lambda xs: [*xs, value], default=[])`` this copies only the new
+        item, so a list that grows every iteration costs O(1) per append. Returns the new length.
+
+        Raises:
+            InvalidStashValueError: ``path`` is malformed, holds something that is not a list,
+                or ``value`` is not plain data.
+        """
+        parts = _split(path)
+        stored = to_plain(value, path)
+        current = self._lookup(parts)
+        if current is MISSING:
+            self._assign(parts, [stored], path)
+            return 1
+        if type(current) is not list:
+            raise InvalidStashValueError(
+                f"cannot append to {path!r}: it holds a {type(current).__name__}, not a list",
+                path=path,
+            )
+        current.append(stored)
+        return len(current)
+
     def update(self, path: str, fn: Callable[[Any], T], default: Any = None) -> T:
         """Replace the value at ``path`` with ``fn(current)`` and return the new value.
 

@@ -127,6 +127,15 @@ def test_demo_fails_with_status_1_when_the_audit_does_not_verify(
     assert "  audit verified  no: row 3 is broken" in out.getvalue().splitlines()
 
 
+def test_demo_reports_an_unwritable_audit_file_with_status_1(tmp_path: Path) -> None:
+    """A directory where the audit file should be is an error message, not a traceback."""
+    (tmp_path / "blocked").mkdir()
+    out, err = io.StringIO(), io.StringIO()
+    assert run_demo(out, audit_path=str(tmp_path / "blocked"), err=err) == 1
+    assert err.getvalue().startswith("loopware demo: error: cannot write the audit file")
+    assert out.getvalue() == ""
+
+
 def test_demo_uses_colour_only_on_a_terminal_without_no_color(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -129,9 +129,10 @@ def test_a_bad_jsonl_line_is_skipped_and_named(
         (b"\xff\xfe[", "not UTF-8 text"),
         (b"", "the transcript is empty"),
         (b'{"hello": "world"}', 'expected a JSON array of messages, an object with a "messages"'),
-        (b'[{"role": "user", "content": "x"}] trailing', "extra data after the array"),
+        (b'[{"role": "user", "content": "x"}] trailing', "extra data after the transcript"),
+        (b"[" * 100_000, "nested too deeply"),
     ],
-    ids=["missing", "not-utf8", "empty", "not-a-transcript", "trailing-data"],
+    ids=["missing", "not-utf8", "empty", "not-a-transcript", "trailing-data", "too-deep"],
 )
 def test_unusable_files_exit_3(
     write: bytes | None, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -178,6 +179,25 @@ def test_malformed_messages_are_reported_and_skipped() -> None:
     assert turn.answer == "bye"
 
 
+def test_a_truncated_anthropic_object_keeps_its_system_prompt_and_good_messages() -> None:
+    """The ``{"system", "messages"}`` object is walked like an array: lines known, cut kept."""
+    text = (DATA / "support_agent_denied.json").read_text()
+    cut = text.index('"toolu_04"')
+    transcript = parse_transcript(text[:cut])
+    assert transcript.system_prompt is not None
+    assert [c.id for c in transcript.calls] == ["toolu_01", "toolu_02", "toolu_03"]
+    lines = text.splitlines()
+    for recorded in transcript.calls:  # each call's line is where its message starts
+        assert recorded.line is not None
+        assert lines[recorded.line - 1].strip() == "{"
+        assert lines[recorded.line].strip() == '"role": "assistant",'
+    (issue,) = transcript.issues
+    assert (issue.code, issue.message_index) == ("E_TRANSCRIPT_JSON", 7)
+    assert "truncated?" in issue.message
+    assert issue.line is not None
+    assert issue.line <= text[:cut].count("\n") + 1
+
+
 def test_formats_and_containers_are_detected() -> None:
     """Anthropic objects keep their system prompt; JSON Lines is recognised without a suffix."""
     support = read_transcript(DATA / "support_agent_denied.json")
@@ -209,3 +229,16 @@ def test_turns_start_at_user_messages_and_after_a_final_answer() -> None:
         ("", None, None),
     ]
     assert [(c.tool, c.arguments, c.result) for c in turns[2].calls] == [("umbrella", "", "ok")]
+
+
+def test_arguments_nested_too_deeply_are_an_issue_not_a_crash() -> None:
+    """Arguments too deep for the JSON decoder are reported like any other bad arguments."""
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [call("d", "deep", "[" * 100_000)]},
+    ]
+    transcript = parse_transcript(json.dumps(messages))
+    assert [(i.code, i.message_index, i.message) for i in transcript.issues] == [
+        ("E_TRANSCRIPT_ARGS", 1, "tool_calls[0] (deep): arguments are nested too deeply to read")
+    ]
+    assert [c.args_valid for c in transcript.calls] == [False]

@@ -543,3 +543,24 @@ def test_set_changes_only_its_path(seed: dict[str, Any], path: str, value: Any) 
     for leaf, old in before.items():
         if leaf != path and not leaf.startswith(path + ".") and not path.startswith(leaf + "."):
             assert stash.get(leaf) == old
+
+
+def test_append_creates_then_extends_a_list_and_copies_the_item() -> None:
+    """`append` starts a list at a missing path, extends it, and stores a copy of the item."""
+    stash = Stash()
+    item = {"tool": "search"}
+    assert stash.append("log.entries", item) == 1
+    assert stash.append("log.entries", {"tool": "fetch"}) == 2
+    item["tool"] = "changed"
+    assert stash.get("log.entries") == [{"tool": "search"}, {"tool": "fetch"}]
+
+
+def test_append_refuses_a_non_list_and_non_plain_values() -> None:
+    """Appending to a scalar, or appending an object, raises `InvalidStashValueError`."""
+    stash = Stash({"count": 1})
+    with pytest.raises(InvalidStashValueError) as err:
+        stash.append("count", 2)
+    assert err.value.code == "E_INVALID_STASH_VALUE"
+    with pytest.raises(InvalidStashValueError):
+        stash.append("items", object())
+    assert not stash.has("items")
