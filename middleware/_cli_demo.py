@@ -38,6 +38,7 @@ from pipeline import (
 from pipeline.testing import ScriptedModel
 
 from ._audit import AuditLog
+from ._audit_chain import AuditRow
 from ._audit_sinks import SqliteAuditSink
 from ._cli_style import Style
 from ._limit import ToolCallLimit
@@ -219,6 +220,51 @@ def _remove_database(path: str) -> None:
             os.remove(path + suffix)
 
 
+def _summary(
+    result: TurnResult,
+    rows: list[AuditRow],
+    verified: int | None,
+    style: Style,
+    audit_path: str,
+    stack: tuple[ToolPolicy, RepetitionDetector, ToolCallLimit],
+) -> list[tuple[str, str]]:
+    """The summary table's rows: what happened, read from the stash and the audit file."""
+    policy, repetition, limit = stack
+    calls = result.tool_calls
+    repeats = _decisions(result, repetition.namespace)
+    hidden = list(
+        dict.fromkeys(
+            d["tool"]
+            for ns in (repetition.namespace, limit.namespace)
+            for d in _decisions(result, ns)
+            if d.get("action") == "hidden"
+        )
+    )
+    denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
+    by_decision: dict[str, int] = {}
+    for row in rows:
+        if row.entry.kind == "tool_call" and row.entry.decision is not None:
+            by_decision[row.entry.decision] = by_decision.get(row.entry.decision, 0) + 1
+    duration_ms = (result.ended_at - result.started_at).total_seconds() * 1000.0
+    failed = sum(1 for c in calls if c.is_error)
+    status = style.verdict(result.status, key="ok" if result.ok else "failed")
+    decisions = ", ".join(f"{n} {d}" for d, n in sorted(by_decision.items()))
+    return [
+        ("turn", f"{status} in {result.iterations} iterations, {duration_ms:.0f} ms"),
+        ("tool calls", f"{len(calls)} ({failed} failed)"),
+        ("repeats caught", f"{len(repeats)} ({', '.join(d['tool'] for d in repeats) or '-'})"),
+        ("tools hidden", f"{len(hidden)} ({', '.join(hidden) or '-'})"),
+        ("calls denied", f"{len(denied)} ({', '.join(d['tool'] for d in denied) or '-'})"),
+        ("audit rows", f"{len(rows)} in {audit_path} ({decisions})"),
+        (
+            "audit verified",
+            style.verdict("yes")
+            if verified is None
+            else style.verdict(f"no: row {verified} is broken", key="no"),
+        ),
+    ]
+
+
 def run_demo(
     out: TextIO,
     *,
@@ -278,53 +324,16 @@ def run_demo(
         result = asyncio.run(runner.run(USER_INPUT))
         print(f"{style.paint('assistant', 'bold')}: {result.output}", file=out)
         verified = sink.verify()
-        rows = sink.rows()
+        try:
+            rows = sink.rows()
+        except ValueError:  # a row no longer parses: verify() has already located it
+            rows = []
     finally:
         sink.close()
-    calls = result.tool_calls
-    repeats = _decisions(result, repetition.namespace)
-    hidden = list(
-        dict.fromkeys(
-            d["tool"]
-            for ns in (repetition.namespace, limit.namespace)
-            for d in _decisions(result, ns)
-            if d.get("action") == "hidden"
-        )
-    )
-    denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
-    by_decision: dict[str, int] = {}
-    for row in rows:
-        if row.entry.kind == "tool_call" and row.entry.decision is not None:
-            by_decision[row.entry.decision] = by_decision.get(row.entry.decision, 0) + 1
-    duration_ms = (result.ended_at - result.started_at).total_seconds() * 1000.0
-    ok = result.status == "completed" and verified is None
-    failed = sum(1 for c in calls if c.is_error)
-    table = [
-        (
-            "turn",
-            f"{style.verdict(result.status, key='ok' if result.ok else 'failed')} "
-            f"in {result.iterations} iterations, {duration_ms:.0f} ms",
-        ),
-        ("tool calls", f"{len(calls)} ({failed} failed)"),
-        ("repeats caught", f"{len(repeats)} ({', '.join(d['tool'] for d in repeats) or '-'})"),
-        ("tools hidden", f"{len(hidden)} ({', '.join(hidden) or '-'})"),
-        ("calls denied", f"{len(denied)} ({', '.join(d['tool'] for d in denied) or '-'})"),
-        (
-            "audit rows",
-            f"{len(rows)} in {audit_path} ("
-            + ", ".join(f"{n} {d}" for d, n in sorted(by_decision.items()))
-            + ")",
-        ),
-        (
-            "audit verified",
-            style.verdict("yes")
-            if verified is None
-            else style.verdict(f"no: row {verified} is broken", key="no"),
-        ),
-    ]
+    table = _summary(result, rows, verified, style, audit_path, (policy, repetition, limit))
     print(f"\n{style.paint('summary', 'bold')}", file=out)
     for name, value in table:
         print(f"  {name:<16}{value}", file=out)
     elapsed = (time.perf_counter() - started) * 1000.0
     print(style.paint(f"done in {elapsed:.0f} ms", "dim"), file=out)
-    return 0 if ok else 1
+    return 0 if result.ok and verified is None else 1

@@ -41,6 +41,4 @@ class CountKeys:
 
 def bump(stash: Stash, key: StashKey[int]) -> int:
     """Add one to the count at ``key`` and return the new count."""
-    count = stash[key] + 1
-    stash[key] = count
-    return count
+    return stash.increment(key)

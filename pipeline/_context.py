@@ -260,7 +260,7 @@ class TurnContext:
             self._count(call, 1)
             dispatch = self._dispatch
             if dispatch is not None:
-                dispatch._new.append(call)
+                dispatch._new = (*dispatch._new, call)
         finally:
             self._unshield()
         if self._bus.listening:
@@ -284,7 +284,7 @@ class TurnContext:
         self._count(call, 1)
         dispatch = self._dispatch
         if dispatch is not None and old in dispatch._new:
-            dispatch._new[dispatch._new.index(old)] = call
+            dispatch._new = tuple(call if c is old else c for c in dispatch._new)
         if self._bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
@@ -299,7 +299,7 @@ class TurnContext:
         self._count(old, -1)
         dispatch = self._dispatch
         if dispatch is not None and old in dispatch._new:
-            dispatch._new.remove(old)
+            dispatch._new = tuple(c for c in dispatch._new if c is not old)
         return True
 
     def _unshield(self) -> None:

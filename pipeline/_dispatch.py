@@ -52,7 +52,7 @@ class DispatchContext:
         self.system_prompt = turn.system_prompt
         self.spool = turn.spool
         self.log = turn.log
-        self._new: list[ToolCall] = []
+        self._new: tuple[ToolCall, ...] = ()
         self._acked = False
         self._nacked = False
         self._nack_error: LoopError | None = None
@@ -142,7 +142,7 @@ class DispatchContext:
     @property
     def new_tool_calls(self) -> Sequence[ToolCall]:
         """The calls stored during the current iteration, in storage order."""
-        return tuple(self._new)
+        return self._new
 
     @property
     def is_acked(self) -> bool:

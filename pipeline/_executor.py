@@ -103,9 +103,19 @@ class ToolLoopExecutor:
         self, ctx: DispatchContext, proposed: ProposedToolCall, call_id: str
     ) -> ToolCall:
         name = proposed.name
-        text = proposed.arguments
+        text: object = proposed.arguments
+        if not isinstance(text, str):  # a model seam that already parsed them
+            text = json.dumps(text) if isinstance(text, dict) else str(text)
         try:
             args = json.loads(text) if text.strip() else {}
+        except RecursionError:
+            return _error(
+                call_id,
+                name,
+                {},
+                f"Error: the arguments for {name!r} are nested too deeply; send a flatter JSON "
+                "object.",
+            )
         except ValueError as exc:
             where = (
                 f" at line {exc.lineno} column {exc.colno}"
@@ -133,7 +143,12 @@ class ToolLoopExecutor:
                 f"unknown tool {name!r}; available tools: {available}", tool_name=name
             )
             return _error(call_id, name, args, f"Error: {err}")
-        checksum = tool_call_checksum(name, args)
+        try:
+            checksum = tool_call_checksum(name, args)
+        except (TypeError, RecursionError):
+            return _error(
+                call_id, name, {}, f"Error: the arguments for {name!r} are nested too deeply."
+            )
         turn = ctx.turn
         emit = turn.emit if turn._bus.listening else None
         try:

@@ -7,12 +7,12 @@ from typing import Any
 
 from ._errors import NextCalledTwiceError
 
-__all__ = ["Onion"]
+__all__ = ["Onion", "StageRun"]
 
 StageFn = Callable[[Any, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
-class _Run:
+class StageRun:
     """One run of a stage, and the ``call_next`` every layer of that run receives.
 
     ``pos`` is the layer currently innermost: the only one that can be calling ``call_next``.
@@ -84,6 +84,6 @@ class Onion:
             return True
         if ctx.aborted:
             return False
-        run = _Run(fns, self.names, ctx)
+        run = StageRun(fns, self.names, ctx)
         await fns[0](ctx, run)
         return run.reached_end

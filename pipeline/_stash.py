@@ -282,6 +282,48 @@ class Stash:
         copied: dict[str, Any] = clone(self._data)
         return copied
 
+    def increment(self, key: StashKey[int] | str, by: int = 1) -> int:
+        """Add ``by`` to the integer at ``key`` (a typed key or a dot path) and return it.
+
+        An absent value counts from the key's default, else 0. One walk of the path, no copy:
+        the cheap form of ``update(path, lambda n: n + by, default=0)`` that counters use on
+        every iteration.
+
+        Raises:
+            InvalidStashValueError: the path is malformed or runs through a non-container, or
+                the stored value is not an int.
+        """
+        if isinstance(key, StashKey):
+            parts, path, start = key._parts, key.path, key._default
+        else:
+            parts, path, start = _split(key), key, MISSING
+        if type(by) is not int:
+            raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
+        node: Any = self._data
+        for segment in parts[:-1]:
+            child = node.get(segment, MISSING) if type(node) is dict else MISSING
+            if type(child) is not dict:
+                current = self._lookup(parts)  # lists, missing parents: the general path
+                value = (0 if start is MISSING else start) if current is MISSING else current
+                if type(value) is not int:
+                    raise InvalidStashValueError(
+                        f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+                    )
+                self._assign(parts, value + by, path)
+                return int(value + by)
+            node = child
+        last = parts[-1]
+        value = node.get(last, MISSING)
+        if value is MISSING:
+            value = 0 if start is MISSING else start
+        if type(value) is not int:
+            raise InvalidStashValueError(
+                f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+            )
+        value += by
+        node[last] = value
+        return value
+
     def append(self, path: str, value: Any) -> int:
         """Append a copy of ``value`` to the list at ``path`` (created when absent).
 

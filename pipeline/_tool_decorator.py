@@ -23,6 +23,7 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ._artifact import SpooledArtifact
 from ._errors import InvalidToolError
 from ._stash import Stash
 from ._tool import OnCollision, Tool
@@ -70,6 +71,7 @@ def _build(
     trusted: bool,
     on_collision: OnCollision,
     meta: Mapping[str, Any] | None,
+    artifact_constructor: Callable[[], type[SpooledArtifact]] | None,
 ) -> Tool[BaseModel]:
     if not callable(fn):
         raise InvalidToolError(f"@tool needs a function, got {fn!r}", field="handler")
@@ -130,6 +132,7 @@ def _build(
         ephemeral=ephemeral,
         trusted=trusted,
         on_collision=on_collision,
+        artifact_constructor=artifact_constructor,
     )
 
 
@@ -171,6 +174,7 @@ def tool(
     trusted: bool = False,
     on_collision: OnCollision = "throw",
     meta: Mapping[str, Any] | None = None,
+    artifact_constructor: Callable[[], type[SpooledArtifact]] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool[BaseModel]]: ...
 
 
@@ -184,6 +188,7 @@ def tool(
     trusted: bool = False,
     on_collision: OnCollision = "throw",
     meta: Mapping[str, Any] | None = None,
+    artifact_constructor: Callable[[], type[SpooledArtifact]] | None = None,
 ) -> Tool[BaseModel] | Callable[[Callable[..., Any]], Tool[BaseModel]]:
     """Build a `Tool` from a typed function (sync or async); bare or with keyword options.
 
@@ -206,6 +211,7 @@ def tool(
         trusted: See `Tool`.
         on_collision: See `Tool`.
         meta: See `Tool`.
+        artifact_constructor: See `Tool` (e.g. ``lambda: SpooledJsonArtifact``).
 
     Returns:
         The `Tool` (bare form), or a decorator that returns it.
@@ -224,6 +230,7 @@ def tool(
         "trusted": trusted,
         "on_collision": on_collision,
         "meta": meta,
+        "artifact_constructor": artifact_constructor,
     }
     if fn is not None:
         return _build(fn, localns, **options)

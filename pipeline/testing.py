@@ -135,5 +135,5 @@ def make_dispatch_context(
         turn._count(call, 1)
     ctx = DispatchContext(turn, "dispatch_test")
     ctx.iteration = iteration
-    ctx._new = list(tool_calls if new_tool_calls is None else new_tool_calls)
+    ctx._new = tuple(tool_calls if new_tool_calls is None else new_tool_calls)
     return ctx

@@ -162,7 +162,7 @@ async def test_a_window_too_small_misses_a_spread_out_oscillation(
         ctx = make_dispatch_context()
         detector = RepetitionDetector(threshold=10, window=window, on_repeat="warn")
         for c in sequence:
-            ctx._new = [c]
+            ctx._new = (c,)
             await check(detector, ctx)
         results[window] = ctx.stash.get("loopware.repetition.decisions", [])
     assert results[4] == []

@@ -564,3 +564,28 @@ def test_append_refuses_a_non_list_and_non_plain_values() -> None:
     with pytest.raises(InvalidStashValueError):
         stash.append("items", object())
     assert not stash.has("items")
+
+
+def test_increment_counts_from_zero_or_the_key_default_and_creates_parents() -> None:
+    """`increment` starts at 0 (or the key's default), creates parent dicts, returns the count."""
+    stash = Stash()
+    assert stash.increment("counts.search") == 1
+    assert stash.increment("counts.search", by=2) == 3
+    key = StashKey[int]("budget.left", default=10)
+    assert stash.increment(key, by=-1) == 9
+    assert stash.get("counts") == {"search": 3}
+    assert stash[key] == 9
+
+
+def test_increment_works_through_lists_and_refuses_non_integers() -> None:
+    """A list index in the path works; a non-int value or step raises with its code."""
+    stash = Stash({"rows": [{"n": 1}], "name": "x"})
+    assert stash.increment("rows.0.n") == 2
+    with pytest.raises(InvalidStashValueError) as err:
+        stash.increment("name")
+    assert err.value.code == "E_INVALID_STASH_VALUE"
+    with pytest.raises(InvalidStashValueError):
+        stash.increment("rows.0.n", by=1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidStashValueError):
+        stash.increment("name.deeper")
+    assert stash.get("rows") == [{"n": 2}]
