@@ -20,38 +20,16 @@ Choices made here:
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ._errors import InvalidStashValueError
-from ._plain import CONTAINERS, MISSING, Missing, clone, to_plain
+from ._plain import CONTAINERS, MISSING, clone, to_plain
+from ._stash_key import StashKey, short_repr, split_path
 
 __all__ = ["Stash", "StashKey"]
 
 T = TypeVar("T")
-
-
-_repr: Final = reprlib.Repr()
-_repr.maxlevel = 4
-_repr.maxdict = 8
-_repr.maxlist = 8
-_repr.maxstring = 40
-_repr.maxother = 40
-
-
-def _split(path: object) -> list[str]:
-    if not isinstance(path, str):
-        raise InvalidStashValueError(
-            f"stash path must be a str, got {type(path).__name__}", path=path
-        )
-    parts = path.split(".")
-    if "" in parts:
-        raise InvalidStashValueError(
-            f"malformed stash path {path!r}: the path and every segment must be non-empty",
-            path=path,
-        )
-    return parts
 
 
 def _list_index(segment: str, container: list[Any]) -> int | None:
@@ -70,67 +48,6 @@ def _leaves(node: dict[str, Any] | list[Any], prefix: str, out: list[str]) -> No
             _leaves(item, path, out)
         else:
             out.append(path)
-
-
-class StashKey(Generic[T]):
-    """A typed handle on one stash path: ``stash[key]`` is typed ``T``.
-
-    Modelled on pytest's ``StashKey``: build one per purpose, usually at module level, and
-    compare by identity. Here a key also names its path and may carry a default::
-
-        SEARCHES = StashKey[int]("counts.search", default=0)
-        stash[SEARCHES] += 1
-
-    mypy checks values read and written through the key; nothing is checked at runtime beyond
-    the plain-data rule, so a key is a promise about what its path holds. (It is a slotted class
-    with read-only properties rather than a frozen dataclass: a frozen, slotted, generic
-    dataclass breaks on ``StashKey[int](...)`` in Python 3.11.)
-    """
-
-    __slots__ = ("_default", "_parts", "_path")
-
-    def __init__(self, path: str, default: T | Missing = MISSING) -> None:
-        """Build a key for ``path``.
-
-        Args:
-            path: The dot path the key addresses.
-            default: Returned (as a copy) by ``stash[key]`` when the path is absent; without
-                one, reading an absent path raises `KeyError`.
-
-        Raises:
-            InvalidStashValueError: The path is malformed or the default is not plain data.
-        """
-        self._parts = _split(path)
-        self._path = path
-        self._default: Any = MISSING if default is MISSING else to_plain(default, path)
-
-    @property
-    def path(self) -> str:
-        """The dot path the key addresses."""
-        return self._path
-
-    @property
-    def has_default(self) -> bool:
-        """Whether the key carries a default."""
-        return self._default is not MISSING
-
-    @property
-    def default(self) -> T:
-        """A copy of the default.
-
-        Raises:
-            LookupError: The key has no default.
-        """
-        if self._default is MISSING:
-            raise LookupError(f"{self!r} has no default")
-        return clone(self._default)  # type: ignore[no-any-return]
-        # ^ validated plain data; T is the key's promise about it.
-
-    def __repr__(self) -> str:
-        """Return ``StashKey('path')`` or ``StashKey('path', default=...)``."""
-        if self._default is MISSING:
-            return f"StashKey({self._path!r})"
-        return f"StashKey({self._path!r}, default={_repr.repr(self._default)})"
 
 
 class Stash:
@@ -221,7 +138,7 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        node = self._lookup(_split(path))
+        node = self._lookup(split_path(path))
         if node is MISSING:
             return default
         return clone(node) if type(node) in CONTAINERS else node
@@ -237,7 +154,7 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed or runs through a value that is not a
                 container, or ``value`` is not plain data. The store is left unchanged.
         """
-        parts = _split(path)
+        parts = split_path(path)
         self._assign(parts, to_plain(value, path), path)
 
     def has(self, path: str) -> bool:
@@ -246,7 +163,7 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        return self._lookup(_split(path)) is not MISSING
+        return self._lookup(split_path(path)) is not MISSING
 
     def delete(self, path: str) -> bool:
         """Remove the value at ``path`` (a list item is removed, shifting later items).
@@ -257,7 +174,7 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        parts = _split(path)
+        parts = split_path(path)
         parent = self._lookup(parts[:-1])
         if type(parent) is dict:
             return parent.pop(parts[-1], MISSING) is not MISSING
@@ -296,7 +213,7 @@ class Stash:
         if isinstance(key, StashKey):
             parts, path, start = key._parts, key.path, key._default
         else:
-            parts, path, start = _split(key), key, MISSING
+            parts, path, start = split_path(key), key, MISSING
         if type(by) is not int:
             raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
         node: Any = self._data
@@ -334,7 +251,7 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed, holds something that is not a list,
                 or ``value`` is not plain data.
         """
-        parts = _split(path)
+        parts = split_path(path)
         stored = to_plain(value, path)
         current = self._lookup(parts)
         if current is MISSING:
@@ -366,7 +283,7 @@ class Stash:
         Raises:
             InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
         """
-        parts = _split(path)
+        parts = split_path(path)
         current = self._lookup(parts)
         if current is MISSING:
             current = default
@@ -431,7 +348,7 @@ class Stash:
 
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
-        return f"Stash({_repr.repr(self._data)})"
+        return f"Stash({short_repr(self._data)})"
 
 
 def _not_a_key(key: object, method: str) -> str:
@@ -442,4 +359,3 @@ def _not_a_key(key: object, method: str) -> str:
 
 
 Stash.__module__ = "pipeline"
-StashKey.__module__ = "pipeline"

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ._bus import drain
 from ._context import DispatchContext, TurnContext
 from ._errors import (
     DispatchPipelineError,
@@ -29,9 +28,7 @@ from ._events import (
     ErrorReported,
     IterationEnd,
     IterationStart,
-    Log,
     StageName,
-    TurnEnd,
     TurnStart,
     TurnStatus,
 )
@@ -39,7 +36,7 @@ from ._ids import new_id
 from ._model import Message
 from ._onion import StageRun
 from ._result import TurnResult
-from ._store import TurnRecord
+from ._turn_finish import finish_turn
 
 if TYPE_CHECKING:
     from ._onion import Onion
@@ -244,7 +241,7 @@ class Turn:
         self._finishing = True
         if ctx._aborted:
             status = "aborted"
-        return await self._finish(status, started_at, t0, first_message, cancelled)
+        return await finish_turn(self, status, started_at, t0, first_message, cancelled)
 
     async def _body(self) -> TurnStatus:
         ctx = self.ctx
@@ -383,70 +380,3 @@ class Turn:
             for forged_tool in forged.all():
                 tools.register(forged_tool, overwrite=True)
                 self._forged.append(forged_tool.name)
-
-    async def _finish(
-        self,
-        status: TurnStatus,
-        started_at: datetime,
-        t0: float,
-        first_message: int,
-        cancelled: asyncio.CancelledError | None,
-    ) -> TurnResult:
-        ctx = self.ctx
-        ended_at = datetime.now(UTC)
-        duration_ms = (time.perf_counter() - t0) * 1000.0
-        failure = self.errors[0] if status == "failed" and self.errors else None
-        if ctx._bus.listening:
-            ctx.emit(
-                TurnEnd(turn_id=ctx.turn_id, status=status, duration_ms=duration_ms, error=failure)
-            )
-        output = None
-        if status == "completed":
-            for message in reversed(ctx._messages[first_message:]):
-                if message.role == "assistant" and not message.tool_call_ids:
-                    output = message.content
-                    break
-        result = TurnResult(
-            turn_id=ctx.turn_id,
-            conversation_id=ctx.conversation_id,
-            status=status,
-            output=output,
-            messages=tuple(ctx._messages[first_message:]),
-            tool_calls=tuple(ctx._calls),
-            errors=tuple(self.errors),
-            iterations=self.iterations,
-            stash=ctx.stash.all(),
-            started_at=started_at,
-            ended_at=ended_at,
-            abort_reason=ctx.abort_reason if status == "aborted" else None,
-        )
-        record = TurnRecord(
-            turn_id=ctx.turn_id,
-            conversation_id=ctx.conversation_id,
-            status=status,
-            input=ctx.input,
-            output=output,
-            iterations=self.iterations,
-            error_code=failure.code if failure else None,
-            error_message=failure.message if failure else None,
-            started_at=started_at,
-            ended_at=ended_at,
-        )
-        try:
-            await self._store.save_turn(record)
-        except Exception as exc:  # the turn already happened; never lose the result over this
-            if ctx._bus.listening:
-                ctx.emit(
-                    Log(
-                        turn_id=ctx.turn_id,
-                        level="error",
-                        kind="store_error",
-                        message=f"saving the turn record failed: {exc!r}",
-                        payload={},
-                    )
-                )
-        if cancelled is not None:
-            raise cancelled  # after recording the turn as aborted (DESIGN 6.1)
-        if ctx._pending:
-            await drain(ctx._pending)
-        return result
