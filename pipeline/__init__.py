@@ -67,6 +67,9 @@ from ._model import ProposedToolCall as ProposedToolCall
 from ._registry import ToolRegistry as ToolRegistry
 from ._render import RenderedResult as RenderedResult
 from ._render import render_tool_result as render_tool_result
+from ._renderers import to_anthropic_tools as to_anthropic_tools
+from ._renderers import to_gemini_tools as to_gemini_tools
+from ._renderers import to_openai_tools as to_openai_tools
 from ._result import TurnResult as TurnResult
 from ._runner import TurnHandle as TurnHandle
 from ._runner import TurnRunner as TurnRunner
@@ -192,6 +195,9 @@ __all__ = [
     "TurnStore",
     "canonical_json",
     "render_tool_result",
+    "to_anthropic_tools",
+    "to_gemini_tools",
+    "to_openai_tools",
     "tool",
     "tool_call_checksum",
 ]

@@ -1,0 +1,111 @@
+"""Provider wire shapes for tool definitions, rendered from `ToolDescription` values.
+
+A `ToolDescription` is provider-neutral (a name, a description and a JSON Schema object); these
+functions turn a sequence of them into the shape each provider documents for its tools
+parameter. They copy, never mutate, the descriptions.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+from ._tool import ToolDescription
+
+__all__ = ["to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
+
+# JSON Schema keywords outside the OpenAPI 3.0 subset that Gemini function declarations accept.
+_GEMINI_DROP = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$defs",
+        "definitions",
+        "additionalProperties",
+        "title",
+        "examples",
+        "const",
+        "$comment",
+        "unevaluatedProperties",
+        "patternProperties",
+        "dependentRequired",
+    }
+)
+
+
+def to_openai_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, Any]]:
+    """Render for OpenAI chat completions (and compatible servers): ``type: function`` tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": d["name"],
+                "description": d["description"],
+                "parameters": copy.deepcopy(d["input_schema"]),
+            },
+        }
+        for d in descriptions
+    ]
+
+
+def to_anthropic_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, Any]]:
+    """Render for the Anthropic messages API: ``name``, ``description``, ``input_schema``."""
+    return [
+        {
+            "name": d["name"],
+            "description": d["description"],
+            "input_schema": copy.deepcopy(d["input_schema"]),
+        }
+        for d in descriptions
+    ]
+
+
+def to_gemini_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, Any]]:
+    """Render for Gemini: one tool holding ``function_declarations`` (empty list when none).
+
+    Gemini accepts an OpenAPI 3.0 subset of JSON Schema, so local ``$ref`` pointers are inlined
+    and keywords outside that subset (``additionalProperties``, ``$defs``, ``title``, ...) are
+    dropped; ``const`` becomes a one-value ``enum``.
+    """
+    declarations = []
+    for d in descriptions:
+        schema = d["input_schema"]
+        defs = schema.get("$defs", {})
+        declarations.append(
+            {
+                "name": d["name"],
+                "description": d["description"],
+                "parameters": _gemini_schema(schema, defs, depth=0),
+            }
+        )
+    return [{"function_declarations": declarations}] if declarations else []
+
+
+def _gemini_schema(node: Any, defs: dict[str, Any], depth: int) -> Any:
+    if depth > 32:  # a recursive model: stop inlining rather than loop forever
+        return {"type": "object"}
+    if isinstance(node, list):
+        return [_gemini_schema(item, defs, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = defs.get(ref.removeprefix("#/$defs/"), {})
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _gemini_schema(merged, defs, depth + 1)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _GEMINI_DROP:
+            if key == "const":
+                out["enum"] = [value]
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _gemini_schema(v, defs, depth + 1) for name, v in value.items()}
+        else:
+            out[key] = _gemini_schema(value, defs, depth + 1)
+    return out
+
+
+for _fn in (to_openai_tools, to_anthropic_tools, to_gemini_tools):
+    _fn.__module__ = "pipeline"
