@@ -10,6 +10,7 @@ from pipeline import (
     CallNext,
     DispatchContext,
     InvalidMiddlewareConfigError,
+    MiddlewareSpec,
     PolicyViolationError,
     StashKey,
 )
@@ -129,9 +130,26 @@ class ToolCallLimit:
         """The stash path of its counts and decisions."""
         return self._namespace
 
+    def middleware_specs(self) -> list[MiddlewareSpec]:
+        """This instance's stage middleware (``pipeline.MiddlewareProvider``).
+
+        ``keep_hidden`` is composed only when ``on_exceed="hide"`` and ``total`` is set: a
+        per-tool hidden mark already survives re-forging, so only "hide every tool" needs to
+        catch tools that first appear later in the turn. Leaving it out otherwise keeps a
+        whole stage off the per-iteration path.
+        """
+        methods = [ToolCallLimit.count]
+        if self._total is not None and self._on_exceed == "hide":
+            methods.insert(0, ToolCallLimit.keep_hidden)
+        return [
+            registration.bind(self)
+            for method in methods
+            for registration in getattr(method, "__loopware_registrations__", ())
+        ]
+
     @dispatch_input
     async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Re-hide exhausted tools, which tools registered since (forged ones) would escape."""
+        """Re-hide tools that first appeared after the limit hid them (forged ones)."""
         if not self._over:
             stash = ctx.stash
             exhausted: list[str] | None = stash.get(self._exhausted)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from fnmatch import fnmatchcase
+from typing import Any
 
-from pipeline import CallNext, DispatchContext, PolicyViolationError, TurnContext
+from pipeline import CallNext, DispatchContext, PolicyViolationError, Tool, TurnContext
 
 from ._decisions import record_decision
 from ._options import check_names, check_namespace
-from ._registration import dispatch_input, dispatch_output, turn_input
+from ._registration import dispatch_output, turn_input
 
 __all__ = ["ToolPolicy"]
 
@@ -28,8 +29,9 @@ class ToolPolicy:
     * turn input: every tool not permitted is unregistered from the turn's registry (the
       runner's baseline is untouched), so the model is never offered it; each removal is
       recorded as a ``"denied"`` decision;
-    * dispatch input: tools registered since (forged artifact tools, tools added by other
-      middleware) are removed the same way before the model is called;
+    * later in the turn: the same check guards the turn's registry (`ToolRegistry.restrict`),
+      so tools registered afterwards (forged artifact tools, tools added by other middleware)
+      are refused as they arrive, and recorded the same way;
     * dispatch output: a call to a tool that is not permitted is recorded as ``"denied"``; if
       it completed without error (the tool ran, so the policy was bypassed), the dispatch is
       nacked with `PolicyViolationError`. A call the executor already refused (an unknown tool
@@ -104,29 +106,29 @@ class ToolPolicy:
 
     @turn_input
     async def restrict(self, ctx: TurnContext, call_next: CallNext) -> None:
-        """Unregister every tool the policy does not permit from the turn's registry."""
-        for tool in ctx.tools.all():
-            reason = self.refusal(tool.name)
-            if reason is not None:
-                ctx.tools.unregister(tool.name)
-                record_decision(
-                    ctx,
-                    self._namespace,
-                    tool=tool.name,
-                    checksum=None,
-                    call_id=None,
-                    action="denied",
-                    reason=reason,
-                )
-        await call_next()
+        """Remove every tool the policy does not permit, now and for the rest of the turn.
 
-    @dispatch_input
-    async def restrict_new(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Unregister tools registered since the turn started that the policy does not permit."""
-        tools = ctx.tools
-        for tool in tools.all():
-            if self.refusal(tool.name) is not None:
-                tools.unregister(tool.name)
+        The check is installed on the turn's registry (`ToolRegistry.restrict`), so tools
+        registered later in the turn (forged artifact tools, tools added by other middleware)
+        are refused as they arrive: no per-iteration work.
+        """
+
+        def admit(tool: Tool[Any]) -> bool:
+            reason = self.refusal(tool.name)
+            if reason is None:
+                return True
+            record_decision(
+                ctx,
+                self._namespace,
+                tool=tool.name,
+                checksum=None,
+                call_id=None,
+                action="denied",
+                reason=reason,
+            )
+            return False
+
+        ctx.tools.restrict(admit)
         await call_next()
 
     @dispatch_output

@@ -21,12 +21,16 @@ class StageRun:
     the per-iteration cost to a single allocation whatever the depth.
     """
 
-    __slots__ = ("called", "ctx", "fns", "names", "pos", "reached_end")
+    __slots__ = ("called", "ctx", "fns", "last", "names", "pos", "reached_end", "turn")
 
-    def __init__(self, fns: Sequence[StageFn], names: Sequence[str], ctx: Any) -> None:
+    def __init__(
+        self, fns: Sequence[StageFn], names: Sequence[str], ctx: Any, turn: Any = None
+    ) -> None:
         self.fns = fns
         self.names = names
         self.ctx = ctx
+        self.turn = ctx if turn is None else turn  # what carries the turn's abort flag
+        self.last = len(fns) - 1
         self.pos = 0
         self.called = 0
         self.reached_end = False
@@ -43,12 +47,12 @@ class StageRun:
                 middleware=self.names[i],
             )
         self.called |= bit
-        j = i + 1
-        if j == len(self.fns):
+        if i == self.last:
             self.reached_end = True
             return
-        if self.ctx.aborted:
+        if self.turn.aborted:
             return  # an abort skips every middleware that has not started yet
+        j = i + 1
         self.pos = j
         try:
             await self.fns[j](self.ctx, self)

@@ -52,11 +52,12 @@ class ToolRegistry:
     is also accepted: true when that very tool is registered).
     """
 
-    __slots__ = ("_ephemeral", "_hidden", "_tools")
+    __slots__ = ("_admit", "_ephemeral", "_hidden", "_tools")
 
     _tools: dict[str, AnyTool]
     _hidden: set[str]
     _ephemeral: int
+    _admit: tuple[Callable[[AnyTool], bool], ...]
 
     def __init__(self, tools: Iterable[AnyTool] | ToolRegistry = ()) -> None:
         """Build a registry from tools, or copy another registry (tools and hidden marks).
@@ -71,10 +72,12 @@ class ToolRegistry:
             self._tools = tools._tools.copy()
             self._hidden = tools._hidden.copy()
             self._ephemeral = tools._ephemeral
+            self._admit = tools._admit
             return
         self._tools = {}
         self._hidden = set()
         self._ephemeral = 0
+        self._admit = ()
         for item in tools:
             self.register(item)
 
@@ -83,11 +86,12 @@ class ToolRegistry:
         hidden = f", hidden={sorted(self._hidden)!r}" if self._hidden else ""
         return f"ToolRegistry({list(self._tools)!r}{hidden})"
 
-    def register(self, tool: AnyTool, *, overwrite: bool = False) -> None:
+    def register(self, tool: AnyTool, *, overwrite: bool = False) -> bool:
         """Add ``tool``; with ``overwrite=True`` replace a same-named tool in its position.
 
         ``tool.on_collision`` is ignored here (it is for `merge`). A hidden mark on the name
-        stays when the tool is replaced.
+        stays when the tool is replaced. Returns False, adding nothing, when an admission
+        check installed with `restrict` refuses the tool; True otherwise.
 
         Raises:
             ToolAlreadyRegisteredError: the name is taken and ``overwrite`` is False.
@@ -97,14 +101,32 @@ class ToolRegistry:
             raise _not_a_tool(tool, "a registered tool")
         name = tool.name
         existing = self._tools.get(name)
+        if existing is not None and not overwrite:
+            raise ToolAlreadyRegisteredError(
+                f"a tool named {name!r} is already registered", tool_name=name
+            )
+        for admit in self._admit:
+            if not admit(tool):
+                return False
         if existing is not None:
-            if not overwrite:
-                raise ToolAlreadyRegisteredError(
-                    f"a tool named {name!r} is already registered", tool_name=name
-                )
             self._ephemeral -= existing.ephemeral
         self._tools[name] = tool
         self._ephemeral += tool.ephemeral
+        return True
+
+    def restrict(self, admit: Callable[[AnyTool], bool]) -> list[AnyTool]:
+        """Admit from now on only tools for which ``admit(tool)`` is true.
+
+        Registered tools that fail are removed (and returned); later `register` calls that
+        fail are refused. Checks accumulate and are copied with the registry, so a policy
+        applied to a turn's registry also holds for tools forged or added later in the turn,
+        at no cost per iteration. ``admit`` may record why it refused.
+        """
+        self._admit = (*self._admit, admit)
+        refused = [tool for tool in self._tools.values() if not admit(tool)]
+        for tool in refused:
+            self.unregister(tool.name)
+        return refused
 
     def unregister(self, name: str) -> None:
         """Remove the tool named ``name`` and its hidden mark; unknown names are a no-op."""

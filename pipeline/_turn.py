@@ -156,11 +156,12 @@ class Turn:
         fns = onion.fns
         if not fns:
             return True
+        turn = self.ctx
         try:
-            if ctx.aborted:
+            if turn._aborted:
                 reached = False
             else:  # Onion.run inlined: one coroutine less per stage and iteration
-                run = StageRun(fns, onion.names, ctx)
+                run = StageRun(fns, onion.names, ctx, turn)
                 await fns[0](ctx, run)
                 reached = run.reached_end
         except TurnAbortedError as exc:
@@ -368,15 +369,25 @@ class Turn:
             d.nack(self.errors[-1])
 
     def _forge(self, d: DispatchContext) -> None:
-        """Re-forge artifact query tools when this turn's artifacts changed."""
+        """Re-forge artifact query tools when this turn's artifacts changed.
+
+        Names forged again are replaced in place, so a hidden mark a policy put on one (a
+        limit reached) survives; names no longer forged are removed; a registry restriction
+        (`ToolRegistry.restrict`) may refuse any of them.
+        """
         ctx = self.ctx
         self._forged_version = ctx._artifact_version
         tools = ctx.tools
-        for name in self._forged:
-            tools.unregister(name)
-        self._forged = []
+        fresh: dict[str, Any] = {}
         for cls in dict.fromkeys(ctx._artifact_ids.values()):
             forged = cls.forge_tools(d)  # type: ignore[attr-defined]  # SpooledArtifact classes
             for forged_tool in forged.all():
-                tools.register(forged_tool, overwrite=True)
-                self._forged.append(forged_tool.name)
+                fresh[forged_tool.name] = forged_tool
+        for name in self._forged:
+            if name not in fresh:
+                tools.unregister(name)
+        self._forged = [
+            name
+            for name, forged_tool in fresh.items()
+            if tools.register(forged_tool, overwrite=True)
+        ]

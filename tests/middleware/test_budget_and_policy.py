@@ -11,12 +11,15 @@ from middleware import IterationBudget, ToolPolicy
 from pipeline import (
     InvalidMiddlewareConfigError,
     Log,
+    ModelResponse,
     PolicyViolationError,
+    ProposedToolCall,
     ToolCall,
+    ToolLoopExecutor,
     TurnRunner,
     tool,
 )
-from pipeline.testing import make_dispatch_context
+from pipeline.testing import ScriptedModel, make_dispatch_context
 
 
 async def end() -> None:
@@ -139,17 +142,52 @@ async def test_patterns_match_case_sensitively() -> None:
     assert policy.refusal("search") is None
 
 
-async def test_tools_registered_after_turn_input_are_removed_before_the_model_runs() -> None:
-    """dispatch_input removes denied tools that appeared since (e.g. forged ones)."""
+async def test_tools_registered_after_turn_input_are_refused_as_they_arrive() -> None:
+    """The policy guards the turn registry: a denied tool registered later never gets in."""
 
     @tool
     def shell_late(cmd: str) -> str:
         """Registered late."""
         return cmd
 
-    ctx = make_dispatch_context(tools=[shell_late])
-    await ToolPolicy(deny=["shell*"]).restrict_new(ctx, end)
-    assert ctx.tools.all() == []
+    @tool
+    def search_late(query: str) -> str:
+        """Also registered late, and permitted."""
+        return query
+
+    ctx = make_dispatch_context()
+    await ToolPolicy(deny=["shell*"]).restrict(ctx.turn, end)
+    assert ctx.tools.register(shell_late) is False
+    assert ctx.tools.register(search_late) is True
+    assert [t.name for t in ctx.tools.all()] == ["search_late"]
+    decisions = ctx.stash.get("loopware.policy.decisions")
+    assert [(d["tool"], d["action"]) for d in decisions] == [("shell_late", "denied")]
+
+
+async def test_a_deny_pattern_on_artifact_tools_keeps_forged_tools_away() -> None:
+    """Forged artifact tools matching a deny pattern are never offered to the model."""
+
+    @tool
+    def big() -> str:
+        """A long result."""
+        return "x\n" * 10_000
+
+    steps = [
+        ModelResponse(tool_calls=[ProposedToolCall(id="b", name="big", arguments="{}")]),
+        ModelResponse(text="done"),
+    ]
+    model = ScriptedModel(steps)
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(model),
+        tools=[big],
+        middleware=[ToolPolicy(deny=["artifact_grep", "artifact_cat"])],
+    )
+    result = await runner.run("go")
+    assert result.status == "completed"
+    offered = [t["name"] for t in model.requests[1].tools]
+    assert "artifact_head" in offered
+    assert "artifact_grep" not in offered
+    assert "artifact_cat" not in offered
 
 
 async def test_a_denied_call_that_ran_nacks_the_dispatch(call: Callable[..., ToolCall]) -> None:

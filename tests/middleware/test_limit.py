@@ -166,3 +166,50 @@ def test_repr_and_properties_show_the_configuration() -> None:
     assert limit.namespace == "loopware.limit"
     with pytest.raises(TypeError):
         limit.limits["search"] = 5  # type: ignore[index]
+
+
+async def test_a_hidden_artifact_tool_stays_hidden_when_new_artifacts_are_forged() -> None:
+    """A limit reached on a forged tool survives re-forging when another artifact arrives."""
+    from pipeline import ModelResponse, ProposedToolCall, ToolLoopExecutor, TurnRunner, tool
+    from pipeline.testing import ScriptedModel
+
+    @tool
+    def logs(name: str) -> str:
+        """A long log."""
+        return f"{name}\n" * 5_000
+
+    def step(cid: str, tool_name: str, arguments: str) -> ModelResponse:
+        return ModelResponse(
+            tool_calls=[ProposedToolCall(id=cid, name=tool_name, arguments=arguments)]
+        )
+
+    model = ScriptedModel(
+        [
+            step("a", "logs", '{"name": "a"}'),
+            step("g", "artifact_grep", '{"call_id": "a", "pattern": "a"}'),
+            step("b", "logs", '{"name": "b"}'),
+            ModelResponse(text="done"),
+        ]
+    )
+    limit = ToolCallLimit({"artifact_grep": 1})
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[logs], middleware=[limit])
+    assert runner.describe_pipelines()["dispatch_input"] == []
+    result = await runner.run("go")
+    assert result.status == "completed"
+    offered = [[t["name"] for t in request.tools] for request in model.requests]
+    assert "artifact_grep" in offered[1]
+    assert "artifact_grep" not in offered[2]
+    assert "artifact_grep" not in offered[3]  # re-forged for artifact "b", still hidden
+    assert "artifact_head" in offered[3]
+
+
+def test_total_limit_with_hide_keeps_its_dispatch_input_guard() -> None:
+    """Only `total=` with hiding needs the per-iteration re-hide hook."""
+    from pipeline import ToolLoopExecutor, TurnRunner
+    from pipeline.testing import ScriptedModel
+
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel([])),
+        middleware=[ToolCallLimit(total=3)],
+    )
+    assert runner.describe_pipelines()["dispatch_input"] == ["ToolCallLimit.keep_hidden"]
