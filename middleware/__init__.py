@@ -12,6 +12,7 @@ from ._audit_jsonl import JsonlAuditSink as JsonlAuditSink
 from ._audit_sinks import SqliteAuditSink as SqliteAuditSink
 from ._budget import IterationBudget as IterationBudget
 from ._counter import ToolCallCounter as ToolCallCounter
+from ._limit import OnExceed as OnExceed
 from ._limit import ToolCallLimit as ToolCallLimit
 from ._policy import ToolPolicy as ToolPolicy
 from ._protocols import DispatchHook as DispatchHook
@@ -26,8 +27,10 @@ from ._registration import dispatch_input as dispatch_input
 from ._registration import dispatch_output as dispatch_output
 from ._registration import turn_input as turn_input
 from ._registration import turn_output as turn_output
+from ._repetition import OnRepeat as OnRepeat
 from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
+from ._tracing import Tracing as Tracing
 
 __all__ = [
     "ApprovalGate",
@@ -45,11 +48,14 @@ __all__ = [
     "IterationBudget",
     "JsonlAuditSink",
     "Middleware",
+    "OnExceed",
+    "OnRepeat",
     "RepetitionDetector",
     "SqliteAuditSink",
     "ToolCallCounter",
     "ToolCallLimit",
     "ToolPolicy",
+    "Tracing",
     "TurnHook",
     "TurnHookMethod",
     "TurnMiddleware",

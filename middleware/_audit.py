@@ -157,7 +157,7 @@ class AuditLog:
             return
         payload: dict[str, Any] = event.payload
         action = payload.get("action")
-        if action not in _RANK:
+        if not isinstance(action, str) or action not in _RANK:
             return
         policy, reason = payload.get("policy"), payload.get("reason")
         decision: Decision = (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pipeline import InvalidMiddlewareConfigError
@@ -29,6 +31,25 @@ _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read a
 
 _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
 
+if sys.platform != "win32":
+    import fcntl
+
+
+@contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    """Hold an exclusive lock on ``fd`` (the head file) so sinks sharing a log take turns.
+
+    Windows has no ``flock``: there, give each log file one sink.
+    """
+    if sys.platform == "win32":
+        yield
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
 
 def _json_row(line: bytes) -> AuditRow | None:
     try:
@@ -49,7 +70,10 @@ def _json_row(line: bytes) -> AuditRow | None:
 def _json_line(row: AuditRow) -> bytes:
     fields = entry_to_fields(row.entry)
     fields.update(index=row.index, prev_hash=row.prev_hash, hash=row.hash)
-    return (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    try:
+        return (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate: \u escapes keep it exactly, in valid UTF-8
+        return (json.dumps(fields, separators=(",", ":")) + "\n").encode()
 
 
 def _last_line(path: str) -> bytes | None:
@@ -74,14 +98,18 @@ class JsonlAuditSink:
     """An audit chain in a JSON Lines file, one row per line, with a ``<path>.head`` file.
 
     Args:
-        path: The file (created when missing; appended to otherwise).
+        path: The file (created when missing; appended to otherwise). Several sinks, in this
+            process or others, may share it: appends take an exclusive ``flock`` on
+            ``<path>.head`` and chain after the rows already there (not on Windows).
         synchronous: ``"full"`` (default: ``fsync`` after every append) or ``"normal"``.
 
     Raises:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
     """
 
-    __slots__ = ("_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_worker")
+    __slots__ = (
+        "_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_size", "_worker"
+    )
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
         """Open (or create) the file; see the class docstring."""
@@ -90,6 +118,7 @@ class JsonlAuditSink:
         self._fsync = synchronous == "full"
         self._head = AuditHead(0, GENESIS_HASH)
         self._head_fd = -1
+        self._size = 0
         self._worker = Worker("loopware-audit")
         try:
             self._file = self._worker.call(self._open)
@@ -106,42 +135,56 @@ class JsonlAuditSink:
     def _open(self) -> Any:
         handle = open(self._path, "ab+")  # noqa: SIM115 - kept open for the sink's lifetime
         try:
-            row: AuditRow | None = None
-            size = handle.seek(0, os.SEEK_END)
-            if size:
-                handle.seek(size - 1)
-                if handle.read(1) != b"\n":  # a torn last line: end it, verify() reports it
-                    handle.write(b"\n")
-                    handle.flush()
-                line = _last_line(self._path)
-                row = None if line is None else _json_row(line)
-                if row is None:  # damaged tail: continue after the last row that parses
-                    for candidate in self._iter_rows():
-                        row = candidate or row
-            last = None if row is None else AuditHead(row.index + 1, row.hash)
-            self._head = resume(last, self._stored_head())
             self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
+            with _locked(self._head_fd):
+                self._head = self._read_head(handle)
+                self._size = os.fstat(handle.fileno()).st_size
         except BaseException:
             handle.close()
+            if self._head_fd >= 0:
+                os.close(self._head_fd)
+                self._head_fd = -1
             raise
         return handle
 
+    def _read_head(self, handle: Any) -> AuditHead:
+        """Where the next row goes, as the files hold it now (a torn last line is ended)."""
+        row: AuditRow | None = None
+        size = handle.seek(0, os.SEEK_END)
+        if size:
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":  # a torn last line: end it, verify() reports it
+                handle.write(b"\n")
+                handle.flush()
+            line = _last_line(self._path)
+            row = None if line is None else _json_row(line)
+            if row is None:  # damaged tail: continue after the last row that parses
+                for candidate in self._iter_rows():
+                    row = candidate or row
+        last = None if row is None else AuditHead(row.index + 1, row.hash)
+        return resume(last, self._stored_head())
+
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        rows = seal(entries, self._head)
-        if not rows:
-            return rows
+        if not entries:
+            return []
         handle = self._file
-        handle.write(b"".join(_json_line(row) for row in rows))
-        handle.flush()
-        if self._fsync:
-            _sync(handle.fileno())
-        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-        # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
-        record = json.dumps({"count": head.count, "hash": head.hash}).encode()
-        os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
-        if self._fsync:
-            _sync(self._head_fd)
-        self._head = head
+        with _locked(self._head_fd):
+            if os.fstat(handle.fileno()).st_size != self._size:
+                # another sink (process) appended to this file since: chain after its rows
+                self._head = self._read_head(handle)
+            rows = seal(entries, self._head)
+            handle.write(b"".join(_json_line(row) for row in rows))
+            handle.flush()
+            if self._fsync:
+                _sync(handle.fileno())
+            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+            # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
+            record = json.dumps({"count": head.count, "hash": head.hash}).encode()
+            os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+            if self._fsync:
+                _sync(self._head_fd)
+            self._head = head
+            self._size = os.fstat(handle.fileno()).st_size
         return rows
 
     def _stored_head(self) -> AuditHead | None:
@@ -158,7 +201,14 @@ class JsonlAuditSink:
                 yield _json_row(line)
 
     def _verify(self, head: AuditHead | None) -> int | None:
-        return verify_rows(self._iter_rows(), head if head is not None else self._stored_head())
+        with _locked(self._head_fd):  # never read another sink's half-written append
+            return verify_rows(
+                self._iter_rows(), head if head is not None else self._stored_head()
+            )
+
+    def _all_rows(self) -> list[AuditRow | None]:
+        with _locked(self._head_fd):
+            return list(self._iter_rows())
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are written."""
@@ -170,7 +220,7 @@ class JsonlAuditSink:
         Raises:
             ValueError: a line does not parse (it was tampered with; `verify` locates it).
         """
-        rows = self._worker.call(lambda: list(self._iter_rows()))
+        rows = self._worker.call(self._all_rows)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of {self._path!r} is malformed")

@@ -117,14 +117,30 @@ _SQL_INSERT = (
 _SQL_SELECT = "SELECT idx, " + ", ".join(SQL_COLUMNS) + ", prev_hash, hash FROM audit_rows"
 
 
+def _sql_text(value: object) -> object:
+    """SQLite text is UTF-8: a string with a lone surrogate is stored as its bytes instead."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    return value
+
+
 def _sql_values(row: AuditRow) -> tuple[Any, ...]:
     fields = entry_to_fields(row.entry)
     fields["is_error"] = int(row.entry.is_error)
-    return (row.index, *(fields[c] for c in SQL_COLUMNS), row.prev_hash, row.hash)
+    return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
 
 
 def _sql_row(values: Sequence[Any]) -> AuditRow | None:
     fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
+    for name, value in fields.items():
+        if isinstance(value, bytes):  # text that held a lone surrogate (see _sql_text)
+            try:
+                fields[name] = value.decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return None
     flag = fields["is_error"]
     if type(flag) is not int or flag not in (0, 1):
         return None
@@ -154,7 +170,8 @@ class SqliteAuditSink:
 
     Args:
         path: The database file (created when missing). It may be the same file as a
-            `SqliteStore`; the tables do not clash.
+            `SqliteStore` (the tables do not clash) or as other sinks, in this process or
+            another: each append chains after the rows the file holds at that moment.
         synchronous: ``"full"`` (default) or ``"normal"`` (see the module docstring).
 
     Raises:
@@ -204,15 +221,18 @@ class SqliteAuditSink:
             if version < 1:
                 for statement in _SQL_SCHEMA:
                     conn.execute(statement)
-            last = conn.execute(
-                "SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1"
-            ).fetchone()
-            stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
+            self._head = self._stored_head(conn)
         except BaseException:
             conn.rollback()
             raise
         conn.execute("COMMIT")
-        self._head = resume(
+
+    @staticmethod
+    def _stored_head(conn: sqlite3.Connection) -> AuditHead:
+        """Where the next row goes, as the file holds it now (inside a transaction)."""
+        last = conn.execute("SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1").fetchone()
+        stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
+        return resume(
             None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
             None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
         )
@@ -228,13 +248,15 @@ class SqliteAuditSink:
         return self._conn
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        rows = seal(entries, self._head)
-        if not rows:
-            return rows
+        if not entries:
+            return []
         conn = self._connection()
-        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Another sink on this file (another process, or a second instance here) may have
+            # appended since: chain after what the file holds now, under the write lock.
+            rows = seal(entries, self._stored_head(conn))
+            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             conn.executemany(_SQL_INSERT, [_sql_values(row) for row in rows])
             conn.execute(
                 "INSERT OR REPLACE INTO audit_head (id, count, hash) VALUES (1, ?, ?)",

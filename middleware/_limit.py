@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
@@ -26,6 +27,8 @@ OnExceed = Literal["hide", "nack"]
 
 _ACTIONS: tuple[OnExceed, ...] = ("hide", "nack")
 _NO_LIMITS: Mapping[str, int] = MappingProxyType({})
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a tool name can be (``Tool``'s rule): anything else could never be limited."""
 
 
 class ToolCallLimit:
@@ -50,8 +53,8 @@ class ToolCallLimit:
         namespace: The stash path of its counts and decisions.
 
     Raises:
-        InvalidMiddlewareConfigError: no limit at all, a bad tool name or limit, or another
-            option out of range.
+        InvalidMiddlewareConfigError: no limit at all, a key that is not a tool name (a glob
+            such as ``"search*"`` included) or a bad limit, or another option out of range.
     """
 
     __slots__ = (
@@ -83,9 +86,10 @@ class ToolCallLimit:
             )
         checked: dict[str, int] = {}
         for tool, limit in given.items():
-            if not isinstance(tool, str) or not tool:
+            if not isinstance(tool, str) or _TOOL_NAME.fullmatch(tool) is None:
                 raise InvalidMiddlewareConfigError(
-                    f"{owner}: limits keys must be tool names, got {tool!r}", option="limits"
+                    f"{owner}: limits keys must be tool names (not patterns), got {tool!r}",
+                    option="limits",
                 )
             checked[tool] = check_int(owner, f"limits[{tool!r}]", limit, minimum=1)
         self._limits: Mapping[str, int] = MappingProxyType(checked)

@@ -11,6 +11,7 @@ instance's class.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, overload
@@ -58,12 +59,23 @@ class Registration:
     def bind(self, instance: object) -> MiddlewareSpec:
         """Return the spec of this method bound to ``instance`` (``pipeline.MethodRegistration``).
 
-        The name defaults to ``<ClassName>.<method name>``.
+        The name defaults to ``<ClassName>.<method name>``. When the instance's class overrides
+        the method without decorating it again, the override runs in its place (with these
+        options): the most-derived definition wins, as for any method call.
         """
-        name = self.name or f"{type(instance).__name__}.{function_name(self.fn)}"
+        fn, shape = self.fn, self.shape
+        method_name = function_name(fn)
+        override = inspect.getattr_static(type(instance), method_name, None)
+        if (
+            override is not fn
+            and inspect.isfunction(override)
+            and not getattr(override, REGISTRATIONS_ATTR, None)
+        ):
+            fn, shape = override, inspect_shape(override, method=True)
+        name = self.name or f"{type(instance).__name__}.{method_name}"
         unbound = adapt(
-            self.fn,
-            self.shape,
+            fn,
+            shape,
             method=True,
             tools=self.tools,
             timing=(name, self.stage) if self.timed else None,

@@ -54,11 +54,16 @@ from ._executor import ToolLoopExecutor as ToolLoopExecutor
 from ._file_spool import FileSpoolStore as FileSpoolStore
 from ._forge import ArtifactTool as ArtifactTool
 from ._gate import Gate as Gate
+from ._gate import GateResult as GateResult
 from ._json import canonical_json as canonical_json
 from ._json import tool_call_checksum as tool_call_checksum
+from ._json_artifact import JsonFormat as JsonFormat
 from ._json_artifact import SpooledJsonArtifact as SpooledJsonArtifact
 from ._md_artifact import SpooledMarkdownArtifact as SpooledMarkdownArtifact
 from ._media import Media as Media
+from ._media import MediaKind as MediaKind
+from ._media import ModalityHazard as ModalityHazard
+from ._media import TrustTier as TrustTier
 from ._model import ChatModel as ChatModel
 from ._model import Message as Message
 from ._model import ModelRequest as ModelRequest
@@ -121,6 +126,7 @@ __all__ = [
     "GateAbortedError",
     "GateClosed",
     "GateOpened",
+    "GateResult",
     "GateTimeoutError",
     "InputPipelineError",
     "InvalidGateError",
@@ -135,10 +141,12 @@ __all__ = [
     "IterationEnd",
     "IterationLimitError",
     "IterationStart",
+    "JsonFormat",
     "Log",
     "LogLevel",
     "LoopError",
     "Media",
+    "MediaKind",
     "MemorySpoolStore",
     "MemoryStore",
     "Message",
@@ -146,6 +154,7 @@ __all__ = [
     "MethodRegistration",
     "MiddlewareProvider",
     "MiddlewareSpec",
+    "ModalityHazard",
     "ModelRequest",
     "ModelResponse",
     "NackedError",
@@ -182,6 +191,7 @@ __all__ = [
     "ToolNotFoundError",
     "ToolOutput",
     "ToolRegistry",
+    "TrustTier",
     "TurnAbortedError",
     "TurnContext",
     "TurnEnd",

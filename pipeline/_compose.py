@@ -37,10 +37,20 @@ def resolve_item(item: object) -> list[MiddlewareSpec]:
                 "of a class whose methods are decorated with middleware stage decorators"
             )
     for spec in specs:
-        checked: object = spec
-        if not isinstance(checked, MiddlewareSpec) or checked.stage not in STAGES:
+        if not _valid_spec(spec):
             raise TypeError(f"{item!r} produced an invalid middleware spec: {spec!r}")
     return specs
+
+
+def _valid_spec(spec: object) -> bool:
+    """A spec the runner can order and run: known stage, str name, callable, int order."""
+    if not isinstance(spec, MiddlewareSpec):
+        return False
+    stage: object = spec.stage  # the fields are typed, but a provider may build anything
+    name: object = spec.name
+    order: object = spec.order
+    fn: object = spec.fn
+    return stage in STAGES and isinstance(name, str) and callable(fn) and type(order) is int
 
 
 def build_onions(

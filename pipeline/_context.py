@@ -76,6 +76,7 @@ class TurnContext:
         "_deferred_cancel",
         "_dispatch",
         "_history_calls",
+        "_history_ids",
         "_messages",
         "_open_gates",
         "_pending",
@@ -125,6 +126,7 @@ class TurnContext:
         self._by_id: dict[str, ToolCall] = {}
         self._checksums: dict[str, int] = {}
         self._history_calls: tuple[ToolCall, ...] = ()
+        self._history_ids: set[str] = set()
         self._load_history(history_messages, history_calls)
         self._artifact_ids: dict[str, type] = {}
         self._artifact_version = 0
@@ -148,6 +150,7 @@ class TurnContext:
         self._history_calls = (*calls, *self._history_calls)
         for call in calls:
             self._checksums[call.checksum] = self._checksums.get(call.checksum, 0) + 1
+            self._history_ids.add(call.id)
 
     @property
     def history_tool_calls(self) -> Sequence[ToolCall]:
@@ -244,12 +247,19 @@ class TurnContext:
 
         Raises:
             InvalidToolCallError: a call with this id was already stored this turn (use
-                `mutate_tool_call` to replace one).
+                `mutate_tool_call` to replace one), or in an earlier turn of the conversation
+                (the store keys a conversation's calls by id: it would be overwritten).
         """
         if call.id in self._by_id:
             raise InvalidToolCallError(
                 f"a tool call with id {call.id!r} is already stored in this turn; "
                 "use mutate_tool_call() to replace it",
+                call_id=call.id,
+            )
+        if call.id in self._history_ids:
+            raise InvalidToolCallError(
+                f"a tool call with id {call.id!r} is already stored in an earlier turn of "
+                f"conversation {self.conversation_id!r}; give each call a unique id",
                 call_id=call.id,
             )
         self._shield += 1
@@ -277,14 +287,18 @@ class TurnContext:
             raise InvalidToolCallError(
                 f"no tool call with id {call.id!r} in this turn", call_id=call.id
             )
-        await self._store.save_tool_call(self.conversation_id, self.turn_id, call)
-        self._calls[self._calls.index(old)] = call
-        self._by_id[call.id] = call
-        self._count(old, -1)
-        self._count(call, 1)
-        dispatch = self._dispatch
-        if dispatch is not None and old in dispatch._new:
-            dispatch._new = tuple(call if c is old else c for c in dispatch._new)
+        self._shield += 1
+        try:
+            await self._store.save_tool_call(self.conversation_id, self.turn_id, call)
+            self._calls[self._calls.index(old)] = call
+            self._by_id[call.id] = call
+            self._count(old, -1)
+            self._count(call, 1)
+            dispatch = self._dispatch
+            if dispatch is not None and old in dispatch._new:
+                dispatch._new = tuple(call if c is old else c for c in dispatch._new)
+        finally:
+            self._unshield()
         if self._bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
@@ -293,18 +307,22 @@ class TurnContext:
         old = self._by_id.get(call_id)
         if old is None:
             return False
-        await self._store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
-        self._calls.remove(old)
-        del self._by_id[call_id]
-        self._count(old, -1)
-        dispatch = self._dispatch
-        if dispatch is not None and old in dispatch._new:
-            dispatch._new = tuple(c for c in dispatch._new if c is not old)
+        self._shield += 1
+        try:
+            await self._store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            self._calls.remove(old)
+            del self._by_id[call_id]
+            self._count(old, -1)
+            dispatch = self._dispatch
+            if dispatch is not None and old in dispatch._new:
+                dispatch._new = tuple(c for c in dispatch._new if c is not old)
+        finally:
+            self._unshield()
         return True
 
     def _unshield(self) -> None:
         # An abort from outside the turn never cancels a store write half-way (the record
-        # would be persisted but missing from the turn); it is delivered right after.
+        # would be persisted but missing from, or stale in, the turn); it is delivered after.
         self._shield -= 1
         if self._shield == 0 and self._deferred_cancel is not None:
             deliver, self._deferred_cancel = self._deferred_cancel, None

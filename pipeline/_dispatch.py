@@ -183,9 +183,13 @@ class DispatchContext:
 
         Raises:
             AlreadySignalledError: the dispatch was already acked or nacked.
+            TypeError: ``error`` is not a `LoopError` (wrap other exceptions in one, e.g.
+                ``NackedError(str(exc))`` raised ``from exc``).
         """
         if self._acked or self._nacked:
             raise AlreadySignalledError(dispatch_id=self.dispatch_id)
+        if error is not None and not isinstance(error, LoopError):
+            raise TypeError(f"nack() takes a LoopError or None, not {type(error).__name__}")
         self._nacked = True
         self._nack_error = error if error is not None else NackedError(dispatch_id=self.dispatch_id)
 

@@ -71,6 +71,10 @@ __all__ = [
 ]
 
 
+_RESERVED = frozenset({"code", "status", "fatal", "message", "default_message"})
+"""Attributes a context keyword may not overwrite."""
+
+
 class LoopError(Exception):
     """Root of every loopware error.
 
@@ -87,7 +91,15 @@ class LoopError(Exception):
     default_message: ClassVar[str] = "loopware error"
 
     def __init__(self, message: str | None = None, **context: Any) -> None:
-        """Build the error; every keyword in ``context`` becomes an attribute."""
+        """Build the error; every keyword in ``context`` becomes an attribute.
+
+        Raises:
+            TypeError: a context keyword would shadow ``code``, ``status``, ``fatal``,
+                ``message`` or ``default_message`` (they are the error's stable identity).
+        """
+        if not _RESERVED.isdisjoint(context):
+            clash = sorted(_RESERVED.intersection(context))
+            raise TypeError(f"{type(self).__name__}: context keywords {clash} are reserved")
         self.message = message if message is not None else self.default_message
         for key, value in context.items():
             setattr(self, key, value)

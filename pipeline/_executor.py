@@ -88,15 +88,28 @@ class ToolLoopExecutor:
             Message(role="assistant", content=response.text or "", tool_call_ids=tuple(ids))
         )
         if self.parallel_tool_calls and len(proposed) > 1:
-            calls = await asyncio.gather(
-                *(self._run(ctx, p, cid) for p, cid in zip(proposed, ids, strict=True))
-            )
+            tasks = [
+                asyncio.ensure_future(self._run(ctx, p, cid))
+                for p, cid in zip(proposed, ids, strict=True)
+            ]
+            try:
+                calls = await asyncio.gather(*tasks)
+            except asyncio.CancelledError:
+                raise  # gather has cancelled every call
+            except Exception:
+                await _settle(ctx, tasks)
+                raise
             for call in calls:
                 await ctx.store_tool_call(call)
             return
         for p, cid in zip(proposed, ids, strict=True):
             if turn._aborted:
-                return
+                # Every id the assistant message announced gets a record, or providers refuse
+                # the conversation's next turn (a tool_use without its tool_result).
+                await ctx.store_tool_call(
+                    _error(cid, p.name, "Error: the turn was aborted before this call ran.")
+                )
+                continue
             await ctx.store_tool_call(await self._run(ctx, p, cid))
 
     async def _run(
@@ -112,7 +125,6 @@ class ToolLoopExecutor:
             return _error(
                 call_id,
                 name,
-                {},
                 f"Error: the arguments for {name!r} are nested too deeply; send a flatter JSON "
                 "object.",
             )
@@ -125,7 +137,6 @@ class ToolLoopExecutor:
             return _error(
                 call_id,
                 name,
-                {},
                 f"Error: the arguments for {name!r} are not valid JSON ({_reason(exc)}{where}); "
                 "send a JSON object.",
             )
@@ -133,8 +144,13 @@ class ToolLoopExecutor:
             return _error(
                 call_id,
                 name,
-                {},
                 f"Error: the arguments for {name!r} must be a JSON object, got {_json_kind(args)}.",
+            )
+        try:
+            checksum = tool_call_checksum(name or _UNNAMED, args)
+        except (TypeError, RecursionError):
+            return _error(
+                call_id, name, f"Error: the arguments for {name!r} are nested too deeply."
             )
         tool = ctx.tools.get(name) if name else None
         if tool is None:
@@ -142,12 +158,8 @@ class ToolLoopExecutor:
             err = ToolNotFoundError(
                 f"unknown tool {name!r}; available tools: {available}", tool_name=name
             )
-            return _error(call_id, name, args, f"Error: {err}")
-        try:
-            checksum = tool_call_checksum(name, args)
-        except (TypeError, RecursionError):
-            return _error(
-                call_id, name, {}, f"Error: the arguments for {name!r} are nested too deeply."
+            return ToolCall._record(
+                call_id, name or _UNNAMED, args, checksum, f"Error: {err}", is_error=True
             )
         turn = ctx.turn
         emit = turn.emit if turn._bus.listening else None
@@ -156,7 +168,7 @@ class ToolLoopExecutor:
         except TurnAbortedError:
             raise
         except LoopError as exc:
-            return _error(call_id, name, args, f"Error: {exc}")
+            return ToolCall._record(call_id, name, args, checksum, f"Error: {exc}", is_error=True)
         return self._completed(ctx, tool, call_id, args, checksum, output)
 
     def _completed(
@@ -184,12 +196,14 @@ class ToolLoopExecutor:
         elif isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
             results = tuple(output)
         else:
-            return _error(
+            return ToolCall._record(
                 call_id,
                 tool.name,
                 args,
+                checksum,
                 f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a "
                 "tool output (str, bytes, SpooledArtifact, Media or a list of Media).",
+                is_error=True,
             )
         return ToolCall._record(call_id, tool.name, args, checksum, results, inline=inline)
 
@@ -204,9 +218,29 @@ def _fits(output: str | bytes, limit: int) -> bool:
     return len(output.encode("utf-8", "surrogatepass")) <= limit
 
 
-def _error(call_id: str, name: str, args: dict[str, Any], text: str) -> ToolCall:
-    tool = name or "(unnamed)"
-    return ToolCall.completed(id=call_id, tool=tool, args=args, results=text, is_error=True)
+_UNNAMED = "(unnamed)"
+"""The tool name stored for a proposed call that named no tool."""
+
+
+def _error(call_id: str, name: str, text: str) -> ToolCall:
+    """An error call for arguments unusable as given: they are stored as ``{}``."""
+    return ToolCall.completed(
+        id=call_id, tool=name or _UNNAMED, args={}, results=text, is_error=True
+    )
+
+
+async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]]) -> None:
+    """After one parallel call raised: cancel the others and store those that completed.
+
+    A call raising `TurnAbortedError` (or an unexpected error) must not leave its siblings
+    running after the turn ends, nor lose the calls that already finished.
+    """
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is None:
+            await ctx.store_tool_call(task.result())
 
 
 def _reason(exc: ValueError) -> str:
@@ -231,14 +265,15 @@ def _unique_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> l
     ids: list[str] = []
     # history ids too: the store keys a conversation's calls by id, so a reused id would
     # replace (lose) an earlier turn's call
-    seen: set[str] = {c.id for c in turn._history_calls}
+    history = turn._history_ids
+    seen: set[str] = set()
     for p in proposed:
         cid = p.id or ToolCall.new_id()
-        if cid in seen or cid in turn._by_id:
+        if cid in seen or cid in history or cid in turn._by_id:
             n = 2
-            while f"{cid}-{n}" in seen or f"{cid}-{n}" in turn._by_id:
+            while (c := f"{cid}-{n}") in seen or c in history or c in turn._by_id:
                 n += 1
-            cid = f"{cid}-{n}"
+            cid = c
         seen.add(cid)
         ids.append(cid)
     return ids

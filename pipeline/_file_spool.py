@@ -24,6 +24,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
+from ._errors import InvalidRunnerConfigError
 from ._spool import decode
 
 __all__ = ["FileSpoolReader", "FileSpoolStore"]
@@ -185,9 +186,26 @@ class FileSpoolStore:
     __slots__ = ("_dir", "_readers")
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
-        """Use ``directory`` for the bodies."""
+        """Use ``directory`` for the bodies.
+
+        Raises:
+            InvalidRunnerConfigError: ``directory`` is not a path, or it cannot be created or
+                used as a directory (a file is in the way, no permission).
+        """
+        given: object = directory  # checked at run time whatever the annotation says
+        if not isinstance(given, str | os.PathLike) or not os.fspath(given):
+            raise InvalidRunnerConfigError(
+                f"FileSpoolStore: directory must be a non-empty str or path, got {directory!r}",
+                field="spool",
+            )
         self._dir = Path(directory)
-        self._dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidRunnerConfigError(
+                f"FileSpoolStore: cannot use {str(self._dir)!r} as its directory: {exc}",
+                field="spool",
+            ) from exc
         self._readers: dict[str, FileSpoolReader] = {}
 
     @property

@@ -97,7 +97,8 @@ class SpooledJsonArtifact(SpooledArtifact):
         """Wrap ``reader``; ``format`` fixes the format instead of inferring it."""
         super().__init__(reader)
         chosen = format if format is not None else self.json_format
-        if chosen is not None and chosen not in _FORMATS:
+        given: object = chosen  # checked at run time whatever the annotation says
+        if given is not None and (not isinstance(given, str) or given not in _FORMATS):
             raise InvalidToolArgsError(
                 f"unknown JSON format {chosen!r}: use one of {sorted(_FORMATS)}", field="format"
             )

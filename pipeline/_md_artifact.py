@@ -12,7 +12,9 @@ Markdown query. Rules:
 - Headings, links and images inside code are not reported (they are code). An unterminated
   fence runs to the end of the document.
 
-Invalid YAML in a closed front matter block raises `ToolDownstreamError` naming the line.
+Invalid YAML in a closed front matter block raises `ToolDownstreamError` naming the line, and so
+does front matter whose aliases expand to more than ten times its own size (an "alias bomb": a
+few hundred bytes of anchors that would serialise to gigabytes).
 """
 
 from __future__ import annotations
@@ -54,6 +56,31 @@ def _plain(children: list[Token] | None) -> str:
         elif kind == "image":
             parts.append(_plain(child.children))
     return "".join(parts)
+
+
+def _check_expansion(value: Any, budget: int) -> None:
+    """Raise when ``value`` (YAML, aliases expanded) exceeds ``budget`` characters and nodes.
+
+    Each container counts one, each string (or ``!!binary`` bytes) its length, anything else
+    one; shared (aliased) and cyclic parts count every time they are reached, as serialising
+    them would.
+    """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        budget -= len(node) if isinstance(node, str | bytes) else 1
+        if budget < 0:
+            raise ToolDownstreamError(
+                "the front matter expands to too much data (YAML aliases repeat more than ten "
+                "times its size)",
+                line=None,
+                format="yaml",
+            )
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple | set):
+            stack.extend(node)
 
 
 def _check_depth(depth: object) -> int:
@@ -145,6 +172,7 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             raise ToolDownstreamError(
                 f"the front matter is not valid YAML{where}: {detail}", line=line, format="yaml"
             ) from exc
+        _check_expansion(value, 10 * len(body) + 1024)
         self._front = {} if value is None else value
         return self._front
 

@@ -102,10 +102,11 @@ class Media:
         if not isinstance(name, str) or not name or len(name) > 255 or _CONTROL.search(name):
             _bad("filename", "filename must be 1 to 255 characters without control characters, "
                              f"got {name!r}")
-        if self.trust_tier not in _TIERS:
-            _bad("trust_tier", f"trust_tier must be one of {sorted(_TIERS)}, got "
-                               f"{self.trust_tier!r}")
-        if self.modality_hazard not in _HAZARDS:
+        tier: object = self.trust_tier
+        if not isinstance(tier, str) or tier not in _TIERS:
+            _bad("trust_tier", f"trust_tier must be one of {sorted(_TIERS)}, got {tier!r}")
+        hazard: object = self.modality_hazard
+        if not isinstance(hazard, str) or hazard not in _HAZARDS:
             _bad("modality_hazard", f"modality_hazard must be one of {sorted(_HAZARDS)}, got "
                                     f"{self.modality_hazard!r}")
         data: object = self.data

@@ -41,15 +41,19 @@ class Message:
     """Ids of the tool calls an assistant message proposed, in order."""
 
     def __post_init__(self) -> None:
-        """Reject a bad role, a non-string content or a naive timestamp."""
+        """Reject a bad role, a non-string content, an empty id or a naive timestamp."""
         if self.role not in ("user", "assistant"):
             raise InvalidToolCallError(
                 f"message role must be 'user' or 'assistant', got {self.role!r}"
             )
         if not isinstance(self.content, str):
             raise InvalidToolCallError("message content must be a string")
-        if self.created_at.tzinfo is None:
-            raise InvalidToolCallError("message created_at must be timezone-aware")
+        message_id: object = self.id  # typed str, but checked: callers may pass anything
+        if not isinstance(message_id, str) or not message_id:
+            raise InvalidToolCallError(f"message id must be a non-empty string, got {message_id!r}")
+        created_at: object = self.created_at
+        if not isinstance(created_at, datetime) or created_at.tzinfo is None:
+            raise InvalidToolCallError("message created_at must be a timezone-aware datetime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,8 @@ class ModelRequest:
     tool_calls: tuple[ToolCall, ...]
     """Completed tool calls so far (history and this turn), in storage order."""
     tools: tuple[ToolDescription, ...]
-    """Descriptions of the tools the model may call (visible tools only)."""
+    """Descriptions of the tools the model may call (visible tools only). They are shared with
+    later requests, so never change them in place: render a copy (``to_openai_tools``, ...)."""
 
 
 @dataclass(frozen=True, slots=True)

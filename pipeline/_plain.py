@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from ._errors import InvalidStashValueError
 
-__all__ = ["CONTAINERS", "MISSING", "SCALARS", "Missing", "clone", "to_plain"]
+__all__ = ["CONTAINERS", "MAX_DEPTH", "MISSING", "SCALARS", "Missing", "clone", "to_plain"]
 
 
 class Missing(enum.Enum):
@@ -27,6 +27,9 @@ MISSING: Final = Missing.MISSING
 """Marks an absent value where ``None`` is a legitimate value."""
 SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 CONTAINERS: Final = frozenset({dict, list})
+MAX_DEPTH: Final = 128
+"""How deep plain data (and a stash path) may nest: deeper values are refused when stored, so
+everything stored can always be copied back out (no `RecursionError` on ``get`` or ``all``)."""
 
 
 class _BadValueError(Exception):
@@ -40,11 +43,13 @@ class _BadValueError(Exception):
         self.segments: list[str] = []
 
 
-def _copy_plain(value: object, active: set[int]) -> Any:
+def _copy_plain(value: object, active: set[int], depth: int) -> Any:
     """Return a copy of ``value`` as plain data; raise `_BadValueError` if it is not."""
     kind = type(value)
     if kind in SCALARS:
         return value
+    if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        raise _BadValueError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, Mapping):
         marker = id(value)
         if marker in active:
@@ -56,7 +61,9 @@ def _copy_plain(value: object, active: set[int]) -> Any:
                 raise _BadValueError(f"dict key {key!r} ({type(key).__name__}) is not a str")
             key = str.__str__(key)
             try:
-                copied[key] = item if type(item) in SCALARS else _copy_plain(item, active)
+                copied[key] = (
+                    item if type(item) in SCALARS else _copy_plain(item, active, depth + 1)
+                )
             except _BadValueError as exc:
                 exc.segments.append(key)
                 raise
@@ -70,7 +77,9 @@ def _copy_plain(value: object, active: set[int]) -> Any:
         items: list[Any] = []
         for index, item in enumerate(value):
             try:
-                items.append(item if type(item) in SCALARS else _copy_plain(item, active))
+                items.append(
+                    item if type(item) in SCALARS else _copy_plain(item, active, depth + 1)
+                )
             except _BadValueError as exc:
                 exc.segments.append(str(index))
                 raise
@@ -99,7 +108,7 @@ def to_plain(value: object, path: str) -> Any:
     if type(value) in SCALARS:
         return value
     try:
-        return _copy_plain(value, set())
+        return _copy_plain(value, set(), 0)
     except _BadValueError as exc:
         where = ".".join([path, *reversed(exc.segments)] if path else reversed(exc.segments))
         label = repr(where) if where else "the top level"

@@ -34,6 +34,10 @@ _GEMINI_DROP = frozenset(
 )
 
 
+_DATA_KEYWORDS = frozenset({"default", "enum", "example"})
+"""Keywords whose values are data (a default dict may well hold a "title" or "type" key)."""
+
+
 def to_openai_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, Any]]:
     """Render for OpenAI chat completions (and compatible servers): ``type: function`` tools."""
     return [
@@ -66,7 +70,8 @@ def to_gemini_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, A
 
     Gemini accepts an OpenAPI 3.0 subset of JSON Schema, so local ``$ref`` pointers are inlined
     and keywords outside that subset (``additionalProperties``, ``$defs``, ``title``, ...) are
-    dropped; ``const`` becomes a one-value ``enum``.
+    dropped; ``const`` becomes a one-value ``enum``; a ``null`` alternative (what ``X | None``
+    gives: ``anyOf: [X, {"type": "null"}]``) becomes OpenAPI's ``nullable: true``.
     """
     declarations = []
     for d in descriptions:
@@ -98,13 +103,36 @@ def _gemini_schema(node: Any, defs: dict[str, Any], depth: int) -> Any:
     for key, value in node.items():
         if key in _GEMINI_DROP:
             if key == "const":
-                out["enum"] = [value]
+                out["enum"] = [copy.deepcopy(value)]
             continue
-        if key == "properties" and isinstance(value, dict):
+        if key in _DATA_KEYWORDS:  # values, not schemas: copied as they are
+            out[key] = copy.deepcopy(value)
+        elif key == "properties" and isinstance(value, dict):
             out[key] = {name: _gemini_schema(v, defs, depth + 1) for name, v in value.items()}
         else:
             out[key] = _gemini_schema(value, defs, depth + 1)
-    return out
+    return _nullable(out)
+
+
+def _nullable(node: dict[str, Any]) -> dict[str, Any]:
+    """Turn a ``null`` type or ``anyOf`` branch into ``nullable: true`` (OpenAPI 3.0 form)."""
+    kind = node.get("type")
+    if isinstance(kind, list) and "null" in kind:
+        rest = [k for k in kind if k != "null"]
+        node = {**node, "nullable": True}
+        if rest:
+            node["type"] = rest[0] if len(rest) == 1 else rest
+        else:
+            del node["type"]
+    branches = node.get("anyOf")
+    if isinstance(branches, list):
+        kept = [b for b in branches if b != {"type": "null"}]
+        if len(kept) < len(branches) and kept:
+            outer = {k: v for k, v in node.items() if k != "anyOf"}
+            if len(kept) == 1 and isinstance(kept[0], dict):
+                return {**kept[0], **outer, "nullable": True}
+            return {**outer, "anyOf": kept, "nullable": True}
+    return node
 
 
 for _fn in (to_openai_tools, to_anthropic_tools, to_gemini_tools):

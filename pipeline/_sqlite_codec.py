@@ -9,6 +9,10 @@ flags and timestamps. Results are kept by shape (``results_kind``):
   reader (the base `SpooledArtifact` when the class can no longer be imported);
 - ``media`` / ``medias``: one part per `Media`, holding its fields as JSON and its bytes.
 
+SQLite text is UTF-8, which cannot hold a lone surrogate (file names decoded with
+``surrogateescape``, a lone surrogate escaped in JSON): such a string is stored as a BLOB of its
+``surrogatepass`` bytes (`sql_text`) and read back unchanged (`from_sql_text`).
+
 The functions here are pure (no database access), so the store runs them on its worker thread.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -37,7 +42,9 @@ __all__ = [
     "encode_call",
     "encode_message",
     "encode_turn",
+    "from_sql_text",
     "message_from_row",
+    "sql_text",
     "turn_from_row",
 ]
 
@@ -80,10 +87,33 @@ TURN_COLUMNS = (
 CallRow = tuple[Any, ...]
 """Values for `CALL_COLUMNS`."""
 
-PartRow = tuple[int, str, str | None, str | None, int | None, str | None, bytes | None]
+PartRow = tuple[
+    int, str, str | None, str | bytes | None, int | None, str | bytes | None, bytes | None
+]
 """One result part: position, kind, artifact class, text, byte length, media JSON, data."""
 
 _artifact_classes: dict[str, type[SpooledArtifact]] = {}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sql_text(value: str) -> str | bytes:
+    """Return ``value`` as SQLite can bind it: a string with a lone surrogate becomes bytes."""
+    if value.isascii() or _SURROGATE.search(value) is None:
+        return value
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _opt_text(value: str | None) -> str | bytes | None:
+    return None if value is None else sql_text(value)
+
+
+def from_sql_text(value: str | bytes) -> str:
+    """Return the string `sql_text` stored (bytes are decoded back, surrogates included)."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def _opt_from(value: str | bytes | None) -> str | None:
+    return None if value is None else from_sql_text(value)
 
 
 def _json(value: object) -> str:
@@ -127,7 +157,7 @@ def _artifact_part(position: int, artifact: SpooledArtifact) -> PartRow:
         position,
         "artifact",
         _class_path(type(artifact)),
-        reader.read_all(),
+        sql_text(reader.read_all()),
         reader.byte_length(),
         None,
         None,
@@ -144,7 +174,7 @@ def _media_part(position: int, media: Media) -> PartRow:
         "source": media.source,
         "id": media.id,
     }
-    return (position, "media", None, None, None, _json(fields), media.read_bytes())
+    return (position, "media", None, None, None, sql_text(_json(fields)), media.read_bytes())
 
 
 def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
@@ -170,9 +200,9 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
     else:
         raise TypeError(f"cannot store tool call results of type {type(results).__name__}")
     row: CallRow = (
-        call.id,
-        call.tool,
-        _json(call.args),
+        sql_text(call.id),
+        sql_text(call.tool),
+        sql_text(_json(call.args)),
         call.checksum,
         int(call.is_complete),
         int(call.is_error),
@@ -182,7 +212,7 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
         _time(call.updated_at),
         _time(call.completed_at),
         kind,
-        text,
+        _opt_text(text),
     )
     return row, parts
 
@@ -190,13 +220,13 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
 def _decode_part(part: PartRow) -> SpooledArtifact | Media:
     _, kind, class_path, text, byte_length, media_json, data = part
     if kind == "artifact":
-        reader = MemorySpoolReader(text or "", byte_length)
+        reader = MemorySpoolReader(_opt_from(text) or "", byte_length)
         cls = _artifact_class(class_path or "")
         try:
             return cls(reader)
         except TypeError:  # a subclass whose constructor needs more than a reader
             return SpooledArtifact(reader)
-    fields = json.loads(media_json or "{}")
+    fields = json.loads(_opt_from(media_json) or "{}")
     return Media(data=data, **fields)
 
 
@@ -219,14 +249,14 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow]) -> ToolCall:
     ) = row
     results: Any
     if kind == "text":
-        results = text
+        results = _opt_from(text)
     else:
         decoded = tuple(_decode_part(p) for p in sorted(parts, key=lambda p: p[0]))
         results = decoded if kind in ("artifacts", "medias") else decoded[0]
     return ToolCall(
-        id=call_id,
-        tool=tool,
-        args=json.loads(args),
+        id=from_sql_text(call_id),
+        tool=from_sql_text(tool),
+        args=json.loads(from_sql_text(args)),
         checksum=checksum,
         is_complete=bool(is_complete),
         is_error=bool(is_error),
@@ -242,11 +272,11 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow]) -> ToolCall:
 def encode_message(message: Message) -> tuple[Any, ...]:
     """Return the message's values for `MESSAGE_COLUMNS`."""
     return (
-        message.id,
+        sql_text(message.id),
         message.role,
-        message.content,
+        sql_text(message.content),
         _time(message.created_at),
-        _json(list(message.tool_call_ids)),
+        sql_text(_json(list(message.tool_call_ids))),
     )
 
 
@@ -255,24 +285,24 @@ def message_from_row(row: Sequence[Any]) -> Message:
     message_id, role, content, created_at, tool_call_ids = row
     return Message(
         role=role,
-        content=content,
-        id=message_id,
+        content=from_sql_text(content),
+        id=from_sql_text(message_id),
         created_at=datetime.fromisoformat(created_at),
-        tool_call_ids=tuple(json.loads(tool_call_ids)),
+        tool_call_ids=tuple(json.loads(from_sql_text(tool_call_ids))),
     )
 
 
 def encode_turn(record: TurnRecord) -> tuple[Any, ...]:
     """Return the record's values for `TURN_COLUMNS`."""
     return (
-        record.turn_id,
-        record.conversation_id,
+        sql_text(record.turn_id),
+        _opt_text(record.conversation_id),
         record.status,
-        record.input,
-        record.output,
+        sql_text(record.input),
+        _opt_text(record.output),
         record.iterations,
         record.error_code,
-        record.error_message,
+        _opt_text(record.error_message),
         _time(record.started_at),
         _time(record.ended_at),
     )
@@ -293,14 +323,14 @@ def turn_from_row(row: Sequence[Any]) -> TurnRecord:
         ended_at,
     ) = row
     return TurnRecord(
-        turn_id=turn_id,
-        conversation_id=conversation_id,
+        turn_id=from_sql_text(turn_id),
+        conversation_id=_opt_from(conversation_id),
         status=status,
-        input=input_text,
-        output=output,
+        input=from_sql_text(input_text),
+        output=_opt_from(output),
         iterations=iterations,
         error_code=error_code,
-        error_message=error_message,
+        error_message=_opt_from(error_message),
         started_at=datetime.fromisoformat(started_at),
         ended_at=datetime.fromisoformat(ended_at),
     )

@@ -40,6 +40,7 @@ from ._sqlite_codec import (
     encode_message,
     encode_turn,
     message_from_row,
+    sql_text,
     turn_from_row,
 )
 from ._sqlite_schema import migrate
@@ -92,8 +93,12 @@ _TURN_UPSERT = (
 _TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM turns"
 
 
-def _scope(conversation_id: str | None, turn_id: str) -> str:
-    return f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}"
+def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
+    return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
+
+
+def _ids(conversation_id: str | None, turn_id: str) -> tuple[str | bytes | None, str | bytes]:
+    return (None if conversation_id is None else sql_text(conversation_id)), sql_text(turn_id)
 
 
 class SqliteStore:
@@ -256,7 +261,9 @@ class SqliteStore:
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
         """Delete a call by id (committed before returning); return whether it existed."""
-        return await self._run(self._delete_call, _scope(conversation_id, turn_id), call_id)
+        return await self._run(
+            self._delete_call, _scope(conversation_id, turn_id), sql_text(call_id)
+        )
 
     async def load_conversation(
         self, conversation_id: str
@@ -267,15 +274,15 @@ class SqliteStore:
     # -- reading helpers ------------------------------------------------------------------------
     async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:
         """Return the calls a turn stored (with or without a conversation), in storage order."""
-        return await self._run(self._read_calls, "turn_id = ?", (turn_id,))
+        return await self._run(self._read_calls, "turn_id = ?", (sql_text(turn_id),))
 
     async def messages_for_turn(self, turn_id: str) -> list[Message]:
         """Return the messages a turn stored, in storage order."""
-        return await self._run(self._read_messages, "turn_id = ?", (turn_id,))
+        return await self._run(self._read_messages, "turn_id = ?", (sql_text(turn_id),))
 
     async def turn(self, turn_id: str) -> TurnRecord | None:
         """Return a stored turn's summary, if any."""
-        return await self._run(self._read_turn, turn_id)
+        return await self._run(self._read_turn, sql_text(turn_id))
 
     # -- worker-thread bodies -------------------------------------------------------------------
     def _write_turn(self, record: TurnRecord) -> None:
@@ -283,7 +290,7 @@ class SqliteStore:
             cur.execute(_TURN_UPSERT, encode_turn(record))
 
     def _write_message(self, conversation_id: str | None, turn_id: str, message: Message) -> None:
-        values = (_scope(conversation_id, turn_id), conversation_id, turn_id)
+        values = (_scope(conversation_id, turn_id), *_ids(conversation_id, turn_id))
         values += encode_message(message)
         with self._transaction() as cur:
             cur.execute(_MESSAGE_UPSERT, values)
@@ -291,51 +298,56 @@ class SqliteStore:
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
         row, parts = encode_call(call)  # reads artifact bodies: done here, off the event loop
         scope = _scope(conversation_id, turn_id)
+        ids = _ids(conversation_id, turn_id)
         with self._transaction() as cur:
             found = cur.execute(
-                "SELECT seq FROM tool_calls WHERE scope = ? AND id = ?", (scope, call.id)
+                "SELECT seq FROM tool_calls WHERE scope = ? AND id = ?", (scope, row[0])
             ).fetchone()
             if found is None:
-                cur.execute(_CALL_INSERT, (scope, conversation_id, turn_id, *row))
+                cur.execute(_CALL_INSERT, (scope, *ids, *row))
                 seq = cur.lastrowid
             else:
                 seq = found[0]
-                cur.execute(_CALL_UPDATE, (conversation_id, turn_id, *row[1:], seq))
+                cur.execute(_CALL_UPDATE, (*ids, *row[1:], seq))
                 cur.execute("DELETE FROM tool_call_results WHERE call_seq = ?", (seq,))
             if parts:
                 cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
 
-    def _delete_call(self, scope: str, call_id: str) -> bool:
+    def _delete_call(self, scope: str | bytes, call_id: str | bytes) -> bool:
         with self._transaction() as cur:
             cur.execute("DELETE FROM tool_calls WHERE scope = ? AND id = ?", (scope, call_id))
             return cur.rowcount > 0
 
-    def _read_conversation(self, scope: str) -> tuple[list[Message], list[ToolCall]]:
+    def _read_conversation(self, scope: str | bytes) -> tuple[list[Message], list[ToolCall]]:
         with self._transaction(write=False) as cur:  # one snapshot for both reads
             messages = self._select_messages(cur, "scope = ?", (scope,))
             calls = self._select_calls(cur, "scope = ?", (scope,))
         return messages, calls
 
-    def _read_calls(self, where: str, params: tuple[str, ...]) -> list[ToolCall]:
+    def _read_calls(self, where: str, params: tuple[str | bytes, ...]) -> list[ToolCall]:
         with self._transaction(write=False) as cur:
             return self._select_calls(cur, where, params)
 
-    def _read_messages(self, where: str, params: tuple[str, ...]) -> list[Message]:
+    def _read_messages(self, where: str, params: tuple[str | bytes, ...]) -> list[Message]:
         with self._transaction(write=False) as cur:
             return self._select_messages(cur, where, params)
 
-    def _read_turn(self, turn_id: str) -> TurnRecord | None:
+    def _read_turn(self, turn_id: str | bytes) -> TurnRecord | None:
         with self._transaction(write=False) as cur:
             row = cur.execute(_TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
         return None if row is None else turn_from_row(row)
 
     @staticmethod
-    def _select_messages(cur: sqlite3.Cursor, where: str, params: tuple[str, ...]) -> list[Message]:
+    def _select_messages(
+        cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
+    ) -> list[Message]:
         rows = cur.execute(f"{_MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         return [message_from_row(row) for row in rows]
 
     @staticmethod
-    def _select_calls(cur: sqlite3.Cursor, where: str, params: tuple[str, ...]) -> list[ToolCall]:
+    def _select_calls(
+        cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
+    ) -> list[ToolCall]:
         rows = cur.execute(f"{_CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         if not rows:
             return []

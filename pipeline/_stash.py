@@ -16,6 +16,8 @@ Choices made here:
 - ``set`` creates missing intermediate dicts but never grows a list: a list index must exist.
 - Dict keys holding ``.`` are accepted as plain data but cannot be addressed one by one; reach
   them through their parent.
+- Values may nest at most 128 levels and paths hold at most 128 segments (deeper input raises
+  `InvalidStashValueError`), so whatever is stored can always be copied back out.
 """
 
 from __future__ import annotations

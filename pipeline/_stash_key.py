@@ -6,7 +6,7 @@ import reprlib
 from typing import Any, Final, Generic, TypeVar
 
 from ._errors import InvalidStashValueError
-from ._plain import MISSING, Missing, clone, to_plain
+from ._plain import MAX_DEPTH, MISSING, Missing, clone, to_plain
 
 __all__ = ["StashKey", "short_repr", "split_path"]
 
@@ -35,6 +35,10 @@ def split_path(path: object) -> list[str]:
         raise InvalidStashValueError(
             f"malformed stash path {path!r}: the path and every segment must be non-empty",
             path=path,
+        )
+    if len(parts) > MAX_DEPTH:
+        raise InvalidStashValueError(
+            f"stash path has {len(parts)} segments, more than {MAX_DEPTH}", path=path
         )
     return parts
 

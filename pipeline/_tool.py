@@ -255,6 +255,14 @@ class Tool(Generic[ArgsT]):
         """Refuse every deletion: a tool is immutable."""
         raise AttributeError(f"Tool is immutable: cannot delete {name!r}")
 
+    def __copy__(self) -> Tool[ArgsT]:
+        """Return the tool itself: it is immutable, so a copy would be indistinguishable."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tool[ArgsT]:
+        """Return the tool itself (``copy.deepcopy`` of registries and configs works)."""
+        return self
+
     def __repr__(self) -> str:
         """Return ``Tool(name=..., input_schema=..., flags...)``."""
         schema = getattr(self._schema.schema, "__qualname__", repr(self._schema.schema))
@@ -389,16 +397,18 @@ class Tool(Generic[ArgsT]):
                 call_id = tool_call_checksum(name, args)
             except TypeError as exc:
                 raise _not_json(name, exc) from exc
+            except RecursionError:
+                raise _not_json(name, "nested too deeply") from None
             return await run_tool(self, ctx, args, call_id, emit)
 
         return execute
 
 
-def _not_json(tool_name: str, exc: TypeError) -> InvalidToolArgsError:
+def _not_json(tool_name: str, reason: object) -> InvalidToolArgsError:
     """Turn a checksum failure (arguments that are not JSON data) into `InvalidToolArgsError`."""
-    errors = [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {exc}"}]
+    errors = [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {reason}"}]
     return InvalidToolArgsError(
-        f"invalid arguments for tool {tool_name!r}: {exc}", errors=errors, tool_name=tool_name
+        f"invalid arguments for tool {tool_name!r}: {reason}", errors=errors, tool_name=tool_name
     )
 
 

@@ -52,6 +52,8 @@ def _parse_args(args: object) -> Mapping[str, Any]:
             parsed = json.loads(args)
         except ValueError as exc:
             _bad("args", f"not valid JSON: {exc}")
+        except RecursionError:
+            _bad("args", "JSON text nested too deeply")
         if not isinstance(parsed, dict):
             _bad("args", f"JSON text must hold an object, not {type(parsed).__name__}")
         return parsed
@@ -184,6 +186,14 @@ class ToolCall:
                 "must be set when is_complete is True and None when it is False",
             )
 
+    def __hash__(self) -> int:
+        """Hash by ``id`` and ``checksum``, so records work in sets and as keys.
+
+        (The generated hash would fail on the read-only ``args`` dict; equal records share
+        ``id`` and ``checksum``, so this agrees with ``==``.)
+        """
+        return hash((self.id, self.checksum))
+
     @classmethod
     def completed(
         cls,
@@ -213,7 +223,10 @@ class ToolCall:
         raw = _parse_args(args)
         frozen = _freeze_mapping(raw)
         _check_text("tool", tool)
-        checksum = tool_call_checksum(tool, raw)  # raw args are JSON: _freeze_args checked them
+        try:
+            checksum = tool_call_checksum(tool, raw)  # raw args are JSON: freezing checked them
+        except RecursionError:
+            _bad("args", "nested too deeply")
         now = datetime.now(UTC)
         return cls(
             id=id,

@@ -133,6 +133,15 @@ class Turn:
             self._cancel_requested = True
             task.cancel()
 
+    def _really_cancelled(self) -> bool:
+        """True when a CancelledError means this task is being cancelled (by us or the caller).
+
+        A CancelledError raised while nobody cancels the task (user code awaiting a future
+        that something else cancelled) is an ordinary failure of whoever raised it.
+        """
+        task = self._task
+        return self._cancel_requested or task is None or task.cancelling() > 0
+
     def _absorb_cancel(self) -> bool:
         """Return True when a caught CancelledError was our own abort (and absorb it)."""
         if self._cancel_requested:
@@ -170,7 +179,9 @@ class Turn:
         except (NextCalledTwiceError, PipelineShortCircuitedError) as exc:
             self._report(exc, stage)
             return False
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and self._really_cancelled():
+                raise
             error = _STAGE_ERRORS[stage](
                 f"{stage} middleware raised {type(exc).__name__}: {exc}", stage=stage
             )
@@ -282,8 +293,8 @@ class Turn:
                     break
                 d.iteration = i
                 d._new = ()
-                if ctx._artifact_version != self._forged_version:
-                    self._forge(d)
+                if ctx._artifact_version != self._forged_version and not self._forge(d):
+                    break
                 if bus.listening:
                     ctx.emit(
                         IterationStart(turn_id=ctx.turn_id, dispatch_id=d.dispatch_id, iteration=i)
@@ -292,13 +303,15 @@ class Turn:
                 if self._onions["dispatch_input"].fns and not await self._stage(
                     "dispatch_input", d
                 ):
-                    self._nack_with_last(d)
+                    forced = self._nack_with_last(d) or forced
                 if not _stopped(d):
                     try:
                         await executor(d)
                     except TurnAbortedError as exc:
                         ctx.abort(exc.message)
-                    except Exception as exc:
+                    except (Exception, asyncio.CancelledError) as exc:
+                        if isinstance(exc, asyncio.CancelledError) and self._really_cancelled():
+                            raise
                         error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
                         error.__cause__ = exc
                         self._report(error, "executor")
@@ -311,7 +324,7 @@ class Turn:
                         and not _stopped(d)
                         and not await self._stage("dispatch_output", d)
                     ):
-                        self._nack_with_last(d)
+                        forced = self._nack_with_last(d) or forced
                 if bus.listening:
                     ctx.emit(
                         IterationEnd(turn_id=ctx.turn_id, dispatch_id=d.dispatch_id, iteration=i)
@@ -364,30 +377,50 @@ class Turn:
             )
         return status
 
-    def _nack_with_last(self, d: DispatchContext) -> None:
-        if not (d._acked or d._nacked) and self.errors:
-            d.nack(self.errors[-1])
+    def _nack_with_last(self, d: DispatchContext) -> LoopError | None:
+        """Nack with the failed stage's error; return it when the dispatch was already acked.
 
-    def _forge(self, d: DispatchContext) -> None:
+        A middleware that raises fails the dispatch even after an ``ack()`` (as the executor
+        does): the returned error is forced as the dispatch's outcome.
+        """
+        if not self.errors:
+            return None
+        if not (d._acked or d._nacked):
+            d.nack(self.errors[-1])
+            return None
+        return self.errors[-1] if d._acked else None
+
+    def _forge(self, d: DispatchContext) -> bool:
         """Re-forge artifact query tools when this turn's artifacts changed.
 
         Names forged again are replaced in place, so a hidden mark a policy put on one (a
         limit reached) survives; names no longer forged are removed; a registry restriction
-        (`ToolRegistry.restrict`) may refuse any of them.
+        (`ToolRegistry.restrict`) may refuse any of them. Returns False when forging raised
+        (a broken artifact class): the error is reported and the dispatch nacks with it.
         """
         ctx = self.ctx
         self._forged_version = ctx._artifact_version
         tools = ctx.tools
         fresh: dict[str, Any] = {}
-        for cls in dict.fromkeys(ctx._artifact_ids.values()):
-            forged = cls.forge_tools(d)  # type: ignore[attr-defined]  # SpooledArtifact classes
-            for forged_tool in forged.all():
-                fresh[forged_tool.name] = forged_tool
-        for name in self._forged:
-            if name not in fresh:
-                tools.unregister(name)
-        self._forged = [
-            name
-            for name, forged_tool in fresh.items()
-            if tools.register(forged_tool, overwrite=True)
-        ]
+        try:
+            for cls in dict.fromkeys(ctx._artifact_ids.values()):
+                forged = cls.forge_tools(d)  # type: ignore[attr-defined]  # artifact classes
+                for forged_tool in forged.all():
+                    fresh[forged_tool.name] = forged_tool
+            for name in self._forged:
+                if name not in fresh:
+                    tools.unregister(name)
+            self._forged = [
+                name
+                for name, forged_tool in fresh.items()
+                if tools.register(forged_tool, overwrite=True)
+            ]
+        except Exception as exc:
+            error = ExecutorError(
+                f"forging artifact query tools raised {type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
+            self._report(error, "executor")
+            d.nack(error)
+            return False
+        return True

@@ -81,8 +81,7 @@ def test_pipelines_prints_every_stage_in_order(capsys: pytest.CaptureFixture[str
         "turn_input:",
         "  1. ToolPolicy.restrict",
         "dispatch_input:",
-        "  1. ToolPolicy.restrict_new",
-        "  2. ToolCallLimit.keep_hidden",
+        "  (none)",
         "dispatch_output:",
         "  1. ToolPolicy.enforce",
         "  2. ToolCallLimit.count",
@@ -96,7 +95,7 @@ def test_pipelines_json_is_describe_pipelines(capsys: pytest.CaptureFixture[str]
     assert main(["pipelines", f"{STACKS}:support_runner", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "turn_input": ["ToolPolicy.restrict"],
-        "dispatch_input": ["ToolPolicy.restrict_new", "ToolCallLimit.keep_hidden"],
+        "dispatch_input": [],
         "dispatch_output": ["ToolPolicy.enforce", "ToolCallLimit.count"],
         "turn_output": [],
     }

@@ -283,3 +283,26 @@ def test_replay_without_middleware_allows_everything(capsys: pytest.CaptureFixtu
     status, report, _ = replay_json(capsys, str(DATA / "coding_agent_loop.json"))
     assert status == 0
     assert report["summary"]["verdicts"] == {"allowed": 8}
+
+
+def test_a_calls_verdict_is_its_strongest_decision_in_any_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A call first hidden (repeat) then denied (policy) is reported denied, with both reasons."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "dig"}]
+    for n in range(3):
+        messages += [
+            {"role": "assistant", "tool_calls": [{"id": f"s{n}", "type": "function", "function": {
+                "name": "shell_exec", "arguments": '{"cmd": "ls"}'}}]},
+            {"role": "tool", "tool_call_id": f"s{n}", "content": "refused"},
+        ]
+    messages.append({"role": "assistant", "content": "giving up"})
+    path = tmp_path / "shell.json"
+    path.write_text(json.dumps(messages))
+    status, report, _ = replay_json(
+        capsys, str(path), "-m", "middleware:RepetitionDetector", "-m", f"{STACKS}:support_stack"
+    )
+    calls = report["turns"][0]["calls"]
+    assert status == 1
+    assert [c["verdict"] for c in calls] == ["denied"] * 3
+    assert [d[1] for d in decisions(calls[2])] == ["hidden", "denied"]

@@ -210,6 +210,40 @@ async def test_approver_exception_rejects_with_its_message() -> None:
     assert deleted == []
 
 
+async def test_an_approver_verdict_that_is_not_a_bool_rejects() -> None:
+    """An approver returning neither True, False nor None rejects the call and says what it got."""
+    runner = make_runner(ApprovalGate(["delete_file"], lambda gate: "yes"),  # type: ignore[arg-type, return-value]
+                         call("delete_file", "/v"))
+    result = await asyncio.wait_for(runner.run("go"), 5)
+    made = only_call(result)
+    assert made.is_error
+    assert "the approver returned 'yes'" in text(made)
+    assert deleted == []
+
+
+async def test_a_slow_approver_is_cancelled_once_a_listener_decides() -> None:
+    """When a GateOpened listener settles the gate first, the pending approver is cancelled."""
+    cancelled = asyncio.Event()
+
+    async def slow(gate: Gate) -> bool:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return False
+
+    async def operator(event: GateOpened) -> None:
+        await asyncio.sleep(0.01)  # the approver is running by now
+        event.gate.resolve(True)
+
+    runner = make_runner(ApprovalGate(["delete_file"], slow), call("delete_file", "/u"))
+    runner.on(GateOpened, operator)
+    result = await runner.run("go")
+    assert not only_call(result).is_error
+    await asyncio.wait_for(cancelled.wait(), 5)
+
+
 async def test_aborting_the_turn_aborts_its_open_gate() -> None:
     """Aborting a turn that waits for approval ends it aborted; the handler never runs."""
     runner = make_runner(ApprovalGate(["delete_file"]), call("delete_file", "/w"))

@@ -238,6 +238,27 @@ async def test_mutated_call_in_one_iteration_gives_one_row(sink: SqliteAuditSink
     await runner.run("go")
     [call] = [e for e in entries(sink) if e.kind == "tool_call"]
     assert call.args == canonical_json({"q": "[redacted]"})
+    assert call.duration_ms is not None  # the handler's time survives the replacement
+
+
+async def test_a_decision_log_with_a_non_text_action_is_ignored_quietly(
+    sink: SqliteAuditSink,
+) -> None:
+    """A policy.decision log whose action is not text (a list) is skipped, not a listener error."""
+
+    async def odd(ctx: DispatchContext, call_next: CallNext) -> None:
+        for call in ctx.new_tool_calls:
+            ctx.log.info("policy.decision", "odd", policy="odd", call_id=call.id, action=["x"])
+        await call_next()
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
+                        dispatch_output=[odd])
+    warnings: list[Log] = []
+    runner.on(Log, lambda event: warnings.append(event) if event.level == "warning" else None)
+    await runner.run("go")
+    assert warnings == []
+    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert call.decision == "allowed"
 
 
 def test_default_sink_is_sqlite_in_the_current_directory(

@@ -310,3 +310,71 @@ def test_sqlite_sink_refuses_a_newer_audit_schema(tmp_path: Path) -> None:
         conn.execute("INSERT INTO audit_migrations VALUES (7, 'future')")
     with pytest.raises(InvalidMiddlewareConfigError, match="version 7"):
         SqliteAuditSink(path)
+
+
+async def test_two_sinks_on_one_file_keep_every_row(kind: str, tmp_path: Path) -> None:
+    """Two sinks on one log (two runners' AuditLogs) interleave into one intact chain."""
+    first, second = SINKS[kind](tmp_path), SINKS[kind](tmp_path)
+    written = [await sink.append([entry(i)]) for i, sink in enumerate([first, second] * 3)]
+    assert [row.index for rows in written for row in rows] == list(range(6))
+    assert [row.call_id for row in (r.entry for r in first.rows())] == [
+        f"call-{i}" for i in range(6)
+    ]
+    assert first.verify() is None
+    assert second.verify() is None
+    first.close()
+    second.close()
+
+
+def test_verify_with_a_saved_head_detects_a_rewritten_last_row(kind: str, tmp_path: Path) -> None:
+    """A saved head catches a last row replaced by a consistent forgery (count unchanged)."""
+    sink = SINKS[kind](tmp_path)
+    write(sink, 3)
+    saved = sink.head()
+    sink.close()
+    if kind == "sqlite":
+        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
+            conn.execute("DELETE FROM audit_rows WHERE idx = 2")
+            conn.execute("UPDATE audit_head SET count = 2, hash = (SELECT hash FROM audit_rows "
+                         "WHERE idx = 1)")
+    else:
+        path = tmp_path / "audit.jsonl"
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+        (tmp_path / "audit.jsonl.head").unlink()
+    forger = SINKS[kind](tmp_path)
+    append(forger, [entry(99)])  # a different row 2, correctly chained
+    assert forger.verify() is None  # consistent on its own
+    assert forger.verify(head=saved) == 2
+    forger.close()
+
+
+def test_a_row_appended_after_a_torn_line_is_readable(tmp_path: Path) -> None:
+    """Reopening ends a torn last line first, so the next row is a line of its own."""
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlAuditSink(path, synchronous="normal")
+    write(sink, 2)
+    sink.close()
+    path.write_bytes(path.read_bytes()[:-20])
+    reopened = JsonlAuditSink(path, synchronous="normal")
+    [row] = append(reopened, [entry(5)])
+    reopened.close()
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert (last["index"], last["hash"], last["call_id"]) == (row.index, row.hash, "call-5")
+
+
+def test_text_with_lone_surrogates_is_kept_exactly(kind: str, tmp_path: Path) -> None:
+    """A row whose text holds lone surrogates (undecodable file names) is written and verifies."""
+    sink = SINKS[kind](tmp_path)
+    odd = AuditEntry(
+        kind="turn",
+        turn_id="t1",
+        conversation_id="c\udcfe",
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+        input="list report-\udcff.txt ✓",
+        error="E_X: bad \ud800",
+    )
+    [row] = append(sink, [odd])
+    assert sink.rows() == [row]
+    assert sink.rows()[0].entry == odd
+    assert sink.verify() is None
+    sink.close()

@@ -131,6 +131,7 @@ async def test_a_call_by_stale_name_after_hiding_is_recorded(
         (({"search": 0},), {}, r"limits\['search'\] must be an int >= 1"),
         (({"search": "2"},), {}, "must be an int >= 1"),
         (({"": 2},), {}, "keys must be tool names"),
+        (({"search*": 2},), {}, r"keys must be tool names \(not patterns\), got 'search\*'"),
         ((["search"],), {}, "limits must map tool names to ints"),
         ((), {"total": 0}, "total must be an int >= 1"),
         (({"search": 1},), {"on_exceed": "warn"}, "on_exceed must be one of"),
@@ -141,6 +142,7 @@ async def test_a_call_by_stale_name_after_hiding_is_recorded(
         "zero-limit",
         "str-limit",
         "empty-name",
+        "glob-name",
         "not-a-mapping",
         "zero-total",
         "bad-action",
@@ -213,3 +215,13 @@ def test_total_limit_with_hide_keeps_its_dispatch_input_guard() -> None:
         middleware=[ToolCallLimit(total=3)],
     )
     assert runner.describe_pipelines()["dispatch_input"] == ["ToolCallLimit.keep_hidden"]
+
+
+def test_option_literals_are_public() -> None:
+    """OnExceed and OnRepeat are exported with the actions the built-ins accept."""
+    from typing import get_args
+
+    from middleware import OnExceed, OnRepeat
+
+    assert get_args(OnExceed) == ("hide", "nack")
+    assert get_args(OnRepeat) == ("hide", "nack", "warn")

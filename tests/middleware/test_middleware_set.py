@@ -282,6 +282,29 @@ async def test_bound_specs_run_against_their_own_instance() -> None:
         assert reached == [label]
 
 
+async def test_an_undecorated_override_runs_in_place_of_the_registered_method() -> None:
+    """A subclass overriding a registered method (even as a sync hook) runs its own code."""
+    from pipeline.testing import make_dispatch_context
+
+    class StrictQuota(Quota):
+        def tick(self, ctx: DispatchContext) -> None:
+            ctx.stash.update(f"{self.label}.strict", lambda n: n + 1, default=0)
+
+    ctx = make_dispatch_context()
+    (reg, _) = Quota.__dict__["tick"].__loopware_registrations__
+    spec = reg.bind(StrictQuota("s"))
+    reached: list[bool] = []
+
+    async def inner() -> None:
+        reached.append(True)
+
+    await spec.fn(ctx, inner)
+    assert (spec.name, ctx.stash.get("s.strict"), ctx.stash.get("s.ticks")) == (
+        "quota-after", 1, None
+    )
+    assert reached == [True]
+
+
 def test_registering_a_method_twice_on_a_stage_raises() -> None:
     """Stacking the same stage decorator twice on one method is refused at class creation."""
     with pytest.raises(InvalidMiddlewareConfigError, match="already registered"):

@@ -206,6 +206,37 @@ async def test_several_identical_calls_in_one_iteration_record_one_decision(
     assert len(ctx.stash.get("loopware.repetition.decisions")) == 1
 
 
+async def test_two_repeats_in_one_iteration_nack_once_and_record_both(
+    call: Callable[..., ToolCall],
+) -> None:
+    """Two different repeated calls in one iteration: the first nacks, the second only records."""
+    calls = [call("search", {"q": "z"}), call("search", {"q": "z"}),
+             call("fetch", {"url": "u"}), call("fetch", {"url": "u"})]
+    ctx = make_dispatch_context(tool_calls=calls)
+    await check(RepetitionDetector(threshold=2, on_repeat="nack"), ctx)
+    assert isinstance(ctx.nack_error, PolicyViolationError)
+    assert ctx.nack_error.details["tool"] == "search"
+    decisions = ctx.stash.get("loopware.repetition.decisions")
+    assert [(d["tool"], d["action"]) for d in decisions] == [
+        ("search", "denied"), ("fetch", "denied")
+    ]
+
+
+async def test_an_oscillation_must_recur_in_full_to_trigger_again(
+    call: Callable[..., ToolCall],
+) -> None:
+    """After a, b, a, b triggers, a, b, a do not: only a whole new a, b, a, b does."""
+    a, b = call("search", {"q": "a"}), call("fetch", {"url": "b"})
+    ctx = make_dispatch_context()
+    detector = RepetitionDetector(threshold=10, window=4, on_repeat="warn")
+    counts = []
+    for c in (a, b) * 4:
+        ctx._new = (c,)
+        await check(detector, ctx)
+        counts.append(len(ctx.stash.get("loopware.repetition.decisions", [])))
+    assert counts == [0, 0, 0, 1, 1, 1, 1, 2]
+
+
 @given(st.lists(st.sampled_from("abcd"), min_size=1, max_size=12))
 def test_find_oscillation_matches_a_brute_force_search(recent: list[str]) -> None:
     """The one-pass search agrees with checking every A..B..A..B subsequence ending last."""

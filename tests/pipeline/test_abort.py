@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -254,6 +255,44 @@ async def test_outside_abort_never_cuts_a_store_write_in_half(echo_tool: Tool[Ba
     assert result.status == "aborted"
     assert store.written == ["c0"]
     assert [c.id for c in result.tool_calls] == ["c0"]
+
+
+class SlowSecondWriteStore(MemoryStore):
+    """A store whose second tool-call write (the mutation) takes a while."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+        self.mutating = asyncio.Event()
+
+    async def save_tool_call(
+        self, conversation_id: str | None, turn_id: str, call: ToolCall
+    ) -> None:
+        self.writes += 1
+        if self.writes == 2:
+            self.mutating.set()
+            await asyncio.sleep(0.03)
+        await super().save_tool_call(conversation_id, turn_id, call)
+
+
+async def test_outside_abort_never_cuts_a_mutation_in_half() -> None:
+    """An abort arriving mid-mutate lets it finish: the turn and the store agree on the call."""
+    store = SlowSecondWriteStore()
+
+    async def mutating(ctx: DispatchContext) -> None:
+        first = ToolCall.completed(id="a", tool="t", args={}, results="draft")
+        await ctx.store_tool_call(first)
+        await ctx.mutate_tool_call(dataclasses.replace(first, results="final"))
+        await asyncio.sleep(1)
+
+    handle = TurnRunner(executor=mutating, store=store).start("go", conversation_id="c")
+    await asyncio.wait_for(store.mutating.wait(), 1.0)
+    handle.abort("mid-mutation")
+    result = await handle
+    assert result.status == "aborted"
+    _, stored = await store.load_conversation("c")
+    assert [c.results for c in stored] == ["final"]
+    assert [c.results for c in result.tool_calls] == ["final"]
 
 
 async def test_timeout_around_run_cancels_and_records_an_aborted_turn(

@@ -149,6 +149,14 @@ def test_context_keywords_become_attributes(cls: type[LoopError]) -> None:
     assert str(err) == f"{cls.code}: boom"
 
 
+@pytest.mark.parametrize("key", ["code", "status", "fatal", "default_message"])
+def test_context_keywords_cannot_shadow_the_error_identity(key: str) -> None:
+    """A context keyword named like code/status/fatal/message raises instead of overwriting it."""
+    with pytest.raises(TypeError, match="reserved"):
+        ToolDownstreamError("upstream failed", **{key: 503})
+    assert ToolDownstreamError("upstream failed", http_status=503).status == 500
+
+
 def test_documented_context_defaults() -> None:
     """InvalidToolArgsError and PolicyViolationError carry their documented context fields."""
     args_error = InvalidToolArgsError()

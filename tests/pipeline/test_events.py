@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from pipeline import (
@@ -220,6 +221,30 @@ async def test_raising_listener_is_reported_as_log_warning_and_turn_completes(
     assert "async listener broke" in messages
     assert {e.payload["event"] for e in warnings} == {"TurnStart", "ToolCallStored"}
     assert any(isinstance(e, TurnEnd) for e in after)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_listener_that_always_raises_is_reported_once_per_event(
+    echo_tool: Tool[BaseModel], kind: str
+) -> None:
+    """A catch-all listener failing on everything, its own reports included, never cascades."""
+    runner = make_runner(echo_tool, n_calls=1)
+    seen: list[Event] = []
+
+    def broken(event: Event) -> None:
+        seen.append(event)
+        raise RuntimeError("always broken")
+
+    async def broken_async(event: Event) -> None:
+        broken(event)
+
+    runner.on_any(broken if kind == "sync" else broken_async)
+    result = await runner.run("hi")
+    assert result.status == "completed"
+    originals = [e for e in seen if not isinstance(e, Log)]
+    reports = [e for e in seen if isinstance(e, Log)]
+    assert all(e.kind == "listener_error" for e in reports)
+    assert len(reports) == len(originals)
 
 
 async def test_concurrent_turns_events_carry_their_own_turn_id(

@@ -19,6 +19,7 @@ from pipeline import (
     ToolCall,
     ToolExecutionEnd,
     ToolLoopExecutor,
+    TurnAbortedError,
     TurnResult,
     TurnRunner,
     tool,
@@ -318,3 +319,53 @@ async def test_no_proposed_calls_stores_the_answer_and_acks() -> None:
     assert result.tool_calls == ()
     assert [m.role for m in result.messages] == ["user", "assistant"]
     assert acked == [False]
+
+
+async def test_deep_arguments_to_an_unknown_tool_become_an_error_call() -> None:
+    """Arguments too deep to checksum, sent to an unknown tool, are an error call, not a crash."""
+    deep = '{"a": ' + "[" * 700 + "]" * 700 + "}"
+    result, _ = await run_one(one_call("missing", deep), [])
+    assert result.status == "completed"
+    (call,) = result.tool_calls
+    assert call.is_error
+    assert "nested too deeply" in text_of(call)
+
+
+async def test_a_parallel_call_aborting_cancels_its_siblings_and_keeps_finished_ones() -> None:
+    """A parallel call raising TurnAbortedError cancels running siblings and keeps finished ones."""
+    fast_done = asyncio.Event()
+    cancelled: list[str] = []
+
+    @tool
+    def fast() -> str:
+        """Finish at once."""
+        fast_done.set()
+        return "fast"
+
+    @tool
+    async def slow() -> str:
+        """Sleep for a long time."""
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            cancelled.append("slow")
+            raise
+        return "slow"
+
+    @tool
+    async def stop() -> str:
+        """Abort the turn once the fast call finished."""
+        await fast_done.wait()
+        raise TurnAbortedError("enough")
+
+    response = ModelResponse(
+        tool_calls=[proposal("fast", {}, "f"), proposal("slow", {}, "s"), proposal("stop", {}, "x")]
+    )
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel([response]), parallel_tool_calls=True),
+        tools=[fast, slow, stop],
+    )
+    result = await asyncio.wait_for(runner.run("go"), 1.0)
+    assert result.status == "aborted"
+    assert cancelled == ["slow"]
+    assert [c.id for c in result.tool_calls] == ["f"]

@@ -249,3 +249,12 @@ async def test_every_waiter_sees_the_same_outcome() -> None:
     await asyncio.sleep(0)
     gate.resolve("v")
     assert await asyncio.gather(*waiters) == ["v", "v", "v"]
+
+
+def test_gate_result_literal_is_public() -> None:
+    """GateResult is exported and names every way a gate can be settled."""
+    from typing import get_args
+
+    from pipeline import GateResult
+
+    assert get_args(GateResult) == ("resolved", "rejected", "aborted", "timeout")

@@ -179,6 +179,12 @@ def test_unknown_format_is_rejected() -> None:
         SpooledJsonArtifact(MemorySpoolStore().write("c", "{}"), format="yaml")  # type: ignore[arg-type]
 
 
+def test_unhashable_format_is_rejected_like_any_unknown_one() -> None:
+    """A list as format raises InvalidToolArgsError, not a TypeError from a set lookup."""
+    with pytest.raises(InvalidToolArgsError, match="unknown JSON format"):
+        SpooledJsonArtifact(MemorySpoolStore().write("c", "{}"), format=["json"])  # type: ignore[arg-type]
+
+
 def test_class_level_format_for_artifact_constructors() -> None:
     """A subclass fixing json_format makes every instance use it."""
 
@@ -196,3 +202,12 @@ def test_document_is_parsed_once(make: Any) -> None:
     """The parsed document is cached: repeated queries return the same object."""
     artifact = make(BOOKS)
     assert artifact.document() is artifact.document()
+
+
+def test_json_format_literal_is_public() -> None:
+    """JsonFormat is exported and lists the formats a SpooledJsonArtifact accepts."""
+    from typing import get_args
+
+    from pipeline import JsonFormat
+
+    assert get_args(JsonFormat) == ("json", "jsonl", "ndjson", "json5")

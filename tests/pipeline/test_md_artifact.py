@@ -130,6 +130,22 @@ def test_invalid_yaml_front_matter_names_the_line(make: Any) -> None:
     assert info.value.line in (2, 3)  # type: ignore[attr-defined]
 
 
+def test_front_matter_alias_bomb_is_refused_quickly(make: Any) -> None:
+    """A few hundred bytes of nested YAML aliases raise instead of expanding to gigabytes."""
+    levels = ['l0: &l0 ["xxxxxxxxxx", "xxxxxxxxxx", "xxxxxxxxxx", "xxxxxxxxxx"]']
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    artifact = make("---\n" + "\n".join(levels) + "\n---\n# Title\n")
+    with pytest.raises(ToolDownstreamError, match="expands to too much data"):
+        artifact.md_frontmatter()
+    assert [h["text"] for h in artifact.md_headings()] == ["Title"]
+
+
+def test_front_matter_may_reuse_an_anchor_a_few_times(make: Any) -> None:
+    """Ordinary anchors and aliases in front matter still load."""
+    artifact = make("---\nbase: &b {lang: en, draft: false}\none: *b\ntwo: *b\n---\n")
+    assert artifact.md_frontmatter()["two"] == {"lang": "en", "draft": False}
+
+
 def test_links_and_images(make: Any) -> None:
     """Links and images come with plain text, url and title (None when absent)."""
     artifact = make(DOC)

@@ -89,6 +89,14 @@ def test_bad_fields_raise_invalid_media_naming_the_field(change: dict[str, Any],
     assert field in info.value.message
 
 
+@pytest.mark.parametrize("field", ["trust_tier", "modality_hazard"])
+def test_unhashable_tier_or_hazard_is_an_invalid_media_error(field: str) -> None:
+    """A list (unhashable) as trust tier or hazard raises InvalidMediaError, not TypeError."""
+    with pytest.raises(InvalidMediaError) as info:
+        Media(**{**GOOD, field: ["first-party"]})
+    assert info.value.field == field  # type: ignore[attr-defined]
+
+
 def test_reader_backed_media_reads_lazily() -> None:
     """A reader is only called by read_bytes; the size stays unknown until then."""
     calls: list[int] = []
@@ -136,3 +144,14 @@ def test_explicit_inert_hazard_is_allowed() -> None:
     """The inert hazard can be set explicitly (the factories never choose it)."""
     media = Media(**{**GOOD, "modality_hazard": "inert"})
     assert media.modality_hazard == "inert"
+
+
+def test_field_literals_are_public_for_annotations() -> None:
+    """MediaKind, TrustTier and ModalityHazard are exported and list the accepted values."""
+    from typing import get_args
+
+    from pipeline import MediaKind, ModalityHazard, TrustTier
+
+    assert get_args(MediaKind) == ("image", "audio", "video", "document")
+    assert get_args(TrustTier) == ("first-party", "third-party-public", "third-party-private")
+    assert get_args(ModalityHazard) == ("inert", "extractable-instructions", "opaque-perceptual")

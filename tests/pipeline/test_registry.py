@@ -245,6 +245,8 @@ def test_prune_ephemeral_drops_only_ephemeral_tools_in_order() -> None:
     assert names(registry.hidden()) == ["b"]
     registry.prune_ephemeral()
     assert names(registry.all()) == ["a", "b"]
+    registry.register(make("e1"))
+    assert names(registry.visible()) == ["a", "e1"]  # the pruned tool's mark went with it
 
 
 def test_prune_sees_ephemeral_tools_added_by_overwrite() -> None:

@@ -59,6 +59,30 @@ def test_gemini_shape_inlines_refs_and_drops_unsupported_keywords() -> None:
     assert to_gemini_tools([]) == []
 
 
+def test_gemini_shape_writes_optional_fields_as_nullable() -> None:
+    """``X | None`` becomes the OpenAPI 3.0 ``nullable: true``; no ``{"type": "null"}`` remains."""
+    (gemini,) = to_gemini_tools([ship.describe()])
+    zip_code = gemini["function_declarations"][0]["parameters"]["properties"]["to"]["properties"][
+        "zip"
+    ]
+    assert zip_code == {"type": "string", "default": None, "nullable": True}
+    assert "'null'" not in repr(gemini)
+
+
+def test_gemini_shape_keeps_default_and_enum_values_as_data() -> None:
+    """Keys inside a default value (``title``, ``type``) are data, not schema keywords."""
+
+    @tool
+    def label(style: dict[str, str] = {"title": "Bold", "type": "null"}) -> str:  # noqa: B006
+        """Label something."""
+        return "ok"
+
+    (gemini,) = to_gemini_tools([label.describe()])
+    style = gemini["function_declarations"][0]["parameters"]["properties"]["style"]
+    assert style["default"] == {"title": "Bold", "type": "null"}
+    assert "nullable" not in style
+
+
 def test_rendering_never_mutates_the_description() -> None:
     """Editing a rendered schema leaves the tool's own description untouched."""
     description = ship.describe()

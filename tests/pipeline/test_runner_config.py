@@ -14,6 +14,7 @@ from pipeline import (
     InvalidStashValueError,
     MemoryStore,
     Message,
+    MiddlewareSpec,
     ModelResponse,
     Tool,
     ToolLoopExecutor,
@@ -97,6 +98,37 @@ BAD_CONFIGS: dict[str, tuple[dict[str, Any], str]] = {
     "dispatch-output-not-a-sequence": ({"dispatch_output": 7}, "dispatch_output"),
     "turn-output-non-callable": ({"turn_output": ["x"]}, "turn_output"),
 }
+
+
+class SpecProvider:
+    """A hand-written middleware provider (what ``middleware.Middleware`` sets implement)."""
+
+    def __init__(self, spec: MiddlewareSpec) -> None:
+        self.spec = spec
+
+    def middleware_specs(self) -> list[MiddlewareSpec]:
+        return [self.spec]
+
+
+async def passthrough(ctx: Any, call_next: CallNext) -> None:
+    await call_next()
+
+
+BAD_SPECS: dict[str, MiddlewareSpec] = {
+    "order-not-int": MiddlewareSpec("turn_input", "p", passthrough, order="1"),  # type: ignore[arg-type]
+    "fn-not-callable": MiddlewareSpec("turn_input", "p", None),  # type: ignore[arg-type]
+    "name-not-str": MiddlewareSpec("turn_input", None, passthrough),  # type: ignore[arg-type]
+    "unknown-stage": MiddlewareSpec("executor", "p", passthrough),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("spec", list(BAD_SPECS.values()), ids=list(BAD_SPECS))
+def test_a_provider_with_a_malformed_spec_is_a_config_error(spec: MiddlewareSpec) -> None:
+    """A spec the runner could not order or run is refused at construction, naming middleware."""
+    others = [SpecProvider(MiddlewareSpec("turn_input", "ok", passthrough))]
+    with pytest.raises(InvalidRunnerConfigError) as info:
+        TurnRunner(executor=answer, middleware=[*others, SpecProvider(spec)])
+    assert set(info.value.fields) == {"middleware"}  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("case", list(BAD_CONFIGS), ids=list(BAD_CONFIGS))

@@ -11,7 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pipeline._file_spool as file_spool
-from pipeline import FileSpoolStore, MemorySpoolStore, SpoolReader, SpoolStore
+from pipeline import (
+    FileSpoolStore,
+    InvalidRunnerConfigError,
+    MemorySpoolStore,
+    SpoolReader,
+    SpoolStore,
+)
 
 STORES = ["memory", "file"]
 
@@ -96,6 +102,24 @@ def test_read_write_delete_round_trip(store: SpoolStore) -> None:
     assert store.delete("c1") is True
     assert store.delete("c1") is False
     assert store.read("c1") is None
+
+
+def test_file_store_read_sees_a_body_removed_behind_its_back(tmp_path: Path) -> None:
+    """A body whose file was deleted outside the store reads as None, not a stale reader."""
+    store = FileSpoolStore(tmp_path)
+    store.write("c1", "body")
+    store.path_for("c1").unlink()
+    assert store.read("c1") is None
+    assert "c1" not in store
+
+
+def test_file_store_refuses_a_directory_it_cannot_use(tmp_path: Path) -> None:
+    """A file in the way of the directory, or a non-path, raises InvalidRunnerConfigError."""
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file, not a directory")
+    for bad in (blocker, blocker / "below", "", 42):
+        with pytest.raises(InvalidRunnerConfigError, match="FileSpoolStore"):
+            FileSpoolStore(bad)  # type: ignore[arg-type]
 
 
 def test_write_rejects_non_text_data(store: SpoolStore) -> None:

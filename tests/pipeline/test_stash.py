@@ -219,6 +219,37 @@ def test_circular_value_raises() -> None:
         Stash().set("x", looped)
 
 
+def _nested(depth: int) -> list[Any]:
+    """``depth`` lists, one inside the other, around a single leaf."""
+    value: list[Any] = [0]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [600, 5_000], ids=["readable-by-recursion", "very-deep"])
+def test_values_nested_too_deeply_are_refused_with_a_typed_error(depth: int) -> None:
+    """Values deeper than 128 levels raise InvalidStashValueError (never RecursionError)."""
+    stash = Stash({"keep": 1})
+    with pytest.raises(InvalidStashValueError, match="nested deeper than 128"):
+        stash.set("x", {"deep": _nested(depth)})
+    with pytest.raises(InvalidStashValueError, match="nested deeper than 128"):
+        Stash({"deep": _nested(depth)})
+    assert stash.all() == {"keep": 1}
+
+
+def test_everything_a_stash_accepts_can_be_read_back() -> None:
+    """The deepest value and the longest path accepted are still copied out by get and all."""
+    stash = Stash()
+    path = ".".join(["p"] * 128)
+    stash.set(path, _nested(128))
+    assert stash.get(path) == _nested(128)
+    assert len(stash.keys()) == 1
+    assert stash.all()["p"]["p"] is not None
+    with pytest.raises(InvalidStashValueError, match="129 segments"):
+        stash.set(path + ".p", 1)
+
+
 def test_update_rejects_bad_new_value_and_keeps_the_old() -> None:
     """update() validates fn's result like set(); on failure the old value stays."""
     stash = Stash({"n": 1})

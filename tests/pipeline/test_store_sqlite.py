@@ -360,3 +360,73 @@ async def test_save_turn_replaces_the_record(tmp_path: Path) -> None:
                               "status": "completed", "output": "out"})
         await store.save_turn(again)
         assert await store.turn("t") == again
+
+
+@tool
+def list_dir(pattern: str) -> str:
+    """List a directory whose file names are not valid UTF-8 (decoded with surrogateescape)."""
+    return b"report-\xff.txt\nnotes.md".decode("utf-8", "surrogateescape")
+
+
+async def test_lone_surrogates_are_stored_and_load_back_unchanged(tmp_path: Path) -> None:
+    """Text holding lone surrogates (undecodable file names) is stored, never a failed turn."""
+    odd = "go \udcff"
+    proposed = ProposedToolCall(id="c\udc80", name="list_dir", arguments='{"pattern": "\\ud800"}')
+    steps = [ModelResponse(tool_calls=[proposed]), ModelResponse(text=f"saw {odd}")]
+    async with SqliteStore(tmp_path / "s.db") as store:
+        runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[list_dir],
+                            store=store)
+        result = await runner.run(odd, conversation_id="conv-\udcfe")
+        messages, calls = await store.load_conversation("conv-\udcfe")
+        record = await store.turn(result.turn_id)
+        assert await store.delete_tool_call("conv-\udcfe", result.turn_id, "c\udc80") is True
+    assert result.status == "completed", result.errors
+    [made] = result.tool_calls
+    [stored] = calls
+    assert (stored.id, stored.args, stored.checksum) == (made.id, made.args, made.checksum)
+    assert text_of(stored) == text_of(made) == "report-\udcff.txt\nnotes.md"
+    assert [m.content for m in messages] == [odd, "", f"saw {odd}"]
+    assert messages[1].tool_call_ids == ("c\udc80",)
+    assert record is not None
+    assert (record.input, record.output) == (odd, f"saw {odd}")
+    assert record.conversation_id == "conv-\udcfe"
+
+
+async def test_replacing_an_artifact_call_replaces_its_stored_parts(tmp_path: Path) -> None:
+    """Saving a call again by id (mutate_tool_call) swaps its artifact parts, position kept."""
+    first = ToolCall.completed(id="a", tool="x", args={}, results=artifact(SpooledArtifact, "v1"))
+    other = ToolCall.completed(id="b", tool="x", args={}, results="b")
+    second = ToolCall.completed(
+        id="a", tool="x", args={},
+        results=(artifact(SpooledArtifact, "v2"), artifact(SpooledJsonArtifact, "[2]")),
+    )
+    async with SqliteStore(tmp_path / "s.db") as store:
+        for call in (first, other, second):
+            await store.save_tool_call(None, "t", call)
+        loaded = await store.tool_calls_for_turn("t")
+    assert [c.id for c in loaded] == ["a", "b"]
+    parts = loaded[0].results
+    assert isinstance(parts, tuple)
+    assert [type(p) for p in parts] == [SpooledArtifact, SpooledJsonArtifact]
+    assert [p.as_string() for p in parts if isinstance(p, SpooledArtifact)] == ["v2", "[2]"]
+
+
+class NeedsTwoParts(SpooledArtifact):
+    """An artifact class whose constructor needs more than a reader."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, reader: object, label: str) -> None:
+        super().__init__(reader)  # type: ignore[arg-type]
+        self.label = label
+
+
+async def test_artifact_class_that_needs_more_than_a_reader_loads_as_base(tmp_path: Path) -> None:
+    """A stored artifact whose class cannot be rebuilt from a reader loads as SpooledArtifact."""
+    made = NeedsTwoParts(SPOOL.write("two-parts", "body"), "x")
+    async with SqliteStore(tmp_path / "s.db") as store:
+        await store.save_tool_call(None, "t", ToolCall.completed(id="a", tool="x", args={},
+                                                                 results=made))
+        [loaded] = await store.tool_calls_for_turn("t")
+    assert type(loaded.results) is SpooledArtifact
+    assert loaded.results.as_string() == "body"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import datetime as dt
 import enum
@@ -30,6 +31,7 @@ from pipeline import (
     ToolDownstreamError,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolRegistry,
     TurnAbortedError,
     tool_call_checksum,
 )
@@ -205,6 +207,15 @@ def test_assignment_raises_attribute_error(attribute: str) -> None:
     with pytest.raises(AttributeError):
         setattr(tool, attribute, "x")
     assert tool.name == "search"
+
+
+def test_copying_a_tool_or_a_registry_of_tools_works() -> None:
+    """copy and deepcopy give back the (immutable) tool itself, so configs can be deep-copied."""
+    tool = make_tool()
+    assert copy.copy(tool) is tool
+    assert copy.deepcopy(tool) is tool
+    registry = copy.deepcopy(ToolRegistry([tool]))
+    assert registry.get("search") is tool
 
 
 def test_deletion_raises_attribute_error() -> None:
@@ -574,8 +585,13 @@ async def test_handler_receives_the_tool_meta_stash() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [{"query": "q", "limit": "5"}, {"query": "q", "extra": 1}, {"query": {1, 2}}],
-    ids=["coercion", "unknown-key", "not-json"],
+    [
+        {"query": "q", "limit": "5"},
+        {"query": "q", "extra": 1},
+        {"query": {1, 2}},
+        json.loads('{"query": ' + "[" * 700 + "]" * 700 + "}"),
+    ],
+    ids=["coercion", "unknown-key", "not-json", "too-deep"],
 )
 async def test_invalid_args_raise_without_events_or_handler_call(raw: dict[str, Any]) -> None:
     """Bad arguments raise InvalidToolArgsError; no event is emitted, the handler never runs."""

@@ -121,21 +121,36 @@ def test_record_is_frozen() -> None:
 
 def test_args_are_read_only_all_the_way_down() -> None:
     """Neither the mapping nor nested containers can be changed."""
-    call = ToolCall(**fields(args={"q": "x", "opts": {"tags": ["a"]}}))
+    call = ToolCall(**fields(args={"q": "x", "opts": {"tags": ["b", "a"]}}))
     args: Any = call.args
+    tags: Any = args["opts"]["tags"]
     mutations: list[Callable[[], object]] = [
         lambda: args.__setitem__("q", "y"),
+        lambda: args.__delitem__("q"),
+        lambda: args.__ior__({"z": 1}),
         lambda: args.pop("q"),
+        lambda: args.popitem(),
+        lambda: args.setdefault("z", 1),
         lambda: args.update(z=1),
         lambda: args.clear(),
         lambda: args["opts"].__setitem__("k", 1),
-        lambda: args["opts"]["tags"].append("b"),
-        lambda: args["opts"]["tags"].__setitem__(0, "b"),
+        lambda: tags.__setitem__(0, "c"),
+        lambda: tags.__delitem__(0),
+        lambda: tags.__iadd__(["c"]),
+        lambda: tags.__imul__(2),
+        lambda: tags.append("c"),
+        lambda: tags.extend(["c"]),
+        lambda: tags.insert(0, "c"),
+        lambda: tags.pop(),
+        lambda: tags.remove("a"),
+        lambda: tags.clear(),
+        lambda: tags.sort(),
+        lambda: tags.reverse(),
     ]
     for mutate in mutations:
         with pytest.raises(TypeError):
             mutate()
-    assert call.args == {"q": "x", "opts": {"tags": ["a"]}}
+    assert call.args == {"q": "x", "opts": {"tags": ["b", "a"]}}
 
 
 def test_args_are_copied_from_the_caller() -> None:
@@ -283,6 +298,33 @@ def test_circular_args_are_rejected_not_crashing() -> None:
     assert info.value.code == "E_INVALID_INITIAL_TOOL_CALL_VALUE"
 
 
+def _deep_text(depth: int) -> str:
+    return '{"a": ' + "[" * depth + "]" * depth + "}"
+
+
+DEEP_ARGS: dict[str, Callable[[], Any]] = {
+    "json-text-unparseable": lambda: _deep_text(100_000),
+    "json-text": lambda: _deep_text(700),
+    "mapping": lambda: json.loads(_deep_text(700)),
+}
+
+
+@pytest.mark.parametrize("make", list(DEEP_ARGS.values()), ids=list(DEEP_ARGS))
+def test_deeply_nested_args_are_rejected_not_crashing(make: Callable[[], Any]) -> None:
+    """Arguments nested too deeply raise InvalidToolCallError, never RecursionError."""
+    with pytest.raises(InvalidToolCallError, match="nested too deeply"):
+        ToolCall.completed(id="c", tool="t", args=make(), results="x")
+
+
+def test_records_are_hashable_consistently_with_equality() -> None:
+    """A frozen record can go in a set or be a dict key, despite its dict-typed args."""
+    call = ToolCall.completed(id="c", tool="t", args={"q": ["x"]}, results="x")
+    twin = dataclasses.replace(call)
+    assert twin == call
+    assert hash(twin) == hash(call)
+    assert {call, twin} == {call}
+
+
 def test_completed_rejects_bad_parts_too() -> None:
     """completed() raises InvalidToolCallError for bad args, tool or results."""
     cases: list[dict[str, Any]] = [
@@ -348,8 +390,9 @@ json_values = st.recursive(
     | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=20,
 )
 

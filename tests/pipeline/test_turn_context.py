@@ -170,6 +170,26 @@ async def test_storing_a_duplicate_id_raises_invalid_tool_call() -> None:
     assert len(ctx.turn_tool_calls) == 1
 
 
+async def test_a_custom_executor_reusing_an_earlier_turns_id_cannot_overwrite_it() -> None:
+    """Storing an id already used in the conversation fails the turn; the old call survives."""
+    store = MemoryStore()
+
+    async def fixed_ids(ctx: DispatchContext) -> None:
+        await ctx.store_tool_call(done_call("call_1", ctx.input))
+        ctx.ack()
+
+    runner = TurnRunner(executor=fixed_ids, store=store)
+    first = await runner.run("one", conversation_id="conv")
+    second = await runner.run("two", conversation_id="conv")
+    assert first.status == "completed"
+    assert second.status == "failed"
+    cause = second.errors[0].__cause__
+    assert isinstance(cause, InvalidToolCallError)
+    assert "earlier turn" in str(cause)
+    _, stored = await store.load_conversation("conv")
+    assert stored == first.tool_calls
+
+
 async def test_mutate_tool_call_replaces_in_place_and_moves_the_count() -> None:
     """mutate_tool_call keeps the position, updates counts and persists the new version."""
     store = RecordingStore()
@@ -316,6 +336,21 @@ def test_nack_with_an_error_keeps_it() -> None:
     error = PolicyViolationError("denied", policy="p")
     ctx.nack(error)
     assert ctx.nack_error is error
+
+
+async def test_nack_with_a_non_loop_error_is_refused_and_the_turn_still_ends() -> None:
+    """nack(ValueError()) raises TypeError; an executor doing it fails the turn, not run()."""
+    ctx = make_dispatch_context()
+    with pytest.raises(TypeError, match="LoopError"):
+        ctx.nack(ValueError("nope"))  # type: ignore[arg-type]
+    assert not ctx.is_signalled
+
+    async def sloppy(ctx: DispatchContext) -> None:
+        ctx.nack(ValueError("nope"))  # type: ignore[arg-type]
+
+    result = await TurnRunner(executor=sloppy).run("go")
+    assert result.status == "failed"
+    assert [e.code for e in result.errors] == ["E_LLM_EXECUTION_EXECUTOR_ERROR"]
 
 
 @pytest.mark.parametrize(

@@ -31,9 +31,11 @@ from pipeline import (
     PipelineShortCircuitedError,
     PolicyViolationError,
     ProposedToolCall,
+    SpooledArtifact,
     StoreError,
     ToolCall,
     ToolLoopExecutor,
+    ToolRegistry,
     TurnContext,
     TurnEnd,
     TurnResult,
@@ -242,6 +244,36 @@ async def dispatch_output_short_circuits_after_nack() -> Outcome:
     return await run(trace, dispatch_output=[returning(trace, "dout", "nack")])
 
 
+async def dispatch_output_raises_after_ack() -> Outcome:
+    trace: list[str] = []
+
+    async def ack_then_raise(ctx: DispatchContext, call_next: CallNext) -> None:
+        trace.append("dout")
+        ctx.ack()
+        raise RuntimeError("dout broke after ack")
+
+    return await run(trace, dispatch_output=[ack_then_raise])
+
+
+class UnforgeableArtifact(SpooledArtifact):
+    """An artifact class whose query tools cannot be forged (a bug in user code)."""
+
+    @classmethod
+    def forge_tools(cls, ctx: Any) -> ToolRegistry:
+        raise RuntimeError("forging broke")
+
+
+@tool(artifact_constructor=lambda: UnforgeableArtifact)
+def dump() -> str:
+    """Return a long text, shown to the model as an artifact handle."""
+    return "line\n" * 2000
+
+
+async def artifact_forging_raises() -> Outcome:
+    steps = [ModelResponse(tool_calls=[propose("dump")]), ModelResponse(text="all done")]
+    return await run([], steps=steps, tools=[dump])
+
+
 async def turn_output_raises() -> Outcome:
     trace: list[str] = []
     return await run(trace, turn_output=[raising(trace, "tout", KeyError("missing"))])
@@ -389,6 +421,8 @@ SCENARIOS: dict[str, Callable[[], Awaitable[Outcome]]] = {
         dispatch_output_short_circuits,
         dispatch_output_short_circuits_after_ack,
         dispatch_output_short_circuits_after_nack,
+        dispatch_output_raises_after_ack,
+        artifact_forging_raises,
         turn_output_raises,
         turn_output_short_circuits,
         iteration_limit,
@@ -609,6 +643,30 @@ async def test_dispatch_output_short_circuit_after_nack_fails() -> None:
     assert result.iterations == 1
 
 
+async def test_dispatch_output_raising_after_ack_fails_the_turn() -> None:
+    """A dispatch middleware that raises after ``ack()`` still fails the dispatch (7.3)."""
+    out = await dispatch_output_raises_after_ack()
+    result = out.done
+    assert result.status == "failed"
+    assert [type(e) for e in result.errors] == [DispatchPipelineError]
+    end = out.of(DispatchEnd)[0]
+    assert isinstance(end, DispatchEnd)
+    assert (end.status, end.error) == ("nack", result.errors[0])
+
+
+async def test_artifact_forging_raising_fails_the_turn_with_a_turn_end() -> None:
+    """A broken artifact class's forge_tools fails the turn cleanly instead of escaping run()."""
+    out = await artifact_forging_raises()
+    result = out.done
+    assert result.status == "failed"
+    (error,) = result.errors
+    assert isinstance(error, ExecutorError)
+    assert str(error).endswith(": forging broke")
+    assert isinstance(error.__cause__, RuntimeError)
+    assert [c.tool for c in result.tool_calls] == ["dump"]
+    assert out.trace == ["executor:0"]
+
+
 async def test_turn_output_raising_fails_after_the_dispatch_and_keeps_stored_calls() -> None:
     """A raising turn output middleware gives OutputPipelineError; stored calls are kept."""
     out = await turn_output_raises()
@@ -725,7 +783,8 @@ async def test_abort_inside_skips_the_remaining_proposed_calls() -> None:
     assert time.perf_counter() - t0 < 0.1
     assert result.status == "aborted"
     assert not started.is_set()
-    assert [c.tool for c in result.tool_calls] == ["stopper"]
+    # the skipped proposal is answered with an error record, so every announced id has one
+    assert [(c.tool, c.is_error) for c in result.tool_calls] == [("stopper", False), ("nap", True)]
     assert len(model.requests) == 1
 
 

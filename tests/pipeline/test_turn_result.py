@@ -15,11 +15,13 @@ from pipeline import (
     ModelResponse,
     NackedError,
     PolicyViolationError,
+    ProposedToolCall,
     Stash,
     ToolLoopExecutor,
     TurnAbortedError,
     TurnContext,
     TurnRunner,
+    tool,
 )
 from pipeline.testing import ScriptedModel
 
@@ -129,3 +131,27 @@ async def test_the_turn_record_is_saved_with_status_and_error() -> None:
     assert (record.status, record.input, record.output) == ("failed", "hi", None)
     assert record.error_code == NackedError.code
     assert record.iterations == result.iterations == 1
+
+
+async def test_output_is_none_when_a_middleware_acks_before_the_model_answers() -> None:
+    """Text that came with proposed tool calls is not the final answer; output stays None."""
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    async def stop_after_tools(ctx: DispatchContext, call_next: CallNext) -> None:
+        await call_next()
+        if ctx.new_tool_calls:
+            ctx.ack()
+
+    call = ProposedToolCall(id="p1", name="ping", arguments="{}")
+    model = ScriptedModel([ModelResponse(text="let me check", tool_calls=[call])])
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(model), tools=[ping], dispatch_output=[stop_after_tools]
+    )
+    result = await runner.run("hi")
+    assert result.status == "completed"
+    assert result.messages[-1].content == "let me check"
+    assert result.output is None
