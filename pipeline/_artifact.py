@@ -7,11 +7,13 @@ line number from one query can be fed to ``cat`` directly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import compress, islice
+from time import monotonic
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ._errors import InvalidToolArgsError, NotASpoolReaderError
@@ -26,13 +28,17 @@ if TYPE_CHECKING:
 __all__ = ["SpooledArtifact", "compile_grep", "own_tool_methods"]
 
 _READER_METHODS = ("line", "byte_length", "line_count", "read_all")
-_FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
+_FLAG_BITS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
+
+GREP_TIME_LIMIT = 2.0
+"""Seconds one `SpooledArtifact.grep` may spend matching: a model-supplied pattern that
+backtracks catastrophically (``(a|aa)+$``) is stopped instead of freezing every turn."""
 _SAMPLE_ABOVE = 4 << 20
 _WINDOWS = 8
 _WINDOW_LINES = 512
 
 
-def compile_grep(pattern: str, flags: str = "") -> re.Pattern[str]:
+def compile_grep(pattern: str, flags: str = "") -> regex.Pattern[str]:
     """Compile a grep pattern with flags from ``i``, ``m``, ``s``.
 
     Raises:
@@ -56,8 +62,8 @@ def compile_grep(pattern: str, flags: str = "") -> re.Pattern[str]:
             )
         bits |= bit
     try:
-        return re.compile(pattern, bits)
-    except re.error as exc:
+        return regex.compile(pattern, bits)
+    except regex.error as exc:
         raise InvalidToolArgsError(
             f"invalid regular expression {pattern!r}: {exc}", field="pattern"
         ) from exc
@@ -112,8 +118,8 @@ class GrepArgs(_Args):
     @classmethod
     def _valid_regex(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
+            regex.compile(value)
+        except regex.error as exc:
             raise ValueError(f"invalid regular expression: {exc}") from exc
         return value
 
@@ -215,7 +221,8 @@ class SpooledArtifact:
     def grep(self, pattern: str, flags: str = "", max_matches: int | None = None) -> list[str]:
         """Return the lines matching ``pattern``, each prefixed with its 0-based index: ``"12:x"``.
 
-        The pattern is searched (``re.search``) in each line separately; ``flags`` combines
+        The pattern is searched in each line separately (the `regex` module, with ``re``
+        syntax) and the whole search is stopped after `GREP_TIME_LIMIT` seconds; ``flags`` combines
         ``i`` (ignore case), ``m`` (multiline) and ``s`` (dot matches all).
 
         Raises:
@@ -228,13 +235,25 @@ class SpooledArtifact:
         limit = max_matches if max_matches is not None else -1
         found: list[str] = []
         base = 0
-        for batch in self._line_batches():
-            # compress/map keep the per-line loop in C; only matching lines reach Python.
-            for offset in compress(range(len(batch)), map(search, batch)):
-                found.append(f"{base + offset}:{batch[offset]}")
-                if len(found) == limit:
-                    return found
-            base += len(batch)
+        deadline = monotonic() + GREP_TIME_LIMIT
+        try:
+            for batch in self._line_batches():
+                remaining = deadline - monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                # compress/map keep the per-line loop in C; only matching lines reach Python.
+                matches = map(partial(search, timeout=remaining), batch)
+                for offset in compress(range(len(batch)), matches):
+                    found.append(f"{base + offset}:{batch[offset]}")
+                    if len(found) == limit:
+                        return found
+                base += len(batch)
+        except TimeoutError:
+            raise InvalidToolArgsError(
+                f"the pattern {pattern!r} took longer than {GREP_TIME_LIMIT:g} s to search; "
+                "simplify it (overlapping alternatives such as (a|aa)+ backtrack catastrophically)",
+                field="pattern",
+            ) from None
         return found
 
     def _line_batches(self) -> Iterable[list[str]]:
@@ -317,9 +336,7 @@ class SpooledArtifact:
 
     def __repr__(self) -> str:
         """Return the class, byte length and line count."""
-        return (
-            f"<{type(self).__name__} {self.byte_length()} bytes, {self.line_count()} lines>"
-        )
+        return f"<{type(self).__name__} {self.byte_length()} bytes, {self.line_count()} lines>"
 
 
 def _artifact_mro(cls: type[SpooledArtifact]) -> list[type[SpooledArtifact]]:
@@ -336,8 +353,12 @@ def own_tool_methods(klass: type[SpooledArtifact]) -> tuple[ToolMethod, ...]:
     declared: tuple[ToolMethod, ...] = klass.__dict__.get("tool_methods", ())
     if klass is SpooledArtifact:
         return declared
-    inherited = {m.name for base in klass.__mro__[1:] if issubclass(base, SpooledArtifact)
-                 for m in base.__dict__.get("tool_methods", ())}
+    inherited = {
+        m.name
+        for base in klass.__mro__[1:]
+        if issubclass(base, SpooledArtifact)
+        for m in base.__dict__.get("tool_methods", ())
+    }
     return tuple(m for m in declared if m.name not in inherited)
 
 

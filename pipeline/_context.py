@@ -81,6 +81,7 @@ class TurnContext:
         "_open_gates",
         "_pending",
         "_shield",
+        "_spool_keys",
         "_store",
         "abort_reason",
         "conversation_id",
@@ -135,6 +136,9 @@ class TurnContext:
         self._open_gates: set[Gate] = set()
         self._dispatch: DispatchContext | None = None
         self._shield = 0
+        self._spool_keys: list[str] = []
+        """Spool ids this turn's executor wrote (freed at turn end when the runner owns the
+        spool: a default `MemorySpoolStore` must not keep every result of every turn)."""
         self._deferred_cancel: Callable[[], None] | None = None
 
     def __repr__(self) -> str:

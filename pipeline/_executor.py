@@ -188,7 +188,9 @@ class ToolLoopExecutor:
         results: Results
         inline = False
         if isinstance(output, (str, bytes)):
-            reader = ctx.spool.write(f"{ctx.turn_id}/{call_id}", output)
+            key = f"{ctx.turn_id}/{call_id}"
+            reader = ctx.spool.write(key, output)
+            ctx.turn._spool_keys.append(key)
             results = tool.artifact_class(reader)
             inline = _fits(output, self.inline_limit)
         elif isinstance(output, (SpooledArtifact, Media)):

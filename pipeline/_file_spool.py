@@ -104,7 +104,7 @@ class FileSpoolReader:
             if cut < 0:
                 carry = data
                 continue
-            carry = data[cut + 1:]
+            carry = data[cut + 1 :]
             yield str(memoryview(data)[:cut], "utf-8", "replace").split("\n")
 
     def iter_line_batches(self, start: int = 0) -> Iterator[list[str]]:
@@ -215,8 +215,9 @@ class FileSpoolStore:
 
     def path_for(self, id: str) -> Path:
         """Return the file that holds (or would hold) the body of ``id``."""
-        return self._dir / (hashlib.sha256(id.encode("utf-8", "surrogatepass")).hexdigest()
-                            + ".spool")
+        return self._dir / (
+            hashlib.sha256(id.encode("utf-8", "surrogatepass")).hexdigest() + ".spool"
+        )
 
     def write(self, id: str, data: str | bytes) -> FileSpoolReader:
         """Store ``data`` under ``id`` (text is written as UTF-8) and return its reader."""

@@ -49,9 +49,7 @@ def compile_jsonpath(path: str) -> JSONPath:
     try:
         return _parse_jsonpath(path)
     except Exception as exc:  # jsonpath-ng raises several unrelated exception types
-        raise InvalidToolArgsError(
-            f"invalid JSONPath {path!r}: {exc}", field="path"
-        ) from exc
+        raise InvalidToolArgsError(f"invalid JSONPath {path!r}: {exc}", field="path") from exc
 
 
 def _json_type(value: Any) -> str:
@@ -137,8 +135,9 @@ class SpooledJsonArtifact(SpooledArtifact):
         try:
             return json.loads(self.as_string())
         except json.JSONDecodeError as exc:
-            raise _content_error("json", exc.lineno - 1, f"{exc.msg} (column {exc.colno})",
-                                 exc) from exc
+            raise _content_error(
+                "json", exc.lineno - 1, f"{exc.msg} (column {exc.colno})", exc
+            ) from exc
         except (ValueError, RecursionError) as exc:
             raise _content_error("json", None, str(exc) or type(exc).__name__, exc) from exc
 
@@ -300,9 +299,7 @@ class SpooledJsonArtifact(SpooledArtifact):
     def __repr__(self) -> str:
         """Return the class, format (if known), byte length and line count."""
         fmt = f" {self._format}" if self._format is not None else ""
-        return (
-            f"<{type(self).__name__}{fmt} {self.byte_length()} bytes, {self.line_count()} lines>"
-        )
+        return f"<{type(self).__name__}{fmt} {self.byte_length()} bytes, {self.line_count()} lines>"
 
 
 class PathArgs(_Args):
@@ -328,29 +325,50 @@ class SliceArgs(_Args):
 
 
 SpooledJsonArtifact.tool_methods = (
-    ToolMethod("artifact_json_type", "json_type",
-               "Return the JSON type of a spooled JSON result (JSON Lines count as an array).",
-               NoArgs),
-    ToolMethod("artifact_json_keys", "json_keys",
-               "Return the keys of a spooled JSON object (for an array: its objects' keys).",
-               NoArgs),
-    ToolMethod("artifact_json_length", "json_length",
-               "Return the number of items, keys or characters of a spooled JSON result.",
-               NoArgs),
-    ToolMethod("artifact_json_get", "json_get",
-               "Return the first value matching a JSONPath expression in a spooled JSON result.",
-               PathArgs),
-    ToolMethod("artifact_json_filter", "json_filter",
-               "Return every value matching a JSONPath expression (filters like "
-               "$.items[?(@.price > 10)] work).",
-               PathArgs),
-    ToolMethod("artifact_json_pluck", "json_pluck",
-               "For each item of a spooled JSON array, return the value at a path relative to "
-               "the item (null when missing).",
-               PathArgs),
-    ToolMethod("artifact_json_slice", "json_slice",
-               "Return items [start:end] of a spooled JSON array (negative indexes count back).",
-               SliceArgs),
+    ToolMethod(
+        "artifact_json_type",
+        "json_type",
+        "Return the JSON type of a spooled JSON result (JSON Lines count as an array).",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_json_keys",
+        "json_keys",
+        "Return the keys of a spooled JSON object (for an array: its objects' keys).",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_json_length",
+        "json_length",
+        "Return the number of items, keys or characters of a spooled JSON result.",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_json_get",
+        "json_get",
+        "Return the first value matching a JSONPath expression in a spooled JSON result.",
+        PathArgs,
+    ),
+    ToolMethod(
+        "artifact_json_filter",
+        "json_filter",
+        "Return every value matching a JSONPath expression (filters like "
+        "$.items[?(@.price > 10)] work).",
+        PathArgs,
+    ),
+    ToolMethod(
+        "artifact_json_pluck",
+        "json_pluck",
+        "For each item of a spooled JSON array, return the value at a path relative to "
+        "the item (null when missing).",
+        PathArgs,
+    ),
+    ToolMethod(
+        "artifact_json_slice",
+        "json_slice",
+        "Return items [start:end] of a spooled JSON array (negative indexes count back).",
+        SliceArgs,
+    ),
 )
 
 SpooledJsonArtifact.__module__ = "pipeline"

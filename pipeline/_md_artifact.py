@@ -61,14 +61,14 @@ def _plain(children: list[Token] | None) -> str:
 def _check_expansion(value: Any, budget: int) -> None:
     """Raise when ``value`` (YAML, aliases expanded) exceeds ``budget`` characters and nodes.
 
-    Each container counts one, each string (or ``!!binary`` bytes) its length, anything else
-    one; shared (aliased) and cyclic parts count every time they are reached, as serialising
-    them would.
+    Each string (or ``!!binary`` bytes) counts its length, at least one, any other node one;
+    shared (aliased) and cyclic parts count every time they are reached, as serialising them
+    would.
     """
     stack = [value]
     while stack:
         node = stack.pop()
-        budget -= len(node) if isinstance(node, str | bytes) else 1
+        budget -= max(len(node), 1) if isinstance(node, str | bytes) else 1
         if budget < 0:
             raise ToolDownstreamError(
                 "the front matter expands to too much data (YAML aliases repeat more than ten "
@@ -85,8 +85,9 @@ def _check_expansion(value: Any, budget: int) -> None:
 
 def _check_depth(depth: object) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 6:
-        raise InvalidToolArgsError(f"depth must be an integer from 1 to 6, got {depth!r}",
-                                   field="depth")
+        raise InvalidToolArgsError(
+            f"depth must be an integer from 1 to 6, got {depth!r}", field="depth"
+        )
     return depth
 
 
@@ -182,12 +183,14 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         for index, token in enumerate(tokens):
             if token.type == "heading_open" and token.map is not None:
                 inline = tokens[index + 1]
-                found.append({
-                    "depth": int(token.tag[1]),
-                    "text": _plain(inline.children).strip(),
-                    "start_line": token.map[0],
-                    "end_line": token.map[1],
-                })
+                found.append(
+                    {
+                        "depth": int(token.tag[1]),
+                        "text": _plain(inline.children).strip(),
+                        "start_line": token.map[0],
+                        "end_line": token.map[1],
+                    }
+                )
         return found
 
     def md_headings(self, depth: int = 6) -> list[dict[str, Any]]:
@@ -218,15 +221,17 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             if level > depth:
                 continue
             end = next(
-                (h["start_line"] for h in headings[index + 1:] if h["depth"] <= level), total
+                (h["start_line"] for h in headings[index + 1 :] if h["depth"] <= level), total
             )
-            sections.append({
-                "depth": level,
-                "heading": heading["text"],
-                "heading_line": heading["start_line"],
-                "body_start_line": heading["end_line"],
-                "body_end_line": end,
-            })
+            sections.append(
+                {
+                    "depth": level,
+                    "heading": heading["text"],
+                    "heading_line": heading["start_line"],
+                    "body_start_line": heading["end_line"],
+                    "body_end_line": end,
+                }
+            )
         return sections
 
     def md_code_blocks(self, lang: str | None = None) -> list[dict[str, Any]]:
@@ -244,9 +249,13 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             block_lang = words[0] if token.type == "fence" and words else None
             if wanted is not None and (block_lang is None or block_lang.lower() != wanted):
                 continue
-            blocks.append({
-                "lang": block_lang, "start_line": token.map[0], "end_line": token.map[1],
-            })
+            blocks.append(
+                {
+                    "lang": block_lang,
+                    "start_line": token.map[0],
+                    "end_line": token.map[1],
+                }
+            )
         return blocks
 
     def md_links(self) -> list[dict[str, Any]]:
@@ -265,11 +274,13 @@ class SpooledMarkdownArtifact(SpooledArtifact):
                     depth += (kind == "link_open") - (kind == "link_close")
                     stop += 1
                 title = child.attrs.get("title")
-                links.append({
-                    "text": _plain(children[index + 1:stop - 1]),
-                    "url": str(child.attrs.get("href", "")),
-                    "title": str(title) if title else None,
-                })
+                links.append(
+                    {
+                        "text": _plain(children[index + 1 : stop - 1]),
+                        "url": str(child.attrs.get("href", "")),
+                        "title": str(title) if title else None,
+                    }
+                )
         return links
 
     def md_images(self) -> list[dict[str, Any]]:
@@ -281,11 +292,13 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             for child in token.children or ():
                 if child.type == "image":
                     title = child.attrs.get("title")
-                    images.append({
-                        "alt": _plain(child.children),
-                        "url": str(child.attrs.get("src", "")),
-                        "title": str(title) if title else None,
-                    })
+                    images.append(
+                        {
+                            "alt": _plain(child.children),
+                            "url": str(child.attrs.get("src", "")),
+                            "title": str(title) if title else None,
+                        }
+                    )
         return images
 
     def md_text(self) -> str:
@@ -327,27 +340,55 @@ class LangArgs(_Args):
 
 
 SpooledMarkdownArtifact.tool_methods = (
-    ToolMethod("artifact_md_frontmatter", "md_frontmatter",
-               "Return the YAML front matter of a spooled Markdown result (null when none).",
-               NoArgs),
-    ToolMethod("artifact_md_headings", "md_headings",
-               "List the headings (depth, text, 0-based start_line, exclusive end_line).",
-               DepthArgs),
-    ToolMethod("artifact_md_sections", "md_sections",
-               "List the sections with their 0-based heading and body line ranges (body end "
-               "exclusive); read one with artifact_cat.",
-               DepthArgs),
-    ToolMethod("artifact_md_code_blocks", "md_code_blocks",
-               "List the code blocks (lang, 0-based start_line, exclusive end_line).",
-               LangArgs),
-    ToolMethod("artifact_md_links", "md_links",
-               "List the links (text, url, title) of a spooled Markdown result.", NoArgs),
-    ToolMethod("artifact_md_images", "md_images",
-               "List the images (alt, url, title) of a spooled Markdown result.", NoArgs),
-    ToolMethod("artifact_md_text", "md_text",
-               "Return the plain text of a spooled Markdown result, without markup.", NoArgs),
-    ToolMethod("artifact_md_ast", "md_ast",
-               "Return the Markdown syntax tree of a spooled Markdown result as JSON.", NoArgs),
+    ToolMethod(
+        "artifact_md_frontmatter",
+        "md_frontmatter",
+        "Return the YAML front matter of a spooled Markdown result (null when none).",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_md_headings",
+        "md_headings",
+        "List the headings (depth, text, 0-based start_line, exclusive end_line).",
+        DepthArgs,
+    ),
+    ToolMethod(
+        "artifact_md_sections",
+        "md_sections",
+        "List the sections with their 0-based heading and body line ranges (body end "
+        "exclusive); read one with artifact_cat.",
+        DepthArgs,
+    ),
+    ToolMethod(
+        "artifact_md_code_blocks",
+        "md_code_blocks",
+        "List the code blocks (lang, 0-based start_line, exclusive end_line).",
+        LangArgs,
+    ),
+    ToolMethod(
+        "artifact_md_links",
+        "md_links",
+        "List the links (text, url, title) of a spooled Markdown result.",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_md_images",
+        "md_images",
+        "List the images (alt, url, title) of a spooled Markdown result.",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_md_text",
+        "md_text",
+        "Return the plain text of a spooled Markdown result, without markup.",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_md_ast",
+        "md_ast",
+        "Return the Markdown syntax tree of a spooled Markdown result as JSON.",
+        NoArgs,
+    ),
 )
 
 SpooledMarkdownArtifact.__module__ = "pipeline"

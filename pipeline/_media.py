@@ -100,26 +100,39 @@ class Media:
         _check_mime(kind, self.mime_type)
         name: object = self.filename
         if not isinstance(name, str) or not name or len(name) > 255 or _CONTROL.search(name):
-            _bad("filename", "filename must be 1 to 255 characters without control characters, "
-                             f"got {name!r}")
+            _bad(
+                "filename",
+                f"filename must be 1 to 255 characters without control characters, got {name!r}",
+            )
         tier: object = self.trust_tier
         if not isinstance(tier, str) or tier not in _TIERS:
             _bad("trust_tier", f"trust_tier must be one of {sorted(_TIERS)}, got {tier!r}")
         hazard: object = self.modality_hazard
         if not isinstance(hazard, str) or hazard not in _HAZARDS:
-            _bad("modality_hazard", f"modality_hazard must be one of {sorted(_HAZARDS)}, got "
-                                    f"{self.modality_hazard!r}")
+            _bad(
+                "modality_hazard",
+                f"modality_hazard must be one of {sorted(_HAZARDS)}, got {self.modality_hazard!r}",
+            )
         data: object = self.data
         reader: object = self.reader
         if (data is None) == (reader is None):
-            _bad("data", "give exactly one of data and reader"
-                 + (", not neither" if data is None else ", not both"))
+            _bad(
+                "data",
+                "give exactly one of data and reader"
+                + (", not neither" if data is None else ", not both"),
+            )
         if data is not None and (not isinstance(data, bytes) or not data):
-            _bad("data", f"data must be non-empty bytes, got {type(data).__name__}"
-                 + (" of length 0" if isinstance(data, bytes) else ""))
+            _bad(
+                "data",
+                f"data must be non-empty bytes, got {type(data).__name__}"
+                + (" of length 0" if isinstance(data, bytes) else ""),
+            )
         if reader is not None and not callable(reader):
-            _bad("reader", "reader must be a zero-argument callable returning bytes, got "
-                           f"{type(reader).__name__}")
+            _bad(
+                "reader",
+                "reader must be a zero-argument callable returning bytes, got "
+                f"{type(reader).__name__}",
+            )
         source: object = self.source
         if source is not None and (not isinstance(source, str) or not source):
             _bad("source", f"source must be a non-empty string or None, got {source!r}")
@@ -165,10 +178,24 @@ class Media:
             "extractable-instructions" if kind == "document" else "opaque-perceptual"
         )
         if callable(data):
-            return cls(kind=kind, mime_type=mime_type, filename=filename, reader=data,
-                       trust_tier=tier, modality_hazard=hazard, source=source)
-        return cls(kind=kind, mime_type=mime_type, filename=filename, data=data,
-                   trust_tier=tier, modality_hazard=hazard, source=source)
+            return cls(
+                kind=kind,
+                mime_type=mime_type,
+                filename=filename,
+                reader=data,
+                trust_tier=tier,
+                modality_hazard=hazard,
+                source=source,
+            )
+        return cls(
+            kind=kind,
+            mime_type=mime_type,
+            filename=filename,
+            data=data,
+            trust_tier=tier,
+            modality_hazard=hazard,
+            source=source,
+        )
 
     @classmethod
     def tool_generated(

@@ -97,8 +97,7 @@ def _count(n: int, unit: str) -> str:
 def _preview(artifact: SpooledArtifact) -> list[str]:
     lines = artifact.head(_PREVIEW_LINES)
     return [
-        line if len(line) <= _PREVIEW_WIDTH else line[:_PREVIEW_WIDTH] + " [...]"
-        for line in lines
+        line if len(line) <= _PREVIEW_WIDTH else line[:_PREVIEW_WIDTH] + " [...]" for line in lines
     ]
 
 
@@ -155,17 +154,20 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
         return RenderedResult(_text_envelope(registry, tool_name, nonce, results))
     if isinstance(results, SpooledArtifact):
         if call.inline:
-            return RenderedResult(
-                _text_envelope(registry, tool_name, nonce, results.as_string())
-            )
+            return RenderedResult(_text_envelope(registry, tool_name, nonce, results.as_string()))
         body = _handle_body(results, call.id, tool_name, queryable=True)
         return RenderedResult(_envelope(False, "artifact-handle", tool_name, nonce, body))
     items = (results,) if isinstance(results, Media) else tuple(results)
     if all(isinstance(item, Media) for item in items):
         media = tuple(item for item in items if isinstance(item, Media))
         parts = [
-            _envelope(item.trusted, "trusted-media" if item.trusted else "media", tool_name,
-                      nonce, _media_placeholder(item, index, len(media)))
+            _envelope(
+                item.trusted,
+                "trusted-media" if item.trusted else "media",
+                tool_name,
+                nonce,
+                _media_placeholder(item, index, len(media)),
+            )
             for index, item in enumerate(media, 1)
         ]
         return RenderedResult("\n".join(parts), media)

@@ -99,6 +99,7 @@ class TurnRunner:
         "_max_iterations",
         "_middleware",
         "_onions",
+        "_owns_spool",
         "_spool",
         "_store",
         "_system_prompt",
@@ -169,10 +170,12 @@ class TurnRunner:
             store = MemoryStore()
         elif not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
             bad("store", f"must implement TurnStore ({', '.join(_STORE_METHODS)})")
+        owns_spool = False
         if spool is None:
             from ._spool import MemorySpoolStore
 
             spool = MemorySpoolStore()
+            owns_spool = True
         elif not all(callable(getattr(spool, m, None)) for m in ("write", "read", "delete")):
             bad("spool", "must implement SpoolStore (write, read, delete)")
         if raw["system_prompt"] is not None and not isinstance(raw["system_prompt"], str):
@@ -200,6 +203,7 @@ class TurnRunner:
         self._middleware = tuple(items)
         self._store: TurnStore = store
         self._spool: SpoolStore = spool
+        self._owns_spool = owns_spool
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._onions = build_onions(items, plain)
@@ -259,6 +263,7 @@ class TurnRunner:
             onions=self._onions,
             store=self._store,
             max_iterations=self._max_iterations,
+            release_spool=self._owns_spool,
         )
 
     async def run(

@@ -86,7 +86,9 @@ _MESSAGE_UPSERT = (
 )
 _MESSAGE_SELECT = "SELECT " + ", ".join(MESSAGE_COLUMNS) + " FROM messages"
 _TURN_UPSERT = (
-    "INSERT OR REPLACE INTO turns (" + ", ".join(TURN_COLUMNS) + ") VALUES ("
+    "INSERT OR REPLACE INTO turns ("
+    + ", ".join(TURN_COLUMNS)
+    + ") VALUES ("
     + ", ".join("?" * len(TURN_COLUMNS))
     + ")"
 )
@@ -354,8 +356,7 @@ class SqliteStore:
         parts: dict[int, list[PartRow]] = {}
         if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
             part_rows = cur.execute(
-                f"{_PART_SELECT} WHERE call_seq IN "
-                f"(SELECT seq FROM tool_calls WHERE {where})",
+                f"{_PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
                 params,
             ).fetchall()
             for part in part_rows:

@@ -80,6 +80,7 @@ class Turn:
         "_forged_version",
         "_max_iterations",
         "_onions",
+        "_release_spool",
         "_store",
         "_task",
         "ctx",
@@ -95,6 +96,7 @@ class Turn:
         onions: dict[Stage, Onion],
         store: TurnStore,
         max_iterations: int | None,
+        release_spool: bool = False,
     ) -> None:
         """Prepare a turn over a fresh context."""
         self.ctx = ctx
@@ -104,6 +106,7 @@ class Turn:
         self._onions = onions
         self._store = store
         self._max_iterations = max_iterations
+        self._release_spool = release_spool
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._finishing = False

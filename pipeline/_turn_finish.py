@@ -80,6 +80,10 @@ async def finish_turn(
                     payload={},
                 )
             )
+    if turn._release_spool:
+        # The result's artifacts keep their readers; the runner-owned store lets go of them.
+        for key in ctx._spool_keys:
+            ctx.spool.delete(key)
     if cancelled is not None:
         raise cancelled  # after recording the turn as aborted (DESIGN 6.1)
     if ctx._pending:

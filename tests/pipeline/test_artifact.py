@@ -264,3 +264,18 @@ def test_own_tool_methods_ignore_repeated_base_methods() -> None:
     assert Repeating.all_tool_methods() == (*SpooledArtifact.tool_methods, extra)
     artifact = Repeating(MemorySpoolStore().write("x", "hello world\nbye"))
     assert extra.bind(artifact)() == "hello"
+
+
+def test_catastrophic_backtracking_is_stopped_with_a_typed_error() -> None:
+    """A pattern like ``(a|aa)+$`` on a hostile line is cut off at the time limit, not hung."""
+    import time
+
+    from pipeline import InvalidToolArgsError, MemorySpoolStore, SpooledArtifact
+
+    artifact = SpooledArtifact(MemorySpoolStore().write("redos", "a" * 40 + "!"))
+    started = time.perf_counter()
+    with pytest.raises(InvalidToolArgsError) as err:
+        artifact.grep(r"(a|aa)+$")
+    assert time.perf_counter() - started < 5
+    assert err.value.code == "E_INVALID_TOOL_ARGS"
+    assert "took longer" in err.value.message
