@@ -18,9 +18,9 @@ The functions here are pure (no database access), so the store runs them on its 
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
+import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -133,17 +133,18 @@ def _class_path(cls: type) -> str:
 
 
 def _artifact_class(path: str) -> type[SpooledArtifact]:
-    """Resolve an artifact class path; unknown or unsuitable paths give `SpooledArtifact`."""
+    """Resolve an artifact class path among imported modules; anything else is the base class."""
     cached = _artifact_classes.get(path)
     if cached is not None:
         return cached
     module_name, _, qualname = path.partition(":")
-    found: object = None
+    # Only modules already imported are consulted: a database is data, and naming a module in
+    # it must never make this process import (run) that module.
+    found: object = sys.modules.get(module_name)
     try:
-        found = importlib.import_module(module_name)
         for part in qualname.split("."):
             found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError):
+    except AttributeError:
         found = None
     cls = found if isinstance(found, type) and issubclass(found, SpooledArtifact) else None
     resolved = cls or SpooledArtifact

@@ -430,3 +430,29 @@ async def test_artifact_class_that_needs_more_than_a_reader_loads_as_base(tmp_pa
         [loaded] = await store.tool_calls_for_turn("t")
     assert type(loaded.results) is SpooledArtifact
     assert loaded.results.as_string() == "body"
+
+
+async def test_loading_never_imports_a_module_named_in_the_database(tmp_path: Path) -> None:
+    """An artifact class path naming an unimported module loads as the base class, unimported."""
+    import sqlite3
+    import sys
+
+    from pipeline import SpooledArtifact, SqliteStore, ToolCall
+    from pipeline.testing import make_dispatch_context
+
+    db = tmp_path / "store.db"
+    store = SqliteStore(db)
+    reader = make_dispatch_context().spool.write("x", "body")
+    call = ToolCall.completed(id="c1", tool="t", args={}, results=SpooledArtifact(reader))
+    await store.save_tool_call("conv", "turn", call)
+    store.close()
+    with sqlite3.connect(db) as raw:
+        changed = raw.execute("UPDATE tool_call_results SET artifact_class = 'this:Fly'")
+        assert changed.rowcount == 1
+    sys.modules.pop("this", None)
+    reopened = SqliteStore(db)
+    _, calls = await reopened.load_conversation("conv")
+    reopened.close()
+    assert "this" not in sys.modules  # importing it would print the Zen of Python
+    assert type(calls[0].results) is SpooledArtifact
+    assert calls[0].results.as_string() == "body"
