@@ -31,8 +31,12 @@ _READER_METHODS = ("line", "byte_length", "line_count", "read_all")
 _FLAG_BITS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
 
 GREP_TIME_LIMIT = 2.0
-"""Seconds one `SpooledArtifact.grep` may spend matching: a model-supplied pattern that
-backtracks catastrophically (``(a|aa)+$``) is stopped instead of freezing every turn."""
+"""Seconds one `SpooledArtifact.grep` may spend matching, plus `GREP_SECONDS_PER_MB` per
+megabyte of body: a model-supplied pattern that backtracks catastrophically (``(a|aa)+$``) is
+stopped instead of freezing every turn, while an ordinary search of a large body completes."""
+
+GREP_SECONDS_PER_MB = 1.0
+"""The time allowance `grep` adds per megabyte of body (see `GREP_TIME_LIMIT`)."""
 _SAMPLE_ABOVE = 4 << 20
 _WINDOWS = 8
 _WINDOW_LINES = 512
@@ -235,7 +239,8 @@ class SpooledArtifact:
         limit = max_matches if max_matches is not None else -1
         found: list[str] = []
         base = 0
-        deadline = monotonic() + GREP_TIME_LIMIT
+        budget = GREP_TIME_LIMIT + GREP_SECONDS_PER_MB * self.byte_length() / 1_000_000
+        deadline = monotonic() + budget
         try:
             for batch in self._line_batches():
                 remaining = deadline - monotonic()
@@ -250,7 +255,7 @@ class SpooledArtifact:
                 base += len(batch)
         except TimeoutError:
             raise InvalidToolArgsError(
-                f"the pattern {pattern!r} took longer than {GREP_TIME_LIMIT:g} s to search; "
+                f"the pattern {pattern!r} took longer than {budget:.1f} s to search; "
                 "simplify it (overlapping alternatives such as (a|aa)+ backtrack catastrophically)",
                 field="pattern",
             ) from None
