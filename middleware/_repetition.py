@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Collection
 from typing import Literal
 
@@ -61,14 +63,22 @@ class RepetitionDetector:
         window: How many recent calls to search for an oscillation (at least 4); None turns
             oscillation detection off.
         on_repeat: ``"hide"``, ``"nack"`` or ``"warn"``.
-        exempt: Tool names never flagged.
+        exempt: Tools never flagged: names or globs (``"poll*"``), as `ToolPolicy` takes.
         namespace: The stash path of its state and decisions.
 
     Raises:
         InvalidMiddlewareConfigError: any option is out of range or of the wrong type.
     """
 
-    __slots__ = ("_exempt", "_namespace", "_on_repeat", "_recent", "_threshold", "_window")
+    __slots__ = (
+        "_exempt",
+        "_exempt_match",
+        "_namespace",
+        "_on_repeat",
+        "_recent",
+        "_threshold",
+        "_window",
+    )
 
     def __init__(
         self,
@@ -85,6 +95,12 @@ class RepetitionDetector:
         self._window = None if window is None else check_int(owner, "window", window, minimum=4)
         self._on_repeat = check_choice(owner, "on_repeat", on_repeat, _ACTIONS)
         self._exempt = frozenset(check_names(owner, "exempt", exempt))
+        # one compiled alternation of the globs, matched once per call (fnmatchcase semantics)
+        self._exempt_match = (
+            re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in sorted(self._exempt))).match
+            if self._exempt
+            else None
+        )
         self._namespace = check_namespace(owner, namespace)
         self._recent = f"{namespace}.recent"
 
@@ -121,12 +137,16 @@ class RepetitionDetector:
         """The stash path of its state and decisions."""
         return self._namespace
 
+    def _is_exempt(self, tool: str) -> bool:
+        """True when ``tool`` matches an ``exempt`` glob (a plain name matches only itself)."""
+        return self._exempt_match is not None and self._exempt_match(tool) is not None
+
     @dispatch_output
     async def check(self, ctx: DispatchContext, call_next: CallNext) -> None:
         """Check the calls completed in this iteration for repeats and oscillation."""
         flagged: set[str] = set()
         for call in ctx.new_tool_calls:
-            if call.tool in self._exempt:
+            if self._is_exempt(call.tool):
                 continue
             count = ctx.tool_call_count(call.checksum)
             if count >= self._threshold and call.checksum not in flagged:

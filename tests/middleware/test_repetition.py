@@ -301,3 +301,15 @@ def test_repr_and_properties_show_the_configuration() -> None:
     assert (detector.threshold, detector.window, detector.on_repeat) == (4, 6, "warn")
     assert detector.exempt == frozenset({"poll"})
     assert detector.namespace == "loopware.repetition"
+
+
+async def test_exempt_takes_globs_like_the_other_policies(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """``exempt=["poll*"]`` spares every polling tool, and only those, case-sensitively."""
+    model = plan_model([("poll", {"job": "j"})] * 3 + [("search", {"q": "x"})] * 2)
+    detector = RepetitionDetector(threshold=2, on_repeat="warn", exempt=["poll*", "Search"])
+    result = await make_runner(model, [detector]).run("wait")
+    assert result.status == "completed"
+    flagged = {d["tool"] for d in result.stash["loopware"]["repetition"]["decisions"]}
+    assert flagged == {"search"}  # "poll" matched the glob; "Search" does not match "search"
