@@ -2,14 +2,6 @@
 
 from ._approval import ApprovalGate as ApprovalGate
 from ._approval import Approver as Approver
-from ._audit import AuditLog as AuditLog
-from ._audit_chain import AuditDecision as AuditDecision
-from ._audit_chain import AuditEntry as AuditEntry
-from ._audit_chain import AuditHead as AuditHead
-from ._audit_chain import AuditRow as AuditRow
-from ._audit_chain import AuditSink as AuditSink
-from ._audit_jsonl import JsonlAuditSink as JsonlAuditSink
-from ._audit_sinks import SqliteAuditSink as SqliteAuditSink
 from ._budget import IterationBudget as IterationBudget
 from ._counter import ToolCallCounter as ToolCallCounter
 from ._limit import OnExceed as OnExceed
@@ -31,6 +23,14 @@ from ._repetition import OnRepeat as OnRepeat
 from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
 from ._tracing import Tracing as Tracing
+from .audit._chain import AuditDecision as AuditDecision
+from .audit._chain import AuditEntry as AuditEntry
+from .audit._chain import AuditHead as AuditHead
+from .audit._chain import AuditRow as AuditRow
+from .audit._chain import AuditSink as AuditSink
+from .audit._jsonl import JsonlAuditSink as JsonlAuditSink
+from .audit._log import AuditLog as AuditLog
+from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
 
 __all__ = [
     "ApprovalGate",

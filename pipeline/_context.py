@@ -12,12 +12,12 @@ from ._events import Event, GateClosed, GateOpened, Log, LogLevel, MessageStored
 if TYPE_CHECKING:
     from ._bus import EventBus
     from ._gate import Gate
-    from ._model import Message
     from ._registry import ToolRegistry
-    from ._spool import SpoolStore
     from ._stash import Stash
-    from ._store import TurnStore
     from ._toolcall import ToolCall
+    from .models._seam import Message
+    from .stores._spool import SpoolStore
+    from .stores._store import TurnStore
 
 __all__ = ["ContextLog", "DispatchContext", "TurnContext"]
 
@@ -351,7 +351,7 @@ class TurnContext:
 
 
 def _is_artifact(value: object) -> bool:
-    from ._artifact import SpooledArtifact
+    from .artifacts._artifact import SpooledArtifact
 
     return isinstance(value, SpooledArtifact)
 

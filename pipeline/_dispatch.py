@@ -11,8 +11,8 @@ from ._events import Event
 if TYPE_CHECKING:
     from ._context import TurnContext
     from ._gate import Gate
-    from ._model import Message
     from ._toolcall import ToolCall
+    from .models._seam import Message
 
 __all__ = ["DispatchContext"]
 

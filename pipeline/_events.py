@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ._errors import LoopError
     from ._gate import Gate
-    from ._model import Message
     from ._toolcall import ToolCall
+    from .models._seam import Message
 
 __all__ = [
     "DispatchEnd",

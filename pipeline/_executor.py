@@ -7,14 +7,14 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._artifact import SpooledArtifact
 from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
-from ._forge import ArtifactTool
 from ._json import tool_call_checksum
-from ._media import Media
-from ._model import ChatModel, Message, ModelRequest, ProposedToolCall
-from ._tool_exec import run_tool
+from ._tool_run import run_tool
 from ._toolcall import ToolCall
+from .artifacts._artifact import SpooledArtifact
+from .artifacts._forge import ArtifactTool
+from .artifacts._media import Media
+from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall
 
 if TYPE_CHECKING:
     from ._context import DispatchContext

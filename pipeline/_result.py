@@ -11,8 +11,8 @@ from ._errors import TurnAbortedError
 if TYPE_CHECKING:
     from ._errors import LoopError
     from ._events import TurnStatus
-    from ._model import Message
     from ._toolcall import ToolCall
+    from .models._seam import Message
 
 __all__ = ["TurnResult"]
 

@@ -15,14 +15,14 @@ from ._ids import new_id
 from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, Stage
 from ._stash import Stash
-from ._store import MemoryStore
 from ._tool import Tool
 from ._turn import Turn
+from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
     from ._result import TurnResult
-    from ._spool import SpoolStore
-    from ._store import TurnStore
+    from .stores._spool import SpoolStore
+    from .stores._store import TurnStore
 
 __all__ = ["TurnHandle", "TurnRunner"]
 
@@ -172,7 +172,7 @@ class TurnRunner:
             bad("store", f"must implement TurnStore ({', '.join(_STORE_METHODS)})")
         owns_spool = False
         if spool is None:
-            from ._spool import MemorySpoolStore
+            from .stores._spool import MemorySpoolStore
 
             spool = MemorySpoolStore()
             owns_spool = True

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAl
 
 from typing_extensions import TypedDict
 
-from ._artifact import SpooledArtifact
 from ._errors import InvalidToolArgsError, InvalidToolError, LoopError
 from ._events import Event
 from ._json import tool_call_checksum
-from ._media import Media
 from ._stash import Stash
-from ._tool_exec import run_tool
+from ._tool_run import run_tool
 from ._tool_schema import ArgsSchema
+from .artifacts._artifact import SpooledArtifact
+from .artifacts._media import Media
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext

@@ -23,10 +23,10 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ._artifact import SpooledArtifact
 from ._errors import InvalidToolError
 from ._stash import Stash
 from ._tool import OnCollision, Tool
+from .artifacts._artifact import SpooledArtifact
 
 __all__ = ["tool"]
 

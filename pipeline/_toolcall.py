@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NoReturn, TypeAlias
 
-from ._artifact import SpooledArtifact
 from ._errors import InvalidToolCallError
 from ._frozen import FrozenDict, freeze_json
 from ._json import tool_call_checksum
-from ._media import Media
+from .artifacts._artifact import SpooledArtifact
+from .artifacts._media import Media
 
 __all__ = ["ToolCall", "ToolCallResults"]
 

@@ -33,15 +33,15 @@ from ._events import (
     TurnStatus,
 )
 from ._ids import new_id
-from ._model import Message
 from ._onion import StageRun
 from ._result import TurnResult
 from ._turn_finish import finish_turn
+from .models._seam import Message
 
 if TYPE_CHECKING:
     from ._onion import Onion
     from ._stages import Stage
-    from ._store import TurnStore
+    from .stores._store import TurnStore
 
 __all__ = ["Turn"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ._bus import drain
 from ._events import Log, TurnEnd, TurnStatus
 from ._result import TurnResult
-from ._store import TurnRecord
+from .stores._store import TurnRecord
 
 if TYPE_CHECKING:
     from ._turn import Turn

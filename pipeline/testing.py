@@ -13,13 +13,13 @@ from typing import Any
 from ._bus import EventBus
 from ._context import DispatchContext, TurnContext
 from ._events import Event
-from ._model import Message, ModelRequest, ModelResponse
 from ._registry import ToolRegistry
-from ._spool import MemorySpoolStore, SpoolStore
 from ._stash import Stash
-from ._store import MemoryStore, TurnStore
 from ._tool import Tool
 from ._toolcall import ToolCall
+from .models._seam import Message, ModelRequest, ModelResponse
+from .stores._spool import MemorySpoolStore, SpoolStore
+from .stores._store import MemoryStore, TurnStore
 
 __all__ = ["ScriptedModel", "make_dispatch_context"]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from loopware_cli._demo import DEMO_AUDIT_PATH, run_demo
+from loopware_cli._main import main
+from loopware_cli._style import Style
 from middleware import SqliteAuditSink
-from middleware._cli import main
-from middleware._cli_demo import DEMO_AUDIT_PATH, run_demo
-from middleware._cli_style import Style
 
 EXPECTED = """\
 loopware demo: a scripted support-agent turn (no network, no API keys)

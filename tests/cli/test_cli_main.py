@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from middleware._cli import main
+from loopware_cli._main import main
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = "tests.data.replay_stacks"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from middleware._cli import main
+from loopware_cli._main import main
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from middleware._cli import main
-from middleware._replay_transcript import parse_transcript, read_transcript
+from loopware_cli._main import main
+from loopware_cli._replay_transcript import parse_transcript, read_transcript
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 

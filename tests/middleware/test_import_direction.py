@@ -81,5 +81,7 @@ def test_public_names_report_the_public_module(name: str) -> None:
 
 def test_pipeline_exports_what_middleware_needs() -> None:
     """The names this package builds on are part of pipeline's public API."""
-    for name in ("CallNext", "DispatchContext", "TurnContext", "MiddlewareSpec", "Stage"):
+    for name in ("CallNext", "DispatchContext", "TurnContext", "Stage"):
         assert name in pipeline.__all__
+    for name in ("MiddlewareSpec", "MiddlewareProvider", "MethodRegistration", "EventObserver"):
+        assert name in pipeline.stages.__all__

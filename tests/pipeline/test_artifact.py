@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pipeline._file_spool as file_spool
+import pipeline.stores._file_spool as file_spool
 from pipeline import (
     FileSpoolStore,
     InvalidToolArgsError,
@@ -20,7 +20,7 @@ from pipeline import (
     SpooledMarkdownArtifact,
     ToolMethod,
 )
-from pipeline._artifact import CountArgs, own_tool_methods
+from pipeline.artifacts._artifact import CountArgs, own_tool_methods
 
 STORES = ["memory", "file"]
 TEXT = "alpha\nBeta\ngamma delta\n\nepsilon\nalphabet"
@@ -189,8 +189,8 @@ def test_large_bodies_are_estimated_from_samples(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Above the sampling threshold the estimate scales windows by size, close to a full pass."""
-    import pipeline._artifact as artifact_module
-    from pipeline._tokens import estimate_tokens
+    import pipeline.artifacts._artifact as artifact_module
+    from pipeline.artifacts._tokens import estimate_tokens
 
     text = "\n".join(f"entry {i}: status=ok latency={i % 97}ms user=u{i % 13}"
                      for i in range(20_000))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from pipeline import canonical_json, tool_call_checksum
 
-VECTORS_PATH = Path(__file__).parents[3] / "shared" / "vectors" / "checksums.json"
+VECTORS_PATH = Path(__file__).parents[1] / "data" / "checksums.json"
 VECTORS: list[dict[str, str]] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))["vectors"]
 
 

@@ -25,8 +25,8 @@ from pipeline import (
     TurnRunner,
 )
 from pipeline import tool as tool_from_function
-from pipeline._artifact import NoArgs
-from pipeline._toolmethod import default_serialise
+from pipeline.artifacts._artifact import NoArgs
+from pipeline.artifacts._toolmethod import default_serialise
 from pipeline.testing import ScriptedModel
 
 

@@ -15,7 +15,7 @@ from pipeline import (
     SpooledJsonArtifact,
     ToolDownstreamError,
 )
-from pipeline._json_artifact import JsonFormat
+from pipeline.artifacts._json_artifact import JsonFormat
 
 STORES = ["memory", "file"]
 BOOKS = """{

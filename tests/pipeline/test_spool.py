@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pipeline._file_spool as file_spool
+import pipeline.stores._file_spool as file_spool
 from pipeline import (
     FileSpoolStore,
     InvalidRunnerConfigError,

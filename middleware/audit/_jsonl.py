@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline import InvalidMiddlewareConfigError
 
-from ._audit_chain import (
+from ._chain import (
     GENESIS_HASH,
     AuditEntry,
     AuditHead,
@@ -22,7 +22,7 @@ from ._audit_chain import (
     seal,
     verify_rows,
 )
-from ._audit_sinks import SQL_COLUMNS, Synchronous, Worker, check_options, resume
+from ._sqlite import SQL_COLUMNS, Synchronous, Worker, check_options, resume
 
 __all__ = ["JsonlAuditSink"]
 

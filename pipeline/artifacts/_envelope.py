@@ -33,8 +33,8 @@ from ._artifact import SpooledArtifact
 from ._media import Media
 
 if TYPE_CHECKING:
-    from ._tool import Tool
-    from ._toolcall import ToolCall
+    from .._tool import Tool
+    from .._toolcall import ToolCall
 
 __all__ = ["RenderedResult", "neutralise", "render_tool_result"]
 

@@ -18,11 +18,11 @@ from typing import Final
 
 from pipeline import LoopError
 
-from ._cli_resolve import resolve_middleware, resolve_runner
-from ._cli_style import Style
 from ._replay import replay_transcript
 from ._replay_render import format_issue, render_report
 from ._replay_transcript import read_transcript
+from ._resolve import resolve_middleware, resolve_runner
+from ._style import Style
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -177,7 +177,7 @@ def _error(command: str, message: str) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from ._cli_demo import run_demo  # its tools and stack are built only when asked for
+    from ._demo import run_demo  # its tools and stack are built only when asked for
 
     return run_demo(sys.stdout, plain=args.plain)
 
@@ -262,3 +262,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+main.__module__ = "loopware_cli"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn, Self, get_args
 
-from ._errors import InvalidMediaError
+from .._errors import InvalidMediaError
 
 __all__ = ["Media", "MediaKind", "ModalityHazard", "TrustTier"]
 

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ._errors import InvalidToolArgsError, NotASpoolReaderError
-from ._spool import SpoolReader
+from .._errors import InvalidToolArgsError, NotASpoolReaderError
 from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
+    from .._registry import ToolRegistry
+    from ..stores._spool import SpoolReader
     from ._forge import ArtifactContext
-    from ._registry import ToolRegistry
 
 __all__ = ["SpooledArtifact", "compile_grep", "own_tool_methods"]
 

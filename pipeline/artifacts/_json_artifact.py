@@ -16,17 +16,19 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import json5
 from jsonpath_ng.ext.parser import parse as _parse_jsonpath
 from jsonpath_ng.jsonpath import JSONPath
 from pydantic import Field, field_validator
 
+from .._errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import NoArgs, SpooledArtifact, _Args
-from ._errors import InvalidToolArgsError, ToolDownstreamError
-from ._spool import SpoolReader
 from ._toolmethod import ToolMethod
+
+if TYPE_CHECKING:
+    from ..stores._spool import SpoolReader
 
 __all__ = ["JsonFormat", "SpooledJsonArtifact", "compile_jsonpath"]
 

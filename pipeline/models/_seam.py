@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._errors import InvalidToolCallError
-from ._ids import new_id
+from .._errors import InvalidToolCallError
+from .._ids import new_id
 
 if TYPE_CHECKING:
-    from ._tool import ToolDescription
-    from ._toolcall import ToolCall
+    from .._tool import ToolDescription
+    from .._toolcall import ToolCall
 
 __all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall"]
 

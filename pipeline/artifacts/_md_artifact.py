@@ -20,7 +20,7 @@ few hundred bytes of anchors that would serialise to gigabytes).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 from markdown_it import MarkdownIt
@@ -28,10 +28,12 @@ from markdown_it.token import Token
 from markdown_it.tree import SyntaxTreeNode
 from pydantic import Field
 
+from .._errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import NoArgs, SpooledArtifact, _Args
-from ._errors import InvalidToolArgsError, ToolDownstreamError
-from ._spool import SpoolReader
 from ._toolmethod import ToolMethod
+
+if TYPE_CHECKING:
+    from ..stores._spool import SpoolReader
 
 __all__ = ["SpooledMarkdownArtifact"]
 

@@ -19,7 +19,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from pipeline import InvalidMiddlewareConfigError
 
-from ._audit_chain import (
+from ._chain import (
     GENESIS_HASH,
     AuditEntry,
     AuditHead,

@@ -6,9 +6,9 @@ import json
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from ._cli_style import Style
     from ._replay_outcome import CallOutcome, ReplayReport, TurnOutcome
     from ._replay_types import TranscriptIssue
+    from ._style import Style
 
 __all__ = ["format_issue", "render_report", "short"]
 

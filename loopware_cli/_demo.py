@@ -19,6 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
+from middleware import (
+    AuditLog,
+    AuditRow,
+    RepetitionDetector,
+    SqliteAuditSink,
+    ToolCallLimit,
+    ToolPolicy,
+)
 from pipeline import (
     IterationEnd,
     Log,
@@ -37,14 +45,8 @@ from pipeline import (
 )
 from pipeline.testing import ScriptedModel
 
-from ._audit import AuditLog
-from ._audit_chain import AuditRow
-from ._audit_sinks import SqliteAuditSink
-from ._cli_style import Style
-from ._limit import ToolCallLimit
-from ._policy import ToolPolicy
-from ._repetition import RepetitionDetector
 from ._replay_render import short, short_args
+from ._style import Style
 
 __all__ = ["DEMO_AUDIT_PATH", "run_demo"]
 

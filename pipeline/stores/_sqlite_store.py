@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
-from ._errors import InvalidRunnerConfigError
+from .._errors import InvalidRunnerConfigError
 from ._sqlite_codec import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -46,9 +46,9 @@ from ._sqlite_codec import (
 from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
-    from ._model import Message
+    from .._toolcall import ToolCall
+    from ..models._seam import Message
     from ._store import TurnRecord
-    from ._toolcall import ToolCall
 
 __all__ = ["SqliteStore"]
 

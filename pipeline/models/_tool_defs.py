@@ -11,7 +11,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from ._tool import ToolDescription
+from .._tool import ToolDescription
 
 __all__ = ["to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
 

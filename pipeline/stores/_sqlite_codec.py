@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from ._artifact import SpooledArtifact
-from ._media import Media
-from ._model import Message
+from .._toolcall import ToolCall
+from ..artifacts._artifact import SpooledArtifact
+from ..artifacts._media import Media
+from ..models._seam import Message
 from ._spool import MemorySpoolReader
 from ._store import TurnRecord
-from ._toolcall import ToolCall
 
 __all__ = [
     "CALL_COLUMNS",

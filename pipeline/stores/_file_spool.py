@@ -24,7 +24,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
-from ._errors import InvalidRunnerConfigError
+from .._errors import InvalidRunnerConfigError
 from ._spool import decode
 
 __all__ = ["FileSpoolReader", "FileSpoolStore"]

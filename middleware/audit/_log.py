@@ -37,8 +37,8 @@ from pipeline import (
     canonical_json,
 )
 
-from ._audit_chain import DECISIONS, AuditDecision, AuditEntry, AuditRow, AuditSink
-from ._audit_sinks import SqliteAuditSink
+from ._chain import DECISIONS, AuditDecision, AuditEntry, AuditRow, AuditSink
+from ._sqlite import SqliteAuditSink
 
 __all__ = ["DEFAULT_AUDIT_PATH", "AuditLog"]
 

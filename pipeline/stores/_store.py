@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ._events import TurnStatus
-    from ._model import Message
-    from ._toolcall import ToolCall
+    from .._events import TurnStatus
+    from .._toolcall import ToolCall
+    from ..models._seam import Message
 
 __all__ = ["MemoryStore", "TurnRecord", "TurnStore"]
 

@@ -1,0 +1,65 @@
+"""The `LoopError` tree: every error loopware raises, with its stable `E_...` code.
+
+The tree is drawn in the docstring of `LoopError`'s module (``pipeline._errors``); each class
+is also importable from ``pipeline``.
+"""
+
+from ._errors import AlreadySignalledError as AlreadySignalledError
+from ._errors import DispatchPipelineError as DispatchPipelineError
+from ._errors import ExecutorError as ExecutorError
+from ._errors import GateAbortedError as GateAbortedError
+from ._errors import GateTimeoutError as GateTimeoutError
+from ._errors import InputPipelineError as InputPipelineError
+from ._errors import InvalidGateError as InvalidGateError
+from ._errors import InvalidGateResolutionError as InvalidGateResolutionError
+from ._errors import InvalidMediaError as InvalidMediaError
+from ._errors import InvalidMiddlewareConfigError as InvalidMiddlewareConfigError
+from ._errors import InvalidRunnerConfigError as InvalidRunnerConfigError
+from ._errors import InvalidStashValueError as InvalidStashValueError
+from ._errors import InvalidToolArgsError as InvalidToolArgsError
+from ._errors import InvalidToolCallError as InvalidToolCallError
+from ._errors import InvalidToolError as InvalidToolError
+from ._errors import IterationLimitError as IterationLimitError
+from ._errors import LoopError as LoopError
+from ._errors import NackedError as NackedError
+from ._errors import NextCalledTwiceError as NextCalledTwiceError
+from ._errors import NotASpoolReaderError as NotASpoolReaderError
+from ._errors import OutputPipelineError as OutputPipelineError
+from ._errors import PipelineShortCircuitedError as PipelineShortCircuitedError
+from ._errors import PolicyViolationError as PolicyViolationError
+from ._errors import StoreError as StoreError
+from ._errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
+from ._errors import ToolDownstreamError as ToolDownstreamError
+from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._errors import TurnAbortedError as TurnAbortedError
+
+__all__ = [
+    "AlreadySignalledError",
+    "DispatchPipelineError",
+    "ExecutorError",
+    "GateAbortedError",
+    "GateTimeoutError",
+    "InputPipelineError",
+    "InvalidGateError",
+    "InvalidGateResolutionError",
+    "InvalidMediaError",
+    "InvalidMiddlewareConfigError",
+    "InvalidRunnerConfigError",
+    "InvalidStashValueError",
+    "InvalidToolArgsError",
+    "InvalidToolCallError",
+    "InvalidToolError",
+    "IterationLimitError",
+    "LoopError",
+    "NackedError",
+    "NextCalledTwiceError",
+    "NotASpoolReaderError",
+    "OutputPipelineError",
+    "PipelineShortCircuitedError",
+    "PolicyViolationError",
+    "StoreError",
+    "ToolAlreadyRegisteredError",
+    "ToolDownstreamError",
+    "ToolNotFoundError",
+    "TurnAbortedError",
+]

@@ -1,0 +1,27 @@
+"""The model seam: `ChatModel`, its request and response values, and tool-definition renderers.
+
+The renderers turn tool descriptions into each provider's tool-definition shape.
+
+An executor (the standard one is `pipeline.ToolLoopExecutor`) is the only place a model is
+called. See ``docs/architecture.md``.
+"""
+
+from ._seam import ChatModel as ChatModel
+from ._seam import Message as Message
+from ._seam import ModelRequest as ModelRequest
+from ._seam import ModelResponse as ModelResponse
+from ._seam import ProposedToolCall as ProposedToolCall
+from ._tool_defs import to_anthropic_tools as to_anthropic_tools
+from ._tool_defs import to_gemini_tools as to_gemini_tools
+from ._tool_defs import to_openai_tools as to_openai_tools
+
+__all__ = [
+    "ChatModel",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "ProposedToolCall",
+    "to_anthropic_tools",
+    "to_gemini_tools",
+    "to_openai_tools",
+]

@@ -1,0 +1,28 @@
+"""The middleware contract between `pipeline` and the `middleware` package.
+
+A middleware is ``async (ctx, call_next) -> None``; items handed to
+``TurnRunner(middleware=[...])`` resolve to `MiddlewareSpec` values through
+`MiddlewareProvider` or `MethodRegistration`, and may observe events as `EventObserver`.
+"""
+
+from ._stages import CallNext as CallNext
+from ._stages import DispatchStageFn as DispatchStageFn
+from ._stages import EventObserver as EventObserver
+from ._stages import EventSource as EventSource
+from ._stages import MethodRegistration as MethodRegistration
+from ._stages import MiddlewareProvider as MiddlewareProvider
+from ._stages import MiddlewareSpec as MiddlewareSpec
+from ._stages import Stage as Stage
+from ._stages import TurnStageFn as TurnStageFn
+
+__all__ = [
+    "CallNext",
+    "DispatchStageFn",
+    "EventObserver",
+    "EventSource",
+    "MethodRegistration",
+    "MiddlewareProvider",
+    "MiddlewareSpec",
+    "Stage",
+    "TurnStageFn",
+]
