@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Final
+from typing import Any, Final, Protocol
 
 from pipeline import LoopError
 
@@ -94,8 +94,14 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Subparsers(Protocol):
+    """What `_subparser` needs of ``parser.add_subparsers()``."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
 def _subparser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    sub: _Subparsers,
     name: str,
     help: str,
     description: str,

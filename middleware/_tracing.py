@@ -48,6 +48,7 @@ from ._tracing_spans import (
     GEN_AI_OPERATION_NAME,
     GEN_AI_OUTPUT_MESSAGES,
     GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
     GEN_AI_TOOL_NAME,
     GEN_AI_TOOL_TYPE,
     LW_DISPATCH_ID,
@@ -286,7 +287,8 @@ class Tracing:
             GEN_AI_TOOL_NAME: event.tool_name,
             GEN_AI_TOOL_TYPE: "function",
             LW_TURN_ID: event.turn_id,
-            LW_TOOL_CHECKSUM: event.call_id,
+            LW_TOOL_CHECKSUM: event.checksum,
+            GEN_AI_TOOL_CALL_ID: event.call_id,
         }
         if self._capture:
             dump = getattr(event.args, "model_dump_json", None)
@@ -316,7 +318,7 @@ class Tracing:
         if state is None:
             return
         call = event.call
-        tool = state.take(state.finished, call.checksum)
+        tool = state.take(state.finished, call.id)
         if tool is not None:
             end_ns = tool.end_ns if tool.end_ns is not None else to_ns(event.timestamp)
             tool.finish(self._fail, call, self._capture, end_ns)

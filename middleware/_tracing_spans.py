@@ -219,10 +219,10 @@ def _result_text(call: ToolCall) -> str | None:
 class TurnSpans:
     """The open spans of one turn; everything is dropped when the turn ends.
 
-    Tool spans are keyed by the events' ``call_id`` (the checksum of tool name and arguments):
+    Tool spans are keyed by the events' ``call_id`` (the provider's id of the call):
     ``running`` between `ToolExecutionStart` and `ToolExecutionEnd`, then ``finished`` until
-    the stored `ToolCall` with that checksum gives the span its call id. Identical concurrent
-    calls share a key and are matched first in, first out. Spans whose call was not stored by
+    the stored `ToolCall` with that id gives the span its result. Identical calls in one batch
+    have their own ids, so each span meets its own record. Spans whose call was not stored by
     the end of their iteration become ``orphans``, ended when the dispatch (or turn) ends and
     it is known whether the turn was aborted.
     """

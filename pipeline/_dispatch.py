@@ -1,27 +1,28 @@
-"""`DispatchContext`: one dispatch (the model loop) of a turn."""
+"""`DispatchContext`: one dispatch (the model loop) of a turn, a view of the turn's state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._context import TurnView
 from ._errors import AlreadySignalledError, LoopError, NackedError
-from ._events import Event
+from ._tool_calls import DEFAULT_INLINE_LIMIT, run_tool_call
 
 if TYPE_CHECKING:
     from ._context import TurnContext
-    from ._gate import Gate
     from ._toolcall import ToolCall
-    from .models._seam import Message
+    from ._turn_state import TurnState
 
 __all__ = ["DispatchContext"]
 
 
-class DispatchContext:
+class DispatchContext(TurnView):
     """One dispatch (the model loop) of a turn: iteration state and the ack/nack signal.
 
     Everything a `TurnContext` has is available here too and refers to the same turn: the same
-    registry, the same stash, the same stored calls.
+    registry, the same stash, the same stored calls. ``run_tool`` runs one proposed call the way
+    the standard executor does, so a custom executor needs nothing private.
     """
 
     __slots__ = (
@@ -29,35 +30,24 @@ class DispatchContext:
         "_acked",
         "_nack_error",
         "_nacked",
-        "_new",
         "dispatch_id",
         "iteration",
-        "log",
-        "spool",
-        "stash",
-        "system_prompt",
-        "tools",
         "turn",
-        "turn_id",
     )
 
-    def __init__(self, turn: TurnContext, dispatch_id: str) -> None:
-        """Build the dispatch context of ``turn``."""
+    def __init__(self, state: TurnState, turn: TurnContext, dispatch_id: str) -> None:
+        """Build the dispatch context of ``turn`` over its ``state``."""
+        self._bind(state, turn.log)
         self.turn = turn
+        """The turn's own context."""
         self.dispatch_id = dispatch_id
+        """The dispatch's id."""
         self.iteration = 0
-        self.turn_id = turn.turn_id
-        self.stash = turn.stash
-        self.tools = turn.tools
-        self.system_prompt = turn.system_prompt
-        self.spool = turn.spool
-        self.log = turn.log
-        self._new: tuple[ToolCall, ...] = ()
+        """The current iteration, 0-based."""
         self._acked = False
         self._nacked = False
         self._nack_error: LoopError | None = None
         self._ack_handlers: list[Callable[[], None]] = []
-        turn._dispatch = self
 
     def __repr__(self) -> str:
         """Show the dispatch id, iteration and signal state."""
@@ -67,92 +57,54 @@ class DispatchContext:
             f"iteration={self.iteration}, state={state})"
         )
 
-    # -- delegated to the turn -----------------------------------------------------------------
-    @property
-    def conversation_id(self) -> str | None:
-        """The conversation the turn belongs to, if any."""
-        return self.turn.conversation_id
-
-    @property
-    def input(self) -> str:
-        """The user input of the turn."""
-        return self.turn.input
-
-    @property
-    def messages(self) -> Sequence[Message]:
-        """History and this turn's messages, oldest first."""
-        return self.turn.messages
-
-    @property
-    def turn_tool_calls(self) -> Sequence[ToolCall]:
-        """This turn's completed calls in storage order."""
-        return self.turn.turn_tool_calls
-
-    @property
-    def aborted(self) -> bool:
-        """True once the turn was aborted."""
-        return self.turn._aborted
-
-    @property
-    def abort_reason(self) -> str | None:
-        """Why the turn was aborted, if it was and a reason was given."""
-        return self.turn.abort_reason
-
-    def abort(self, reason: str | None = None) -> None:
-        """Abort the turn (there is one abort per turn)."""
-        self.turn.abort(reason)
-
-    def emit(self, event: Event) -> None:
-        """Deliver an event to the runner's listeners."""
-        self.turn._bus.emit(event, self.turn._pending)
-
-    async def wait_for(self, gate: Gate) -> Any:
-        """Pause until ``gate`` is settled (see `TurnContext.wait_for`)."""
-        return await self.turn.wait_for(gate)
-
-    async def store_message(self, message: Message) -> None:
-        """Persist a message of the turn."""
-        await self.turn.store_message(message)
-
-    async def store_tool_call(self, call: ToolCall) -> None:
-        """Persist a completed call; it joins `new_tool_calls` of this iteration."""
-        await self.turn.store_tool_call(call)
-
-    async def mutate_tool_call(self, call: ToolCall) -> None:
-        """Replace a stored call by id, position kept."""
-        await self.turn.mutate_tool_call(call)
-
-    async def delete_tool_call(self, call_id: str) -> bool:
-        """Delete a stored call by id; return whether it existed."""
-        return await self.turn.delete_tool_call(call_id)
-
-    def get_tool_call(self, call_id: str) -> ToolCall | None:
-        """Return this turn's call with that id, if any (O(1))."""
-        return self.turn._by_id.get(call_id)
-
-    def artifact_call_ids(self, cls: type) -> list[str]:
-        """Ids of this turn's calls whose result is a non-inline artifact of ``cls``."""
-        return self.turn.artifact_call_ids(cls)
-
-    # -- dispatch-only -------------------------------------------------------------------------
-    def tool_call_count(self, checksum: str) -> int:
-        """How many stored calls (history included) have this checksum (O(1))."""
-        return self.turn._checksums.get(checksum, 0)
-
+    # -- this iteration --------------------------------------------------------------------------
     @property
     def new_tool_calls(self) -> Sequence[ToolCall]:
         """The calls stored during the current iteration, in storage order."""
-        return self._new
+        return self._state.new_calls
 
+    async def run_tool(
+        self,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        *,
+        call_id: str,
+        inline_limit: int = DEFAULT_INLINE_LIMIT,
+    ) -> ToolCall:
+        """Run one call the model proposed and return its completed record (not yet stored).
+
+        ``arguments`` is the JSON text the provider sent (or an already parsed object). Bad
+        JSON, arguments that fail the tool's schema, an unknown tool and a raising handler all
+        give an error record the model reads next iteration; they never raise. Text and bytes
+        results up to ``inline_limit`` UTF-8 bytes are shown whole (``inline=True``); longer
+        ones are spooled and shown as an artifact handle. Store the record with
+        `store_tool_call`.
+
+        Raises:
+            TurnAbortedError: the handler (or a guard) aborted the turn.
+        """
+        return await run_tool_call(self, call_id, name, arguments, inline_limit)
+
+    # -- the signal ------------------------------------------------------------------------------
     @property
     def is_acked(self) -> bool:
         """True once `ack` was called."""
         return self._acked
 
     @property
+    def is_nacked(self) -> bool:
+        """True once `nack` was called."""
+        return self._nacked
+
+    @property
     def is_signalled(self) -> bool:
         """True once `ack` or `nack` was called."""
         return self._acked or self._nacked
+
+    @property
+    def is_stopped(self) -> bool:
+        """True once the dispatch is acked or nacked, or its turn aborted."""
+        return self._acked or self._nacked or self._state.aborted
 
     @property
     def nack_error(self) -> LoopError | None:

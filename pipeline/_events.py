@@ -133,7 +133,9 @@ class ToolExecutionStart(Event):
     tool_name: str
     """The tool's name."""
     call_id: str
-    """The checksum of the raw arguments (see `tool_call_checksum`)."""
+    """The provider's id of the call (the id its `ToolCall` record is stored under)."""
+    checksum: str
+    """The checksum of the raw arguments (see `tool_call_checksum`): what was asked."""
     args: Any
     """The validated arguments (an instance of the tool's input schema)."""
     started_at: datetime
@@ -147,7 +149,9 @@ class ToolExecutionEnd(Event):
     tool_name: str
     """The tool's name."""
     call_id: str
-    """The checksum of the raw arguments (see `tool_call_checksum`)."""
+    """The provider's id of the call (the id its `ToolCall` record is stored under)."""
+    checksum: str
+    """The checksum of the raw arguments (see `tool_call_checksum`): what was asked."""
     args: Any
     """The validated arguments (an instance of the tool's input schema)."""
     started_at: datetime

@@ -1,35 +1,31 @@
-"""`ToolLoopExecutor`: the standard executor (model call, tool calls, storage, ack)."""
+"""`ToolLoopExecutor`: the standard executor (model call, tool calls, storage, ack).
+
+It uses the public `DispatchContext` API only (``run_tool``, ``store_tool_call``,
+``store_message``, ``ack``): a custom executor can do everything it does. The README's "Write
+your own executor" section shows one.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
-from ._json import tool_call_checksum
-from ._tool_run import run_tool
+from ._tool_calls import DEFAULT_INLINE_LIMIT, error_call
 from ._toolcall import ToolCall
-from .artifacts._artifact import SpooledArtifact
-from .artifacts._forge import ArtifactTool
-from .artifacts._media import Media
 from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall
 
 if TYPE_CHECKING:
-    from ._context import DispatchContext
-    from ._tool import Tool
+    from ._dispatch import DispatchContext
 
 __all__ = ["ToolLoopExecutor"]
-
-Results = str | SpooledArtifact | Media | tuple[Media, ...]
 
 
 class ToolLoopExecutor:
     """The standard executor: ask the model, run the calls it proposes, store them, ack.
 
     Per iteration it renders the visible tools, calls the model once, and for every proposed
-    call parses the JSON arguments, runs ``tool.executor(ctx)`` and stores a `ToolCall`. Bad
+    call runs ``ctx.run_tool(...)`` (parse, validate, run, build the record) and stores it. Bad
     arguments, unknown tools and failing handlers become error calls the model reads on the
     next iteration; they never end the turn. No proposed calls means the model answered: the
     text is stored as the assistant message and the dispatch is acked.
@@ -46,7 +42,11 @@ class ToolLoopExecutor:
     __slots__ = ("inline_limit", "model", "parallel_tool_calls")
 
     def __init__(
-        self, model: ChatModel, *, parallel_tool_calls: bool = False, inline_limit: int = 4096
+        self,
+        model: ChatModel,
+        *,
+        parallel_tool_calls: bool = False,
+        inline_limit: int = DEFAULT_INLINE_LIMIT,
     ) -> None:
         """Configure the executor."""
         if not callable(getattr(model, "complete", None)):
@@ -67,15 +67,11 @@ class ToolLoopExecutor:
 
     async def __call__(self, ctx: DispatchContext) -> None:
         """Run one iteration on ``ctx``."""
-        turn = ctx.turn
-        visible = ctx.tools.visible()
         request = ModelRequest(
             system_prompt=ctx.system_prompt,
-            messages=tuple(turn._messages),
-            tool_calls=(*turn._history_calls, *turn._calls)
-            if turn._history_calls
-            else tuple(turn._calls),
-            tools=tuple(t._shared_description() for t in visible),
+            messages=tuple(ctx.messages),
+            tool_calls=tuple(ctx.tool_calls),
+            tools=tuple(t.definition for t in ctx.tools.visible()),
         )
         response = await self.model.complete(request)
         proposed = list(response.tool_calls)
@@ -83,13 +79,16 @@ class ToolLoopExecutor:
             await ctx.store_message(Message(role="assistant", content=response.text or ""))
             ctx.ack()
             return
-        ids = _unique_ids(ctx, proposed)
+        ids = unique_call_ids(ctx, proposed)
         await ctx.store_message(
             Message(role="assistant", content=response.text or "", tool_call_ids=tuple(ids))
         )
+        limit = self.inline_limit
         if self.parallel_tool_calls and len(proposed) > 1:
             tasks = [
-                asyncio.ensure_future(self._run(ctx, p, cid))
+                asyncio.ensure_future(
+                    ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
+                )
                 for p, cid in zip(proposed, ids, strict=True)
             ]
             try:
@@ -103,132 +102,15 @@ class ToolLoopExecutor:
                 await ctx.store_tool_call(call)
             return
         for p, cid in zip(proposed, ids, strict=True):
-            if turn._aborted:
+            if ctx.aborted:
                 # Every id the assistant message announced gets a record, or providers refuse
                 # the conversation's next turn (a tool_use without its tool_result).
                 await ctx.store_tool_call(
-                    _error(cid, p.name, "Error: the turn was aborted before this call ran.")
+                    error_call(cid, p.name, "Error: the turn was aborted before this call ran.")
                 )
                 continue
-            await ctx.store_tool_call(await self._run(ctx, p, cid))
-
-    async def _run(
-        self, ctx: DispatchContext, proposed: ProposedToolCall, call_id: str
-    ) -> ToolCall:
-        name = proposed.name
-        text: object = proposed.arguments
-        if not isinstance(text, str):  # a model seam that already parsed them
-            text = json.dumps(text) if isinstance(text, dict) else str(text)
-        try:
-            args = json.loads(text) if text.strip() else {}
-        except RecursionError:
-            return _error(
-                call_id,
-                name,
-                f"Error: the arguments for {name!r} are nested too deeply; send a flatter JSON "
-                "object.",
-            )
-        except ValueError as exc:
-            where = (
-                f" at line {exc.lineno} column {exc.colno}"
-                if isinstance(exc, json.JSONDecodeError)
-                else ""
-            )
-            return _error(
-                call_id,
-                name,
-                f"Error: the arguments for {name!r} are not valid JSON ({_reason(exc)}{where}); "
-                "send a JSON object.",
-            )
-        if not isinstance(args, dict):
-            return _error(
-                call_id,
-                name,
-                f"Error: the arguments for {name!r} must be a JSON object, got {_json_kind(args)}.",
-            )
-        try:
-            checksum = tool_call_checksum(name or _UNNAMED, args)
-        except (TypeError, RecursionError):
-            return _error(
-                call_id, name, f"Error: the arguments for {name!r} are nested too deeply."
-            )
-        tool = ctx.tools.get(name) if name else None
-        if tool is None:
-            available = ", ".join(t.name for t in ctx.tools.visible()) or "(none)"
-            err = ToolNotFoundError(
-                f"unknown tool {name!r}; available tools: {available}", tool_name=name
-            )
-            return ToolCall._record(
-                call_id, name or _UNNAMED, args, checksum, f"Error: {err}", is_error=True
-            )
-        turn = ctx.turn
-        emit = turn.emit if turn._bus.listening else None
-        try:
-            output = await run_tool(tool, ctx, args, checksum, emit)
-        except TurnAbortedError:
-            raise
-        except LoopError as exc:
-            return ToolCall._record(call_id, name, args, checksum, f"Error: {exc}", is_error=True)
-        return self._completed(ctx, tool, call_id, args, checksum, output)
-
-    def _completed(
-        self,
-        ctx: DispatchContext,
-        tool: Tool[Any],
-        call_id: str,
-        args: dict[str, Any],
-        checksum: str,
-        output: object,
-    ) -> ToolCall:
-        if isinstance(tool, ArtifactTool):
-            body = output if isinstance(output, str) else str(output)
-            return ToolCall._record(
-                call_id, tool.name, args, checksum, body, from_artifact_tool=True
-            )
-        results: Results
-        inline = False
-        if isinstance(output, (str, bytes)):
-            key = f"{ctx.turn_id}/{call_id}"
-            reader = ctx.spool.write(key, output)
-            ctx.turn._spool_keys.append(key)
-            results = tool.artifact_class(reader)
-            inline = _fits(output, self.inline_limit)
-        elif isinstance(output, (SpooledArtifact, Media)):
-            results = output
-        elif isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
-            results = tuple(output)
-        else:
-            return ToolCall._record(
-                call_id,
-                tool.name,
-                args,
-                checksum,
-                f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a "
-                "tool output (str, bytes, SpooledArtifact, Media or a list of Media).",
-                is_error=True,
-            )
-        return ToolCall._record(call_id, tool.name, args, checksum, results, inline=inline)
-
-
-def _fits(output: str | bytes, limit: int) -> bool:
-    """True when ``output`` is at most ``limit`` UTF-8 bytes (encoding only when it matters)."""
-    n = len(output)
-    if isinstance(output, bytes) or n > limit:
-        return n <= limit
-    if n * 4 <= limit:  # a character is at most four UTF-8 bytes
-        return True
-    return len(output.encode("utf-8", "surrogatepass")) <= limit
-
-
-_UNNAMED = "(unnamed)"
-"""The tool name stored for a proposed call that named no tool."""
-
-
-def _error(call_id: str, name: str, text: str) -> ToolCall:
-    """An error call for arguments unusable as given: they are stored as ``{}``."""
-    return ToolCall.completed(
-        id=call_id, tool=name or _UNNAMED, args={}, results=text, is_error=True
-    )
+            call = await ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
+            await ctx.store_tool_call(call)
 
 
 async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]]) -> None:
@@ -245,35 +127,20 @@ async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]
             await ctx.store_tool_call(task.result())
 
 
-def _reason(exc: ValueError) -> str:
-    return exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+def unique_call_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:
+    """Keep provider ids, but never reuse an id stored in this turn or its conversation.
 
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
-
-
-def _unique_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:
-    """Keep provider ids, but never reuse an id stored in this turn or its conversation."""
-    turn = ctx.turn
+    Missing ids are minted; a repeated one gets a ``-2``, ``-3``... suffix (the store keys a
+    conversation's calls by id, so a reused id would replace an earlier call).
+    """
     ids: list[str] = []
-    # history ids too: the store keys a conversation's calls by id, so a reused id would
-    # replace (lose) an earlier turn's call
-    history = turn._history_ids
     seen: set[str] = set()
+    taken = ctx.is_call_id_taken
     for p in proposed:
         cid = p.id or ToolCall.new_id()
-        if cid in seen or cid in history or cid in turn._by_id:
+        if cid in seen or taken(cid):
             n = 2
-            while (c := f"{cid}-{n}") in seen or c in history or c in turn._by_id:
+            while (c := f"{cid}-{n}") in seen or taken(c):
                 n += 1
             cid = c
         seen.add(cid)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._bus import EventBus
 from ._compose import build_onions, resolve_item
-from ._context import DispatchContext, TurnContext
+from ._dispatch import DispatchContext
 from ._errors import InvalidRunnerConfigError, ToolAlreadyRegisteredError
 from ._events import Event
 from ._ids import new_id
@@ -17,6 +17,7 @@ from ._stages import STAGES, EventObserver, Stage
 from ._stash import Stash
 from ._tool import Tool
 from ._turn import Turn
+from ._turn_state import TurnState
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -246,7 +247,7 @@ class TurnRunner:
         cid: object = conversation_id
         if cid is not None and (not isinstance(cid, str) or not cid):
             raise TypeError("conversation_id must be a non-empty string or None")
-        ctx = TurnContext(
+        state = TurnState(
             turn_id=new_id("turn"),
             input=input,
             tools=ToolRegistry(self._baseline),
@@ -258,10 +259,9 @@ class TurnRunner:
             conversation_id=conversation_id,
         )
         return Turn(
-            ctx,
+            state,
             executor=self._executor,
             onions=self._onions,
-            store=self._store,
             max_iterations=self._max_iterations,
             release_spool=self._owns_spool,
         )

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from ._context import DispatchContext, TurnContext
+    from ._context import TurnContext
+    from ._dispatch import DispatchContext
     from ._events import Event
 
 __all__ = [

@@ -1,8 +1,9 @@
 """`Tool`: an immutable value (name, description, input schema, options) plus a private handler.
 
-A tool is run only through ``tool.executor(ctx)``, which checksums the raw arguments, validates
-them (strict JSON-mode rules, see `ArgsSchema`), emits `ToolExecutionStart` /
-`ToolExecutionEnd` around the handler and wraps a handler failure in `ToolDownstreamError`.
+A tool is run only through ``tool.run(ctx, args, call_id=...)`` (or its bound form
+``tool.bind(ctx)``), which checksums the raw arguments, validates them (strict JSON-mode rules,
+see `ArgsSchema`), emits `ToolExecutionStart` / `ToolExecutionEnd` around the handler and wraps a
+handler failure in `ToolDownstreamError`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing_extensions import TypedDict
 
 from ._errors import InvalidToolArgsError, InvalidToolError, LoopError
 from ._events import Event
+from ._ids import new_id
 from ._json import tool_call_checksum
 from ._stash import Stash
-from ._tool_run import run_tool
+from ._tool_run import run_handler
 from ._tool_schema import ArgsSchema
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
@@ -57,7 +59,10 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolContext(Protocol):
-    """What ``tool.executor(ctx)`` needs of its context; `DispatchContext` satisfies it."""
+    """What ``tool.run`` / ``tool.bind`` need of a context; `DispatchContext` satisfies it.
+
+    A context may also have a ``listening`` flag (False skips building events).
+    """
 
     @property
     def turn_id(self) -> str:
@@ -329,8 +334,12 @@ class Tool(Generic[ArgsT]):
             "input_schema": self._schema.json_schema(),
         }
 
-    def _shared_description(self) -> ToolDescription:
-        """The description built once and shared (the executor's hot path; never mutate it)."""
+    @property
+    def definition(self) -> ToolDescription:
+        """The description built once and shared (the executor's hot path; never mutate it).
+
+        `describe` returns a fresh copy you may change.
+        """
         try:
             return self._described
         except AttributeError:
@@ -373,13 +382,23 @@ class Tool(Generic[ArgsT]):
         object.__setattr__(copy, "_guards", (*self._guards, guard))
         return copy
 
-    def executor(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
-        """Return ``async (args) -> ToolOutput`` that runs this tool for ``ctx``.
+    async def run(
+        self,
+        ctx: ToolContext,
+        args: Mapping[str, Any],
+        *,
+        call_id: str,
+        checksum: str | None = None,
+    ) -> ToolOutput:
+        """Run this tool once for ``ctx`` on the raw ``args`` and return the handler's value.
 
-        Per call: (1) ``call_id = tool_call_checksum(name, args)`` over the raw arguments;
-        (2) validation (failure: `InvalidToolArgsError`, no event, handler not called);
-        (3) `ToolExecutionStart`; (4) the handler, inline when sync, awaited when it returns
-        an awaitable; (5) `ToolExecutionEnd` and the handler's value, unchanged.
+        Per call: (1) ``checksum = tool_call_checksum(name, args)`` over the raw arguments
+        (unless the caller already computed it); (2) validation (failure:
+        `InvalidToolArgsError`, no event, handler not called); (3) the guards (see
+        `with_guard`); (4) `ToolExecutionStart`; (5) the handler, inline when sync, awaited when
+        it returns an awaitable; (6) `ToolExecutionEnd` and the handler's value, unchanged. The
+        events carry ``call_id`` (the provider's id of the call) and ``checksum`` (what was
+        asked).
 
         When the handler raises, the end event carries ``is_error=True`` and: a `LoopError`
         (including `TurnAbortedError`) is re-raised unchanged; any other exception becomes a
@@ -390,18 +409,46 @@ class Tool(Generic[ArgsT]):
         `DispatchContext`; tests may pass any `ToolContext`.
         """
         name = self._name
-        emit = ctx.emit
-
-        async def execute(args: Mapping[str, Any]) -> ToolOutput:
+        if checksum is None:
             try:
-                call_id = tool_call_checksum(name, args)
+                checksum = tool_call_checksum(name, args)
             except TypeError as exc:
                 raise _not_json(name, exc) from exc
             except RecursionError:
                 raise _not_json(name, "nested too deeply") from None
-            return await run_tool(self, ctx, args, call_id, emit)
+        return await run_handler(
+            name,
+            self._schema,
+            self._guards,
+            self._handler,
+            self._meta,
+            self._is_async,
+            ctx,
+            args,
+            call_id,
+            checksum,
+            getattr(ctx, "listening", True),
+        )
+
+    def bind(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
+        """Return ``async (args) -> ToolOutput`` that runs this tool for ``ctx`` (see `run`).
+
+        Each call gets a fresh call id (``ToolCall.new_id()`` style), since no provider named
+        one; use `run` to pass the provider's id.
+        """
+        run = self.run
+
+        async def execute(args: Mapping[str, Any]) -> ToolOutput:
+            return await run(ctx, args, call_id=new_id("call"))
 
         return execute
+
+    def executor(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
+        """The former name of `bind` (DESIGN 5.1), kept so existing code keeps working.
+
+        "Executor" names the model seam (``TurnRunner(executor=...)``); this binds a tool.
+        """
+        return self.bind(ctx)
 
 
 def _not_json(tool_name: str, reason: object) -> InvalidToolArgsError:

@@ -16,7 +16,6 @@ namespace the decorator was applied in, so string annotations and local classes 
 from __future__ import annotations
 
 import inspect
-import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, overload
@@ -221,8 +220,12 @@ def tool(
             neither a docstring nor ``description=``, the signature cannot become a model, or
             an option is invalid; ``field`` names what is wrong.
     """
-    caller = sys._getframe(1)
-    localns = None if caller.f_locals is caller.f_globals else caller.f_locals
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    localns = (
+        None if caller is None or caller.f_locals is caller.f_globals else caller.f_locals
+    )
+    del frame, caller  # no reference cycle through the frames
     options: dict[str, Any] = {
         "name": name,
         "description": description,

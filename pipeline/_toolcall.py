@@ -26,7 +26,7 @@ from ._json import tool_call_checksum
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
 
-__all__ = ["ToolCall", "ToolCallResults"]
+__all__ = ["ToolCall", "ToolCallResults", "build_record"]
 
 ToolCallResults: TypeAlias = (
     str | SpooledArtifact | Media | tuple[Media, ...] | tuple[SpooledArtifact, ...]
@@ -243,45 +243,46 @@ class ToolCall:
             completed_at=now,
         )
 
-    @classmethod
-    def _record(
-        cls,
-        id: str,
-        tool: str,
-        args: Mapping[str, Any],
-        checksum: str,
-        results: ToolCallResults,
-        *,
-        is_error: bool = False,
-        from_artifact_tool: bool = False,
-        inline: bool = False,
-    ) -> ToolCall:
-        """Build a completed record from parts the executor already checked (hot path).
-
-        ``args`` must be JSON data (it is frozen here) and ``checksum`` its `tool_call_checksum`;
-        ``id`` and ``tool`` non-empty strings; ``results`` one valid result value.
-        """
-        record = object.__new__(cls)
-        now = datetime.now(UTC)
-        setattr_ = object.__setattr__
-        setattr_(record, "id", id)
-        setattr_(record, "tool", tool)
-        setattr_(record, "args", _freeze_mapping(args))
-        setattr_(record, "checksum", checksum)
-        setattr_(record, "is_complete", True)
-        setattr_(record, "is_error", is_error)
-        setattr_(record, "results", results)
-        setattr_(record, "from_artifact_tool", from_artifact_tool)
-        setattr_(record, "inline", inline)
-        setattr_(record, "created_at", now)
-        setattr_(record, "updated_at", now)
-        setattr_(record, "completed_at", now)
-        return record
-
     @staticmethod
     def new_id() -> str:
         """Return a fresh call id: ``"call_"`` and 32 hex digits."""
         return "call_" + uuid.uuid4().hex
 
+
+
+def build_record(
+    id: str,
+    tool: str,
+    args: Mapping[str, Any],
+    checksum: str,
+    results: ToolCallResults,
+    is_error: bool = False,
+    *,
+    from_artifact_tool: bool = False,
+    inline: bool = False,
+) -> ToolCall:
+    """Build a completed record from parts the caller already checked (the hot path).
+
+    ``args`` must be JSON data (it is frozen here) and ``checksum`` its `tool_call_checksum`;
+    ``id`` and ``tool`` non-empty strings; ``results`` one valid result value. Only
+    ``pipeline/_tool_calls.py`` builds records this way (everything else uses
+    `ToolCall.completed`, which checks every part).
+    """
+    record = object.__new__(ToolCall)
+    now = datetime.now(UTC)
+    setattr_ = object.__setattr__
+    setattr_(record, "id", id)
+    setattr_(record, "tool", tool)
+    setattr_(record, "args", _freeze_mapping(args))
+    setattr_(record, "checksum", checksum)
+    setattr_(record, "is_complete", True)
+    setattr_(record, "is_error", is_error)
+    setattr_(record, "results", results)
+    setattr_(record, "from_artifact_tool", from_artifact_tool)
+    setattr_(record, "inline", inline)
+    setattr_(record, "created_at", now)
+    setattr_(record, "updated_at", now)
+    setattr_(record, "completed_at", now)
+    return record
 
 ToolCall.__module__ = "pipeline"

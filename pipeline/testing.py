@@ -11,12 +11,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._bus import EventBus
-from ._context import DispatchContext, TurnContext
+from ._context import TurnContext
+from ._dispatch import DispatchContext
 from ._events import Event
 from ._registry import ToolRegistry
 from ._stash import Stash
 from ._tool import Tool
 from ._toolcall import ToolCall
+from ._turn_state import TurnState
 from .models._seam import Message, ModelRequest, ModelResponse
 from .stores._spool import MemorySpoolStore, SpoolStore
 from .stores._store import MemoryStore, TurnStore
@@ -117,7 +119,7 @@ def make_dispatch_context(
     bus = EventBus()
     if events is not None:
         bus.on_any(events.append)
-    turn = TurnContext(
+    state = TurnState(
         turn_id=turn_id,
         input=input,
         tools=ToolRegistry(tools),
@@ -126,14 +128,10 @@ def make_dispatch_context(
         spool=spool if spool is not None else MemorySpoolStore(),
         bus=bus,
         system_prompt=system_prompt,
-        history_messages=messages,
-        history_calls=history_tool_calls,
     )
-    for call in tool_calls:
-        turn._calls.append(call)
-        turn._by_id[call.id] = call
-        turn._count(call, 1)
-    ctx = DispatchContext(turn, "dispatch_test")
+    state.load_history(messages, history_tool_calls)
+    state.seed_calls(tool_calls)
+    state.new_calls = tuple(tool_calls if new_tool_calls is None else new_tool_calls)
+    ctx = DispatchContext(state, TurnContext(state), "dispatch_test")
     ctx.iteration = iteration
-    ctx._new = tuple(tool_calls if new_tool_calls is None else new_tool_calls)
     return ctx

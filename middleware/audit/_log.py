@@ -145,8 +145,10 @@ class AuditLog:
     def _on_call_stored(self, event: ToolCallStored) -> None:
         state = self._turn(event.turn_id)
         call = event.call
-        queue = state.durations.get(call.checksum)
+        queue = state.durations.get(call.id)
         duration = queue.popleft() if queue else None
+        if queue is not None and not queue:
+            del state.durations[call.id]
         previous = state.calls.pop(call.id, None)  # mutated in the same iteration: keep one row
         if duration is None and previous is not None:
             duration = previous[2]

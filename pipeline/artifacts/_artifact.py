@@ -25,7 +25,21 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
     from ._forge import ArtifactContext
 
-__all__ = ["SpooledArtifact", "compile_grep", "own_tool_methods"]
+__all__ = ["SpooledArtifact", "compile_grep", "install_forger", "own_tool_methods"]
+
+Forger = Callable[[type["SpooledArtifact"], "ArtifactContext"], "ToolRegistry"]
+"""Builds the query tools of an artifact class for a turn (``pipeline/artifacts/_forge.py``)."""
+
+_forger: list[Forger] = []
+
+
+def install_forger(forger: Forger) -> None:
+    """Plug in the forging of query tools (done once, by ``_forge`` as it is imported).
+
+    Forging builds `Tool` s, and a `Tool` knows the `SpooledArtifact` class its results are
+    wrapped in; handing the forger in here keeps that pair of modules free of an import loop.
+    """
+    _forger[:] = [forger]
 
 _READER_METHODS = ("line", "byte_length", "line_count", "read_all")
 _FLAG_BITS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
@@ -335,9 +349,7 @@ class SpooledArtifact:
 
         Returns an empty registry when the turn holds no artifact of this class.
         """
-        from ._forge import forge_tools  # lazy: _forge imports _tool
-
-        return forge_tools(cls, ctx)
+        return _forger[0](cls, ctx)
 
     def __repr__(self) -> str:
         """Return the class, byte length and line count."""

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, Field, create_model
 
 from .._errors import InvalidToolError
+from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
-from ._artifact import SpooledArtifact, own_tool_methods
+from ._artifact import SpooledArtifact, install_forger, own_tool_methods
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
-    from .._registry import ToolRegistry
     from .._toolcall import ToolCall
 
 __all__ = ["ArtifactContext", "ArtifactTool", "forge_tools"]
@@ -215,8 +215,6 @@ def forge_tools(cls: type[SpooledArtifact], ctx: ArtifactContext) -> ToolRegistr
     Empty when the turn holds no artifact of ``cls``; otherwise the tools of ``cls`` and of
     each of its artifact bases, each restricted to the ids of its own class's instances.
     """
-    from .._registry import ToolRegistry  # lazy: keeps import order free of cycles
-
     if not ctx.artifact_call_ids(cls):
         return ToolRegistry()
     tools: list[ArtifactTool] = []
@@ -228,4 +226,5 @@ def forge_tools(cls: type[SpooledArtifact], ctx: ArtifactContext) -> ToolRegistr
     return ToolRegistry(tools)
 
 
+install_forger(forge_tools)
 ArtifactTool.__module__ = "pipeline"

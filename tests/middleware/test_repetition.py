@@ -162,7 +162,7 @@ async def test_a_window_too_small_misses_a_spread_out_oscillation(
         ctx = make_dispatch_context()
         detector = RepetitionDetector(threshold=10, window=window, on_repeat="warn")
         for c in sequence:
-            ctx._new = (c,)
+            ctx = make_dispatch_context(stash=ctx.stash, new_tool_calls=(c,))
             await check(detector, ctx)
         results[window] = ctx.stash.get("loopware.repetition.decisions", [])
     assert results[4] == []
@@ -231,7 +231,7 @@ async def test_an_oscillation_must_recur_in_full_to_trigger_again(
     detector = RepetitionDetector(threshold=10, window=4, on_repeat="warn")
     counts = []
     for c in (a, b) * 4:
-        ctx._new = (c,)
+        ctx = make_dispatch_context(stash=ctx.stash, new_tool_calls=(c,))
         await check(detector, ctx)
         counts.append(len(ctx.stash.get("loopware.repetition.decisions", [])))
     assert counts == [0, 0, 0, 1, 1, 1, 1, 2]

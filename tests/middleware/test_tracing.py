@@ -545,7 +545,8 @@ def test_a_turn_ending_without_inner_end_events_still_ends_every_span(traces: Tr
         ToolExecutionStart(
             turn_id="t1",
             tool_name="search",
-            call_id="x" * 64,
+            call_id="call_1",
+            checksum="x" * 64,
             args=None,
             started_at=datetime.now(UTC),
         ),

@@ -518,11 +518,13 @@ async def test_executor_runs_a_sync_handler_and_emits_start_then_end() -> None:
     start, end = ctx.events
     assert isinstance(start, ToolExecutionStart)
     assert isinstance(end, ToolExecutionEnd)
-    call_id = tool_call_checksum("search", raw)
+    checksum = tool_call_checksum("search", raw)
+    assert start.call_id.startswith("call_")  # no provider id: bind() mints one per call
     for event in (start, end):
         assert event.turn_id == "turn-1"
         assert event.tool_name == "search"
-        assert event.call_id == call_id
+        assert event.call_id == start.call_id
+        assert event.checksum == checksum
         assert event.args == SearchArgs(query="q")
         assert event.started_at.tzinfo is not None
     assert end.started_at == start.started_at
@@ -530,13 +532,29 @@ async def test_executor_runs_a_sync_handler_and_emits_start_then_end() -> None:
     assert end.duration_ms >= 0
 
 
-async def test_call_id_is_the_checksum_of_the_raw_arguments() -> None:
-    """The call id is computed before defaults are applied."""
+async def test_checksum_is_over_the_raw_arguments() -> None:
+    """The events' checksum is computed before defaults are applied."""
     ctx = FakeContext()
     await make_tool().executor(ctx)({"query": "q"})
     with_defaults = tool_call_checksum("search", {"query": "q", "limit": 10, "tags": []})
-    assert ctx.events[0].call_id == tool_call_checksum("search", {"query": "q"})  # type: ignore[attr-defined]
-    assert ctx.events[0].call_id != with_defaults  # type: ignore[attr-defined]
+    assert ctx.events[0].checksum == tool_call_checksum("search", {"query": "q"})  # type: ignore[attr-defined]
+    assert ctx.events[0].checksum != with_defaults  # type: ignore[attr-defined]
+
+
+async def test_run_carries_the_provider_call_id_into_events_and_errors() -> None:
+    """`Tool.run` keeps the provider's id: events carry it next to the checksum."""
+    ctx = FakeContext()
+    await make_tool().run(ctx, {"query": "q"}, call_id="toolu_01")
+    start, end = ctx.events
+    assert (start.call_id, end.call_id) == ("toolu_01", "toolu_01")  # type: ignore[attr-defined]
+    assert start.checksum == tool_call_checksum("search", {"query": "q"})  # type: ignore[attr-defined]
+
+    def boom(args: SearchArgs, ctx: Any, meta: Stash) -> str:
+        raise RuntimeError("down")
+
+    with pytest.raises(ToolDownstreamError) as info:
+        await make_tool(handler=boom).run(ctx, {"query": "q"}, call_id="toolu_02")
+    assert info.value.call_id == "toolu_02"  # type: ignore[attr-defined]
 
 
 async def test_executor_awaits_an_async_handler_and_measures_it() -> None:
@@ -625,7 +643,7 @@ async def test_handler_exception_is_wrapped_with_its_cause() -> None:
     assert error.code == "E_TOOL_DOWNSTREAM_ERROR"
     assert error.__cause__ is original
     assert error.tool_name == "search"  # type: ignore[attr-defined]
-    assert error.call_id == tool_call_checksum("search", {"query": "q"})  # type: ignore[attr-defined]
+    assert error.call_id.startswith("call_")  # type: ignore[attr-defined]
     assert "disk on fire" in str(error)
     assert "ValueError" in str(error)
     end = ctx.events[-1]

@@ -1,0 +1,214 @@
+"""The dispatch loop of a turn (DESIGN 6.3), one named step per method.
+
+Per iteration: the iteration cap, re-forging artifact query tools when the turn's artifacts
+changed, `IterationStart`, the ``dispatch_input`` stage, the executor, the ``dispatch_output``
+stage, `IterationEnd`; then `DispatchEnd`. It drives the turn through `TurnState` and the
+public `DispatchContext`. See ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._errors import ExecutorError, IterationLimitError, LoopError, TurnAbortedError
+from ._events import DispatchEnd, DispatchStart, IterationEnd, IterationStart
+
+if TYPE_CHECKING:
+    from ._dispatch import DispatchContext
+    from ._turn import Turn
+    from ._turn_state import TurnState
+
+__all__ = ["DispatchLoop", "DispatchOutcome", "Executor"]
+
+Executor = Callable[["DispatchContext"], Awaitable[None]]
+"""The model seam: ``async (ctx: DispatchContext) -> None``."""
+
+DispatchOutcome = Literal["ack", "nack", "aborted"]
+
+
+class DispatchLoop:
+    """Runs one dispatch of a turn to its end and reports how it ended."""
+
+    __slots__ = ("_d", "_forced", "_forged", "_forged_version", "_state", "_turn")
+
+    def __init__(self, turn: Turn, state: TurnState, d: DispatchContext) -> None:
+        """Prepare the dispatch ``d`` of ``turn``."""
+        self._turn = turn
+        self._state = state
+        self._d = d
+        self._forced: LoopError | None = None
+        """An error that fails the dispatch even though it was acked (a raising stage)."""
+        self._forged: list[str] = []
+        self._forged_version = 0
+
+    def __repr__(self) -> str:
+        """Show the dispatch."""
+        return f"DispatchLoop({self._d!r})"
+
+    async def run(self, executor: Executor, max_iterations: int | None) -> DispatchOutcome:
+        """Iterate until acked, nacked, aborted or capped; emit `DispatchEnd`."""
+        state, d = self._state, self._d
+        if state.bus.listening:
+            state.emit(DispatchStart(turn_id=state.turn_id, dispatch_id=d.dispatch_id))
+        i = 0
+        in_iteration = False
+        try:
+            while True:
+                if max_iterations is not None and i == max_iterations:
+                    d.nack(
+                        IterationLimitError(
+                            f"the dispatch reached max_iterations={max_iterations}",
+                            max_iterations=max_iterations,
+                        )
+                    )
+                    break
+                d.iteration = i
+                state.new_calls = ()
+                if state.artifact_version != self._forged_version and not self._forge():
+                    break
+                in_iteration = True
+                await self._iteration(executor)
+                in_iteration = False
+                i += 1
+                if d.is_stopped or self._forced is not None:
+                    break
+        except asyncio.CancelledError:
+            if not self._turn.absorb_cancel():
+                state.aborted = True
+                self._end(i + int(in_iteration), in_iteration)
+                raise
+        except TurnAbortedError as exc:
+            state.abort(exc.message)
+        return self._end(i + int(in_iteration), in_iteration)
+
+    async def _iteration(self, executor: Executor) -> None:
+        """One pass: input stage, executor, output stage, between the iteration events."""
+        state, d, turn = self._state, self._d, self._turn
+        listening = state.bus.listening
+        if listening:
+            state.emit(
+                IterationStart(
+                    turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
+                )
+            )
+        if turn.has_stage("dispatch_input") and not await turn.run_stage("dispatch_input", d):
+            self._fail_with_last()
+        if not self._stopped():
+            await self._execute(executor)
+            if (
+                turn.has_stage("dispatch_output")
+                and not self._stopped()
+                and not await turn.run_stage("dispatch_output", d)
+            ):
+                self._fail_with_last()
+        if listening:
+            state.emit(
+                IterationEnd(
+                    turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
+                )
+            )
+
+    def _stopped(self) -> bool:
+        """Acked, nacked or aborted (read fresh: awaits change it)."""
+        return self._d.is_stopped
+
+    async def _execute(self, executor: Executor) -> None:
+        """Run the executor; a raise becomes an `ExecutorError` that nacks the dispatch."""
+        d, turn = self._d, self._turn
+        try:
+            await executor(d)
+        except TurnAbortedError as exc:
+            d.abort(exc.message)
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
+                raise
+            error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            turn.report(error, "executor")
+            if d.is_stopped:
+                self._forced = error
+            else:
+                d.nack(error)
+
+    def _fail_with_last(self) -> None:
+        """A stage failed: nack with its error, or force it as the outcome after an ``ack()``.
+
+        A middleware that raises fails the dispatch even after an ``ack()`` (as the executor
+        does).
+        """
+        errors, d = self._state.errors, self._d
+        if not errors:
+            return
+        if not d.is_signalled:
+            d.nack(errors[-1])
+        elif d.is_acked:
+            self._forced = errors[-1]
+
+    def _end(self, iterations: int, in_iteration: bool) -> DispatchOutcome:
+        """Settle the outcome, record the nack error and emit `DispatchEnd`."""
+        state, d = self._state, self._d
+        state.iterations = iterations
+        status: DispatchOutcome
+        error: LoopError | None = None
+        if state.aborted:
+            status = "aborted"
+        elif d.is_acked and self._forced is None:
+            status = "ack"
+        else:
+            status = "nack"
+            error = self._forced if self._forced is not None else d.nack_error
+            if error is not None and all(e is not error for e in state.errors):
+                state.errors.append(error)
+        if state.bus.listening:
+            if in_iteration:
+                state.emit(
+                    IterationEnd(
+                        turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
+                    )
+                )
+            state.emit(
+                DispatchEnd(
+                    turn_id=state.turn_id,
+                    dispatch_id=d.dispatch_id,
+                    status=status,
+                    iterations=iterations,
+                    error=error,
+                )
+            )
+        return status
+
+    def _forge(self) -> bool:
+        """Re-forge artifact query tools when this turn's artifacts changed.
+
+        Names forged again are replaced in place, so a hidden mark a policy put on one (a
+        limit reached) survives; names no longer forged are removed; a registry restriction
+        (`ToolRegistry.restrict`) may refuse any of them. Returns False when forging raised
+        (a broken artifact class): the error is reported and the dispatch nacks with it.
+        """
+        state, d = self._state, self._d
+        self._forged_version = state.artifact_version
+        tools = d.tools
+        fresh: dict[str, Any] = {}
+        try:
+            for cls in dict.fromkeys(state.artifact_ids.values()):
+                for forged_tool in cls.forge_tools(d).all():
+                    fresh[forged_tool.name] = forged_tool
+            for name in self._forged:
+                if name not in fresh:
+                    tools.unregister(name)
+            self._forged = [
+                name
+                for name, forged_tool in fresh.items()
+                if tools.register(forged_tool, overwrite=True)
+            ]
+        except Exception as exc:
+            error = ExecutorError(
+                f"forging artifact query tools raised {type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
+            self._turn.report(error, "executor")
+            d.nack(error)
+            return False
+        return True

@@ -1,0 +1,306 @@
+"""`TurnState`: everything one turn is, owned in one place.
+
+A turn's registry, stash, messages, tool-call records (with the checksum counts and artifact
+index kept current as they change), spool keys, abort state, open gates and events live here.
+`TurnContext` and `DispatchContext` are public views of it; `Turn` drives it through the steps of
+``docs/architecture.md``. Nothing outside this class writes these fields directly: records change
+only through `store_message`, `store_tool_call`, `mutate_tool_call` and `delete_tool_call`, which
+persist first and then update every index together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
+from ._events import Event, GateClosed, GateOpened, MessageStored, ToolCallStored
+from .artifacts._artifact import SpooledArtifact
+
+if TYPE_CHECKING:
+    from ._bus import EventBus
+    from ._gate import Gate
+    from ._registry import ToolRegistry
+    from ._stash import Stash
+    from ._toolcall import ToolCall
+    from .models._seam import Message
+    from .stores._spool import SpoolReader, SpoolStore
+    from .stores._store import TurnStore
+
+__all__ = ["TurnState"]
+
+
+class TurnState:
+    """One turn's data and the only code that changes it (see the module docstring).
+
+    Fields are plain attributes for the turn's own machinery (`Turn`, the contexts); users see
+    them through `TurnContext` and `DispatchContext`, which never hand this object out.
+    """
+
+    __slots__ = (
+        "abort_hooks",
+        "abort_reason",
+        "aborted",
+        "artifact_ids",
+        "artifact_version",
+        "bus",
+        "by_id",
+        "calls",
+        "checksums",
+        "conversation_id",
+        "deferred_cancel",
+        "errors",
+        "history_calls",
+        "history_ids",
+        "input",
+        "iterations",
+        "messages",
+        "new_calls",
+        "open_gates",
+        "pending",
+        "shield",
+        "spool",
+        "spool_keys",
+        "stash",
+        "store",
+        "system_prompt",
+        "tools",
+        "turn_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        turn_id: str,
+        input: str,
+        tools: ToolRegistry,
+        stash: Stash,
+        store: TurnStore,
+        spool: SpoolStore,
+        bus: EventBus,
+        system_prompt: str | None = None,
+        conversation_id: str | None = None,
+    ) -> None:
+        """Hold a fresh turn's parts (the runner builds one per ``run()``)."""
+        self.turn_id = turn_id
+        self.input = input
+        self.conversation_id = conversation_id
+        self.tools = tools
+        self.stash = stash
+        self.system_prompt = system_prompt
+        self.store = store
+        self.spool = spool
+        self.bus = bus
+        self.pending: set[asyncio.Task[Any]] = set()
+        """Tasks of async listeners, awaited before the turn returns."""
+        self.messages: list[Message] = []
+        self.calls: list[ToolCall] = []
+        self.by_id: dict[str, ToolCall] = {}
+        self.checksums: dict[str, int] = {}
+        self.history_calls: tuple[ToolCall, ...] = ()
+        self.history_ids: set[str] = set()
+        self.new_calls: tuple[ToolCall, ...] = ()
+        """The calls stored during the current iteration (what dispatch output reacts to)."""
+        self.artifact_ids: dict[str, type[SpooledArtifact]] = {}
+        """Ids of this turn's calls whose result is a non-inline artifact, with its class."""
+        self.artifact_version = 0
+        """Bumped whenever ``artifact_ids`` changes (the loop re-forges query tools then)."""
+        self.spool_keys: list[str] = []
+        """Spool ids written for this turn (freed at turn end when the runner owns the spool)."""
+        self.aborted = False
+        self.abort_reason: str | None = None
+        self.abort_hooks: list[Callable[[str | None], None]] = []
+        self.open_gates: set[Gate[Any]] = set()
+        self.shield = 0
+        """How many store writes are in flight (an outside abort waits for them)."""
+        self.deferred_cancel: Callable[[], None] | None = None
+        self.errors: list[LoopError] = []
+        """Every `LoopError` raised or reported during the turn, in order."""
+        self.iterations = 0
+
+    def __repr__(self) -> str:
+        """Show the turn id and how far it got."""
+        return (
+            f"TurnState(turn_id={self.turn_id!r}, tool_calls={len(self.calls)}, "
+            f"aborted={self.aborted})"
+        )
+
+    # -- history -------------------------------------------------------------------------------
+    def load_history(self, messages: Sequence[Message], calls: Sequence[ToolCall]) -> None:
+        """Put a conversation's earlier messages and calls before this turn's (they count)."""
+        self.messages[:0] = messages
+        self.history_calls = (*calls, *self.history_calls)
+        checksums = self.checksums
+        for call in calls:
+            checksums[call.checksum] = checksums.get(call.checksum, 0) + 1
+            self.history_ids.add(call.id)
+
+    def seed_calls(self, calls: Iterable[ToolCall]) -> None:
+        """Record calls as already stored this turn, without persisting (test doubles)."""
+        for call in calls:
+            self.calls.append(call)
+            self.by_id[call.id] = call
+            self.count(call, 1)
+
+    def call_id_taken(self, call_id: str) -> bool:
+        """True when a call with this id is stored in this turn or its conversation."""
+        return call_id in self.by_id or call_id in self.history_ids
+
+    # -- events --------------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        """Deliver an event to the listeners (async ones are awaited before the turn ends)."""
+        self.bus.emit(event, self.pending)
+
+    # -- spool ---------------------------------------------------------------------------------
+    def spool_write(self, call_id: str, data: str | bytes) -> SpoolReader:
+        """Write a result body under ``<turn_id>/<call_id>`` and remember the key."""
+        key = f"{self.turn_id}/{call_id}"
+        reader = self.spool.write(key, data)
+        self.spool_keys.append(key)
+        return reader
+
+    def release_spool(self) -> None:
+        """Delete every body this turn wrote (results keep their own readers)."""
+        spool = self.spool
+        for key in self.spool_keys:
+            spool.delete(key)
+        self.spool_keys.clear()
+
+    # -- abort ---------------------------------------------------------------------------------
+    def abort(self, reason: str | None = None) -> None:
+        """Mark the turn aborted, reject open gates and tell the abort hooks (once)."""
+        if self.aborted:
+            return
+        self.aborted = True
+        self.abort_reason = reason
+        for gate in list(self.open_gates):
+            gate.abort(reason)
+        for hook in self.abort_hooks:
+            hook(reason)
+
+    def defer_while_shielded(self, deliver: Callable[[], None]) -> bool:
+        """Hold ``deliver`` until the store write in flight finishes; False when none is."""
+        if self.shield:
+            self.deferred_cancel = deliver
+            return True
+        return False
+
+    def _unshield(self) -> None:
+        # An abort from outside the turn never cancels a store write half-way (the record
+        # would be persisted but missing from, or stale in, the turn); it is delivered after.
+        self.shield -= 1
+        if self.shield == 0 and self.deferred_cancel is not None:
+            deliver, self.deferred_cancel = self.deferred_cancel, None
+            deliver()
+
+    # -- gates ---------------------------------------------------------------------------------
+    async def wait_for(self, gate: Gate[Any]) -> Any:
+        """Pause until ``gate`` is settled and return its value (see `TurnContext.wait_for`)."""
+        if self.aborted:
+            raise TurnAbortedError("the turn was aborted before the gate opened", gate_id=gate.id)
+        self.open_gates.add(gate)
+        try:
+            self.emit(GateOpened(turn_id=self.turn_id, gate=gate))
+            return await gate.wait()
+        finally:
+            self.open_gates.discard(gate)
+            result = gate.result or "aborted"
+            self.emit(GateClosed(turn_id=self.turn_id, gate_id=gate.id, result=result))
+
+    # -- records -------------------------------------------------------------------------------
+    async def store_message(self, message: Message) -> None:
+        """Persist a message, then add it to the turn and emit `MessageStored`."""
+        self.shield += 1
+        try:
+            await self.store.save_message(self.conversation_id, self.turn_id, message)
+            self.messages.append(message)
+        finally:
+            self._unshield()
+        if self.bus.listening:
+            self.emit(MessageStored(turn_id=self.turn_id, message=message))
+
+    async def store_tool_call(self, call: ToolCall) -> None:
+        """Persist a completed call, then record it, index it and emit `ToolCallStored`."""
+        if call.id in self.by_id:
+            raise InvalidToolCallError(
+                f"a tool call with id {call.id!r} is already stored in this turn; "
+                "use mutate_tool_call() to replace it",
+                call_id=call.id,
+            )
+        if call.id in self.history_ids:
+            raise InvalidToolCallError(
+                f"a tool call with id {call.id!r} is already stored in an earlier turn of "
+                f"conversation {self.conversation_id!r}; give each call a unique id",
+                call_id=call.id,
+            )
+        self.shield += 1
+        try:
+            await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            self.calls.append(call)
+            self.by_id[call.id] = call
+            self.count(call, 1)
+            self.new_calls = (*self.new_calls, call)
+        finally:
+            self._unshield()
+        if self.bus.listening:
+            self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
+
+    async def mutate_tool_call(self, call: ToolCall) -> None:
+        """Replace the stored call with the same id (position kept), persisting first."""
+        old = self.by_id.get(call.id)
+        if old is None:
+            raise InvalidToolCallError(
+                f"no tool call with id {call.id!r} in this turn", call_id=call.id
+            )
+        self.shield += 1
+        try:
+            await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            self.calls[self.calls.index(old)] = call
+            self.by_id[call.id] = call
+            self.count(old, -1)
+            self.count(call, 1)
+            if old in self.new_calls:
+                self.new_calls = tuple(call if c is old else c for c in self.new_calls)
+        finally:
+            self._unshield()
+        if self.bus.listening:
+            self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
+
+    async def delete_tool_call(self, call_id: str) -> bool:
+        """Delete a stored call by id; return whether it existed in this turn."""
+        old = self.by_id.get(call_id)
+        if old is None:
+            return False
+        self.shield += 1
+        try:
+            await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            self.calls.remove(old)
+            del self.by_id[call_id]
+            self.count(old, -1)
+            if old in self.new_calls:
+                self.new_calls = tuple(c for c in self.new_calls if c is not old)
+        finally:
+            self._unshield()
+        return True
+
+    def count(self, call: ToolCall, delta: int) -> None:
+        """Keep the checksum counts and the artifact index current for one added/removed call."""
+        checksums = self.checksums
+        n = checksums.get(call.checksum, 0) + delta
+        if n > 0:
+            checksums[call.checksum] = n
+        else:
+            checksums.pop(call.checksum, None)
+        results = call.results
+        if not call.inline and not call.from_artifact_tool and isinstance(results, SpooledArtifact):
+            if delta > 0:
+                self.artifact_ids[call.id] = type(results)
+            else:
+                self.artifact_ids.pop(call.id, None)
+            self.artifact_version += 1
+        elif delta < 0 and self.artifact_ids.pop(call.id, None) is not None:
+            self.artifact_version += 1
+
+
+TurnState.__module__ = "pipeline"
