@@ -28,6 +28,7 @@ from ._runner import TurnHandle as TurnHandle
 from ._runner import TurnRunner as TurnRunner
 from ._stash import Stash as Stash
 from ._stash import StashKey as StashKey
+from ._stash_snapshot import StashSnapshot as StashSnapshot
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolDescription as ToolDescription
@@ -50,9 +51,11 @@ from .artifacts import ToolMethod as ToolMethod
 from .artifacts import TrustTier as TrustTier
 from .artifacts import render_tool_result as render_tool_result
 from .errors import AlreadySignalledError as AlreadySignalledError
+from .errors import ConfigurationError as ConfigurationError
 from .errors import DispatchPipelineError as DispatchPipelineError
 from .errors import ExecutorError as ExecutorError
 from .errors import GateAbortedError as GateAbortedError
+from .errors import GateError as GateError
 from .errors import GateTimeoutError as GateTimeoutError
 from .errors import InputPipelineError as InputPipelineError
 from .errors import InvalidGateError as InvalidGateError
@@ -70,11 +73,13 @@ from .errors import NackedError as NackedError
 from .errors import NextCalledTwiceError as NextCalledTwiceError
 from .errors import NotASpoolReaderError as NotASpoolReaderError
 from .errors import OutputPipelineError as OutputPipelineError
+from .errors import PipelineError as PipelineError
 from .errors import PipelineShortCircuitedError as PipelineShortCircuitedError
 from .errors import PolicyViolationError as PolicyViolationError
 from .errors import StoreError as StoreError
 from .errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from .errors import ToolDownstreamError as ToolDownstreamError
+from .errors import ToolError as ToolError
 from .errors import ToolNotFoundError as ToolNotFoundError
 from .errors import TurnAbortedError as TurnAbortedError
 from .events import DispatchEnd as DispatchEnd
@@ -124,11 +129,13 @@ from .stores import TurnStore as TurnStore
 __all__ = [
     "CallNext",
     "ChatModel",
+    "ConfigurationError",
     "ContextLog",
     "DispatchContext",
     "Event",
     "FileSpoolStore",
     "Gate",
+    "GateError",
     "GateResult",
     "InvalidToolArgsError",
     "LoopError",
@@ -138,6 +145,7 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "PipelineError",
     "PolicyViolationError",
     "ProposedToolCall",
     "RenderedResult",
@@ -147,10 +155,12 @@ __all__ = [
     "Stage",
     "Stash",
     "StashKey",
+    "StashSnapshot",
     "Tool",
     "ToolCall",
     "ToolContext",
     "ToolDescription",
+    "ToolError",
     "ToolGuard",
     "ToolLoopExecutor",
     "ToolNotFoundError",

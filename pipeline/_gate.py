@@ -5,6 +5,9 @@ by its timeout running out; settling again is a no-op. ``await gate.wait()`` ret
 value or raises the matching error. Settling may happen before anyone waits (a `GateOpened`
 listener that approves at once), and every later ``wait()`` sees the same outcome.
 
+A gate is generic in what it resolves to: ``Gate(..., schema=Approval)`` is a ``Gate[Approval]``
+whose ``await gate.wait()`` is typed ``Approval``; without a schema it is a ``Gate[Any]``.
+
 Gates are meant to be waited on through ``ctx.wait_for(gate)``, which emits `GateOpened` and
 `GateClosed` and aborts the gate when its turn is aborted. Settle a gate from the event loop's
 thread (use ``loop.call_soon_threadsafe(gate.resolve, value)`` from another thread).
@@ -14,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Literal
+from typing import Any, Generic, Literal, cast, overload
 
 from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypeVar
 
 from ._errors import (
     GateAbortedError,
@@ -34,8 +38,11 @@ GateResult = Literal["resolved", "rejected", "aborted", "timeout"]
 
 _REJECTION_POLICY = "approval"
 
+T = TypeVar("T", default=Any)
+"""What the gate resolves to; ``Any`` for a gate without a schema (and for a bare ``Gate``)."""
 
-class Gate:
+
+class Gate(Generic[T]):
     """A one-shot approval point: ``await ctx.wait_for(Gate(id=..., reason=...))``.
 
     Args:
@@ -44,7 +51,10 @@ class Gate:
         payload: Any data the approver needs (the tool and arguments, for `ApprovalGate`).
         schema: When given, ``resolve(value)`` validates ``value`` against it (anything a pydantic
             `TypeAdapter` accepts: a model class, ``bool``, a ``Literal``, a TypedDict...) and
-            ``wait()`` returns the validated value.
+            ``wait()`` returns the validated value. A class (``schema=Approval``, ``schema=int``)
+            makes the gate a ``Gate[Approval]``, ``Gate[int]``; a special form mypy cannot take as
+            a class (``Literal[...]``, ``int | None``) gives a ``Gate[Any]`` unless you write the
+            type yourself: ``Gate[Literal["yes", "no"]](..., schema=Literal["yes", "no"])``.
         timeout: Seconds ``wait()`` waits before the gate times out; ``None`` waits forever.
             The clock starts when ``wait()`` is first awaited.
 
@@ -68,6 +78,28 @@ class Gate:
         "_timeout",
         "_value",
     )
+
+    @overload
+    def __init__(
+        self,
+        *,
+        id: str,
+        reason: str,
+        payload: Any = None,
+        schema: type[T] | None = None,
+        timeout: float | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        *,
+        id: str,
+        reason: str,
+        payload: Any = None,
+        schema: object,
+        timeout: float | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -106,7 +138,7 @@ class Gate:
         self._adapter = adapter
         self._timeout = None if timeout is None else float(timeout)
         self._result: GateResult | None = None
-        self._value: Any = None
+        self._value: T | None = None
         self._error: LoopError | None = None
         # asyncio.Event binds to a loop on first wait, so a gate can be built outside a loop.
         self._done = asyncio.Event()
@@ -133,7 +165,7 @@ class Gate:
 
     @property
     def schema(self) -> Any:
-        """The type resolutions are validated against, or ``None``."""
+        """The type resolutions are validated against (as given), or ``None``."""
         return self._schema
 
     @property
@@ -152,7 +184,7 @@ class Gate:
         return self._result
 
     @property
-    def value(self) -> Any:
+    def value(self) -> T | None:
         """The resolved (validated) value; ``None`` unless the gate was resolved."""
         return self._value
 
@@ -163,6 +195,9 @@ class Gate:
 
     def resolve(self, value: Any = None) -> bool:
         """Settle the gate with ``value``; return False (a no-op) if it was already settled.
+
+        With a schema, ``value`` is validated and converted (a dict becomes the model), so it
+        may be anything the schema accepts; ``wait()`` then returns the converted ``T``.
 
         Raises:
             InvalidGateResolutionError: ``value`` fails the gate's schema; the gate stays open.
@@ -176,7 +211,7 @@ class Gate:
                 raise InvalidGateResolutionError(
                     f"resolution of gate {self._id!r} failed its schema: {exc}",
                     gate_id=self._id,
-                    errors=exc.errors(include_url=False),
+                    errors=[dict(item) for item in exc.errors(include_url=False)],
                 ) from exc
         self._value = value
         self._settle("resolved", None)
@@ -216,7 +251,7 @@ class Gate:
         self._settle("aborted", GateAbortedError(text, gate_id=self._id, reason=reason))
         return True
 
-    async def wait(self) -> Any:
+    async def wait(self) -> T:
         """Wait until the gate is settled; return the resolved value.
 
         Raises:
@@ -241,7 +276,8 @@ class Gate:
                     )
         if self._error is not None:
             raise self._error
-        return self._value
+        # Resolved: the value passed the schema (or there is none and T is Any), so it is a T.
+        return cast("T", self._value)
 
     def _settle(self, result: GateResult, error: LoopError | None) -> None:
         self._result = result

@@ -7,8 +7,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ._errors import TurnAbortedError
+from ._stash_snapshot import StashSnapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ._errors import LoopError
     from ._events import TurnStatus
     from ._toolcall import ToolCall
@@ -19,7 +22,11 @@ __all__ = ["TurnResult"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """The outcome of one turn. `TurnRunner.run` returns it instead of raising."""
+    """The outcome of one turn. `TurnRunner.run` returns it instead of raising.
+
+    ``stash`` may be given as any mapping; the result keeps it as a `StashSnapshot` (a ``dict``
+    that a `StashKey` can also index: ``result.stash[SEARCHES]`` is typed by the key).
+    """
 
     turn_id: str
     """The turn's id."""
@@ -37,14 +44,40 @@ class TurnResult:
     """Every error raised or reported during the turn, in order."""
     iterations: int
     """How many dispatch iterations ran."""
-    stash: dict[str, Any]
-    """A deep copy of the stash at turn end."""
+    stash: StashSnapshot
+    """A deep copy of the stash at turn end: a ``dict`` that typed keys can index too."""
     started_at: datetime
     """When the turn started."""
     ended_at: datetime
     """When it ended."""
     abort_reason: str | None = None
     """Why the turn was aborted, if it was and a reason was given."""
+
+    if TYPE_CHECKING:
+        # What type checkers see of the generated constructor: ``stash`` takes any mapping of
+        # plain data (`Stash.all()` gives a dict), which __post_init__ wraps. Keep it in step
+        # with the fields above.
+        def __init__(
+            self,
+            *,
+            turn_id: str,
+            conversation_id: str | None,
+            status: TurnStatus,
+            output: str | None,
+            messages: tuple[Message, ...],
+            tool_calls: tuple[ToolCall, ...],
+            errors: tuple[LoopError, ...],
+            iterations: int,
+            stash: Mapping[str, Any],
+            started_at: datetime,
+            ended_at: datetime,
+            abort_reason: str | None = None,
+        ) -> None: ...
+
+    def __post_init__(self) -> None:
+        """Keep ``stash`` as a `StashSnapshot`, whatever mapping was given."""
+        if type(self.stash) is not StashSnapshot:
+            object.__setattr__(self, "stash", StashSnapshot(self.stash))
 
     @property
     def ok(self) -> bool:

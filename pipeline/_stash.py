@@ -22,7 +22,7 @@ Choices made here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._errors import InvalidStashValueError
@@ -81,7 +81,7 @@ class Stash:
         else:
             self._data = to_plain(initial, "")
 
-    def _lookup(self, parts: list[str]) -> Any:
+    def _lookup(self, parts: Sequence[str]) -> Any:
         node: Any = self._data
         for segment in parts:
             if type(node) is dict:
@@ -97,7 +97,7 @@ class Stash:
                 return MISSING
         return node
 
-    def _assign(self, parts: list[str], stored: Any, path: str) -> None:
+    def _assign(self, parts: Sequence[str], stored: Any, path: str) -> None:
         node: Any = self._data
         last = len(parts) - 1
         for position, segment in enumerate(parts):
@@ -213,9 +213,10 @@ class Stash:
                 the stored value is not an int.
         """
         if isinstance(key, StashKey):
-            parts, path, start = key._parts, key.path, key._default
+            parts, path = key.parts, key.path
+            start = key.default if key.has_default else MISSING
         else:
-            parts, path, start = split_path(key), key, MISSING
+            parts, path, start = tuple(split_path(key)), key, MISSING
         if type(by) is not int:
             raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
         node: Any = self._data
@@ -304,11 +305,11 @@ class Stash:
         """
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "get"))
-        node = self._lookup(key._parts)
+        node = self._lookup(key.parts)
         if node is MISSING:
-            node = key._default
-            if node is MISSING:
+            if not key.has_default:
                 raise KeyError(key.path)
+            return key.default  # already a copy
         return clone(node) if type(node) in CONTAINERS else node  # type: ignore[no-any-return]
         # ^ the stash holds untyped plain data; StashKey[T] is the caller's promise that it is T.
 
@@ -321,7 +322,7 @@ class Stash:
         """
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "set"))
-        self._assign(key._parts, to_plain(value, key.path), key.path)
+        self._assign(key.parts, to_plain(value, key.path), key.path)
 
     def __delitem__(self, key: StashKey[Any]) -> None:
         """Remove the value at a typed key's path.
@@ -343,7 +344,7 @@ class Stash:
         """
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "has"))
-        return self._lookup(key._parts) is not MISSING
+        return self._lookup(key.parts) is not MISSING
 
     __iter__ = None
     """A stash is not iterable (it is not a dict): use `keys` or `all`."""

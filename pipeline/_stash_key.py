@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import reprlib
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from ._errors import InvalidStashValueError
 from ._plain import MAX_DEPTH, MISSING, Missing, clone, to_plain
@@ -27,9 +27,7 @@ def short_repr(value: object) -> str:
 
 def split_path(path: object) -> list[str]:
     if not isinstance(path, str):
-        raise InvalidStashValueError(
-            f"stash path must be a str, got {type(path).__name__}", path=path
-        )
+        raise InvalidStashValueError(f"stash path must be a str, got {type(path).__name__}")
     parts = path.split(".")
     if "" in parts:
         raise InvalidStashValueError(
@@ -58,7 +56,7 @@ class StashKey(Generic[T]):
     dataclass breaks on ``StashKey[int](...)`` in Python 3.11.)
     """
 
-    __slots__ = ("_default", "_parts", "_path")
+    __slots__ = ("_default", "_parts", "_path", "_segments")
 
     def __init__(self, path: str, default: T | Missing = MISSING) -> None:
         """Build a key for ``path``.
@@ -72,6 +70,7 @@ class StashKey(Generic[T]):
             InvalidStashValueError: The path is malformed or the default is not plain data.
         """
         self._parts = split_path(path)
+        self._segments = tuple(self._parts)
         self._path = path
         self._default: Any = MISSING if default is MISSING else to_plain(default, path)
 
@@ -79,6 +78,11 @@ class StashKey(Generic[T]):
     def path(self) -> str:
         """The dot path the key addresses."""
         return self._path
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The path's segments, in order (``("limits", "calls", "search")``)."""
+        return self._segments
 
     @property
     def has_default(self) -> bool:
@@ -96,6 +100,14 @@ class StashKey(Generic[T]):
             raise LookupError(f"{self!r} has no default")
         return clone(self._default)  # type: ignore[no-any-return]
         # ^ validated plain data; T is the key's promise about it.
+
+    if TYPE_CHECKING:
+        # Keys compare by identity (object's __eq__, unchanged at run time). Declaring it tells
+        # mypy's strict equality that ``key in result.stash`` (a dict of str keys, see
+        # `StashSnapshot`) is a deliberate check, not a non-overlapping container check.
+        def __eq__(self, other: object, /) -> bool: ...
+
+        def __hash__(self) -> int: ...
 
     def __repr__(self) -> str:
         """Return ``StashKey('path')`` or ``StashKey('path', default=...)``."""

@@ -1,13 +1,17 @@
 """The `LoopError` tree: every error loopware raises, with its stable `E_...` code.
 
 The tree is drawn in the docstring of `LoopError`'s module (``pipeline._errors``); each class
-is also importable from ``pipeline``.
+is also importable from ``pipeline``. Four families group the errors a caller handles alike:
+`ConfigurationError` (bad configuration or construction), `ToolError` (a tool call failed),
+`PipelineError` (a middleware stage failed) and `GateError` (an approval gate failed).
 """
 
 from ._errors import AlreadySignalledError as AlreadySignalledError
+from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DispatchPipelineError as DispatchPipelineError
 from ._errors import ExecutorError as ExecutorError
 from ._errors import GateAbortedError as GateAbortedError
+from ._errors import GateError as GateError
 from ._errors import GateTimeoutError as GateTimeoutError
 from ._errors import InputPipelineError as InputPipelineError
 from ._errors import InvalidGateError as InvalidGateError
@@ -25,19 +29,23 @@ from ._errors import NackedError as NackedError
 from ._errors import NextCalledTwiceError as NextCalledTwiceError
 from ._errors import NotASpoolReaderError as NotASpoolReaderError
 from ._errors import OutputPipelineError as OutputPipelineError
+from ._errors import PipelineError as PipelineError
 from ._errors import PipelineShortCircuitedError as PipelineShortCircuitedError
 from ._errors import PolicyViolationError as PolicyViolationError
 from ._errors import StoreError as StoreError
 from ._errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from ._errors import ToolDownstreamError as ToolDownstreamError
+from ._errors import ToolError as ToolError
 from ._errors import ToolNotFoundError as ToolNotFoundError
 from ._errors import TurnAbortedError as TurnAbortedError
 
 __all__ = [
     "AlreadySignalledError",
+    "ConfigurationError",
     "DispatchPipelineError",
     "ExecutorError",
     "GateAbortedError",
+    "GateError",
     "GateTimeoutError",
     "InputPipelineError",
     "InvalidGateError",
@@ -55,11 +63,13 @@ __all__ = [
     "NextCalledTwiceError",
     "NotASpoolReaderError",
     "OutputPipelineError",
+    "PipelineError",
     "PipelineShortCircuitedError",
     "PolicyViolationError",
     "StoreError",
     "ToolAlreadyRegisteredError",
     "ToolDownstreamError",
+    "ToolError",
     "ToolNotFoundError",
     "TurnAbortedError",
 ]

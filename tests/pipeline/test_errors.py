@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+import pickle
+from typing import Any
+
 import pytest
 
 import pipeline
+import pipeline.errors
 from pipeline import (
     AlreadySignalledError,
+    ConfigurationError,
     DispatchPipelineError,
     ExecutorError,
     GateAbortedError,
+    GateError,
     GateTimeoutError,
     InputPipelineError,
     InvalidGateError,
@@ -25,10 +31,13 @@ from pipeline import (
     NextCalledTwiceError,
     NotASpoolReaderError,
     OutputPipelineError,
+    PipelineError,
     PipelineShortCircuitedError,
     PolicyViolationError,
+    StoreError,
     ToolAlreadyRegisteredError,
     ToolDownstreamError,
+    ToolError,
     ToolNotFoundError,
     TurnAbortedError,
 )
@@ -153,7 +162,7 @@ def test_context_keywords_become_attributes(cls: type[LoopError]) -> None:
 def test_context_keywords_cannot_shadow_the_error_identity(key: str) -> None:
     """A context keyword named like code/status/fatal/message raises instead of overwriting it."""
     with pytest.raises(TypeError, match="reserved"):
-        ToolDownstreamError("upstream failed", **{key: 503})
+        ToolDownstreamError("upstream failed", **{key: 503})  # type: ignore[arg-type]
     assert ToolDownstreamError("upstream failed", http_status=503).status == 500
 
 
@@ -199,3 +208,182 @@ def test_catchable_as_loop_error(cls: type[LoopError]) -> None:
 def test_repr_names_the_class() -> None:
     """repr shows the class name and the message."""
     assert repr(ToolNotFoundError("no such tool")) == "ToolNotFoundError('no such tool')"
+
+
+# The four families (issue 10) and their members; every other error is directly under LoopError.
+FAMILIES: dict[type[LoopError], list[type[LoopError]]] = {
+    ConfigurationError: [
+        InvalidToolError,
+        InvalidToolCallError,
+        InvalidStashValueError,
+        InvalidRunnerConfigError,
+        InvalidMiddlewareConfigError,
+        InvalidGateError,
+        InvalidMediaError,
+        NotASpoolReaderError,
+        ToolAlreadyRegisteredError,
+    ],
+    ToolError: [InvalidToolArgsError, ToolNotFoundError, ToolDownstreamError],
+    PipelineError: [
+        InputPipelineError,
+        DispatchPipelineError,
+        OutputPipelineError,
+        PipelineShortCircuitedError,
+        NextCalledTwiceError,
+    ],
+    GateError: [GateTimeoutError, GateAbortedError, InvalidGateResolutionError],
+}
+FAMILY_IDS = [family.__name__ for family in FAMILIES]
+MEMBERS = [(family, member) for family, members in FAMILIES.items() for member in members]
+UNGROUPED = [
+    AlreadySignalledError,
+    NackedError,
+    ExecutorError,
+    IterationLimitError,
+    TurnAbortedError,
+    PolicyViolationError,
+    StoreError,
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "member"), MEMBERS, ids=[f"{f.__name__}-{m.__name__}" for f, m in MEMBERS]
+)
+def test_a_family_catches_its_members(family: type[LoopError], member: type[LoopError]) -> None:
+    """``except <Family>`` catches every member, which keeps its own code and status."""
+    with pytest.raises(family) as info:
+        raise member("boom")
+    assert type(info.value) is member
+    assert info.value.code != family.code
+    assert str(info.value) == f"{member.code}: boom"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES), ids=FAMILY_IDS)
+def test_a_family_catches_nothing_outside_it(family: type[LoopError]) -> None:
+    """No error outside a family (other families' members, the ungrouped ones) is its subclass."""
+    outsiders = [cls for cls in CLASSES if cls not in FAMILIES[family]]
+    assert not [cls.__name__ for cls in outsiders if issubclass(cls, family)]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES), ids=FAMILY_IDS)
+def test_families_are_public_documented_loop_errors(family: type[LoopError]) -> None:
+    """A family is a LoopError with a docstring, its own unique code, exported like the rest."""
+    assert family.__mro__[1] is LoopError
+    assert (family.__doc__ or "").strip()
+    assert family.__module__ == "pipeline"
+    assert getattr(pipeline, family.__name__) is family
+    assert getattr(pipeline.errors, family.__name__) is family
+    assert family.__name__ in pipeline.__all__
+    everything: list[type[LoopError]] = [*CLASSES, *FAMILIES, LoopError]
+    codes = [cls.code for cls in everything]
+    assert codes.count(family.code) == 1
+    assert family.code.startswith("E_")
+    err = family()
+    assert err.message == family.default_message != LoopError.default_message
+
+
+@pytest.mark.parametrize("cls", UNGROUPED, ids=lambda c: c.__name__)
+def test_ungrouped_errors_stay_directly_under_loop_error(cls: type[LoopError]) -> None:
+    """Errors outside the four families still derive from LoopError directly."""
+    assert cls.__mro__[1] is LoopError
+
+
+def test_every_error_is_in_one_family_or_ungrouped() -> None:
+    """The families and the ungrouped list together hold every public error exactly once."""
+    public = {getattr(pipeline.errors, name) for name in pipeline.errors.__all__} - {
+        LoopError,
+        *FAMILIES,
+    }
+    listed = [*UNGROUPED, *(member for _, member in MEMBERS)]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == public
+
+
+# (class, attribute, value when not given): every declared context attribute exists by default.
+DEFAULTS: list[tuple[type[LoopError], str, object]] = [
+    (ConfigurationError, "field", None),
+    (InvalidToolError, "field", None),
+    (InvalidToolCallError, "call_id", None),
+    (InvalidStashValueError, "path", None),
+    (InvalidRunnerConfigError, "fields", []),
+    (InvalidRunnerConfigError, "spec", None),
+    (InvalidMiddlewareConfigError, "option", None),
+    (InvalidMiddlewareConfigError, "middleware", None),
+    (InvalidMiddlewareConfigError, "stage", None),
+    (InvalidMiddlewareConfigError, "extra", None),
+    (InvalidMiddlewareConfigError, "field", None),
+    (InvalidGateError, "field", None),
+    (InvalidMediaError, "field", None),
+    (NotASpoolReaderError, "reader_type", None),
+    (ToolAlreadyRegisteredError, "tool_name", None),
+    (ToolError, "tool_name", None),
+    (ToolError, "call_id", None),
+    (InvalidToolArgsError, "errors", []),
+    (InvalidToolArgsError, "field", None),
+    (ToolNotFoundError, "tool_name", None),
+    (ToolNotFoundError, "call_id", None),
+    (ToolDownstreamError, "line", None),
+    (ToolDownstreamError, "format", None),
+    (PipelineError, "stage", None),
+    (PipelineShortCircuitedError, "stage", None),
+    (NextCalledTwiceError, "middleware", None),
+    (GateError, "gate_id", None),
+    (GateTimeoutError, "timeout", None),
+    (GateAbortedError, "reason", None),
+    (InvalidGateResolutionError, "errors", []),
+    (AlreadySignalledError, "dispatch_id", None),
+    (NackedError, "dispatch_id", None),
+    (IterationLimitError, "max_iterations", None),
+    (TurnAbortedError, "turn_id", None),
+    (TurnAbortedError, "gate_id", None),
+    (TurnAbortedError, "stage", None),
+    (PolicyViolationError, "policy", ""),
+    (PolicyViolationError, "details", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "attr", "default"), DEFAULTS, ids=[f"{c.__name__}.{a}" for c, a, _ in DEFAULTS]
+)
+def test_declared_context_attributes_default_sensibly(
+    cls: type[LoopError], attr: str, default: object
+) -> None:
+    """Without a keyword, a declared attribute is None (or empty) on the instance, not missing;
+    mutable defaults are fresh per instance; given, the keyword's value is kept as is."""
+    err = cls()
+    assert vars(err)[attr] == default
+    if isinstance(default, list | dict):
+        assert getattr(cls(), attr) is not getattr(err, attr)
+    given = object()
+    assert getattr(cls("m", **{attr: given}), attr) is given
+
+
+def test_declared_context_attributes_are_typed_keywords() -> None:
+    """Context attributes are keyword-only parameters with their values kept as given."""
+    err = InvalidToolArgsError("bad", errors=[{"loc": ["q"]}], tool_name="search", call_id="c1")
+    assert (err.errors, err.tool_name, err.call_id, err.field) == (
+        [{"loc": ["q"]}],
+        "search",
+        "c1",
+        None,
+    )
+    gate = GateTimeoutError("late", gate_id="g", timeout=1.5)
+    assert (gate.gate_id, gate.timeout) == ("g", 1.5)
+    with pytest.raises(TypeError):
+        ToolNotFoundError("m", "search")  # type: ignore[call-arg]
+
+
+def test_undeclared_context_keywords_still_become_attributes() -> None:
+    """Built-in classes keep accepting other keywords (LoopError's contract), besides theirs."""
+    err = ToolNotFoundError("m", tool_name="x", attempt=2)
+    assert (err.tool_name, vars(err)["attempt"]) == ("x", 2)
+
+
+@pytest.mark.parametrize("cls", [*CLASSES, *FAMILIES], ids=[*IDS, *FAMILY_IDS])
+def test_errors_survive_pickling_with_their_context(cls: type[LoopError]) -> None:
+    """A pickled error comes back with its class, message and context attributes."""
+    err = cls("boom", stage="turn_input", extra_context={"n": 1})
+    back: Any = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls
+    assert str(back) == str(err)
+    assert vars(back) == vars(err)

@@ -59,7 +59,7 @@ def test_bad_parts_raise_invalid_gate_error_naming_the_field(
     """Every malformed constructor argument raises InvalidGateError with the field named."""
     with pytest.raises(InvalidGateError) as info:
         Gate(**kwargs)
-    assert info.value.field == field  # type: ignore[attr-defined]
+    assert info.value.field == field
     assert info.value.code == "E_INVALID_INITIAL_TURN_GATE_VALUE"
     assert field in info.value.message
 
@@ -123,8 +123,8 @@ async def test_schema_invalid_resolution_raises_and_leaves_gate_open() -> None:
     waiter = asyncio.ensure_future(gate.wait())
     with pytest.raises(InvalidGateResolutionError) as info:
         gate.resolve("maybe")
-    assert info.value.gate_id == "g"  # type: ignore[attr-defined]
-    assert info.value.errors  # type: ignore[attr-defined]
+    assert info.value.gate_id == "g"
+    assert info.value.errors
     assert not gate.is_settled
     await asyncio.sleep(0)
     assert not waiter.done()
@@ -181,7 +181,7 @@ async def test_abort_raises_gate_aborted_error_in_waiter() -> None:
     assert gate.abort("user left") is True
     with pytest.raises(GateAbortedError) as info:
         await waiter
-    assert info.value.reason == "user left"  # type: ignore[attr-defined]
+    assert info.value.reason == "user left"
     assert "user left" in info.value.message
     assert gate.result == "aborted"
 
@@ -258,3 +258,22 @@ def test_gate_result_literal_is_public() -> None:
     from pipeline import GateResult
 
     assert get_args(GateResult) == ("resolved", "rejected", "aborted", "timeout")
+
+
+async def test_gate_is_generic_at_run_time_too() -> None:
+    """``Gate[Decision](...)`` builds an ordinary gate; the parameter changes no behaviour."""
+    gate = Gate[Decision](id="g", reason="r", schema=Decision)
+    assert type(gate) is Gate
+    gate.resolve({"approved": False, "note": "no"})
+    assert await gate.wait() == Decision(approved=False, note="no")
+    assert gate.value == Decision(approved=False, note="no")
+
+
+def test_invalid_resolution_errors_are_plain_dicts() -> None:
+    """InvalidGateResolutionError.errors is a list of plain dicts that name the failing place."""
+    gate = Gate(id="g", reason="r", schema=Decision)
+    with pytest.raises(InvalidGateResolutionError) as info:
+        gate.resolve({"approved": "perhaps"})
+    assert [type(item) for item in info.value.errors] == [dict]
+    assert info.value.errors[0]["loc"] == ("approved",)
+    assert info.value.gate_id == "g"
