@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -88,10 +89,12 @@ def describe(event: Event) -> str:
 
 def main() -> None:
     model = ScriptedModel(SCRIPT)
+    counting = Middleware("counting")
+    counting.dispatch_output(count_calls)
     runner = TurnRunner(
         executor=ToolLoopExecutor(model),
         tools=[multiply],
-        dispatch_output=[count_calls],
+        middleware=[counting],
         system_prompt="You are a careful calculator.",
     )
     runner.on_any(lambda event: print("  " + describe(event)))

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from pipeline import InvalidMiddlewareConfigError
 
-__all__ = ["check_choice", "check_int", "check_names", "check_namespace"]
+__all__ = ["check_bool", "check_choice", "check_int", "check_names", "check_namespace"]
 
 _C = TypeVar("_C", bound=str)
 
@@ -26,15 +26,33 @@ def check_namespace(owner: str, namespace: object) -> str:
     return namespace
 
 
-def check_int(owner: str, option: str, value: object, *, minimum: int) -> int:
-    """Return ``value`` if it is an int (not a bool) of at least ``minimum``.
+def check_int(owner: str, option: str, value: object, *, minimum: int | None) -> int:
+    """Return ``value`` if it is an int (not a bool) of at least ``minimum`` (None: any int).
 
     Raises:
         InvalidMiddlewareConfigError: otherwise.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (minimum is not None and value < minimum)
+    ):
+        at_least = "" if minimum is None else f" >= {minimum}"
         raise InvalidMiddlewareConfigError(
-            f"{owner}: {option} must be an int >= {minimum}, got {value!r}", option=option
+            f"{owner}: {option} must be an int{at_least}, got {value!r}", option=option
+        )
+    return value
+
+
+def check_bool(owner: str, option: str, value: object) -> bool:
+    """Return ``value`` if it is a bool.
+
+    Raises:
+        InvalidMiddlewareConfigError: otherwise.
+    """
+    if not isinstance(value, bool):
+        raise InvalidMiddlewareConfigError(
+            f"{owner}: {option} must be a bool, got {value!r}", option=option
         )
     return value
 
@@ -54,10 +72,13 @@ def check_choice(owner: str, option: str, value: object, choices: tuple[_C, ...]
     )
 
 
-def check_names(owner: str, option: str, value: object) -> tuple[str, ...]:
+def check_names(
+    owner: str, option: str, value: object, *, noun: str = "strings"
+) -> tuple[str, ...]:
     """Return a collection of non-empty strings (tool names or patterns) as a tuple.
 
     A bare string is refused: ``exempt="poll"`` would otherwise mean the letters of ``"poll"``.
+    ``noun`` names the strings in messages (``"tool names"``).
 
     Raises:
         InvalidMiddlewareConfigError: not a collection, a bare string, or an item that is not a
@@ -65,12 +86,12 @@ def check_names(owner: str, option: str, value: object) -> tuple[str, ...]:
     """
     if isinstance(value, str | bytes) or not isinstance(value, Collection):
         raise InvalidMiddlewareConfigError(
-            f"{owner}: {option} must be a collection of strings (e.g. a list), got {value!r}",
+            f"{owner}: {option} must be a collection of {noun} (e.g. a list), got {value!r}",
             option=option,
         )
     for item in value:
         if not isinstance(item, str) or not item:
             raise InvalidMiddlewareConfigError(
-                f"{owner}: {option} must hold non-empty strings, got {item!r}", option=option
+                f"{owner}: {option} must hold non-empty {noun}, got {item!r}", option=option
             )
     return tuple(value)

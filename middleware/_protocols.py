@@ -8,24 +8,40 @@ function, a second parameter that is not a `CallNext`, or a wrong return type.
 
 The ``...Method`` variants are the same shapes with the instance as the first parameter: what the
 module-level decorators see when they decorate methods of class-based middleware.
+
+The ``...Decorator`` Protocols are the typed faces of the stage decorators, one per context type
+and flavour (functions on a ``Middleware`` set, methods of a class). They hold the overloads of
+the bare and the keyword form once, and every stage of that context type reuses them (``tools=``
+is a type parameter: ``None`` where a stage cannot filter by tool). They cannot be fewer: a type
+variable's bound cannot be a type parameter, so each accepted shape needs its own overloads. A
+new stage with a new context type needs its middleware and hook Protocols, their type variables
+and two decorator Protocols; a new stage of an existing context type needs none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, overload
+
+from typing_extensions import TypedDict, Unpack
 
 from pipeline import CallNext, DispatchContext, TurnContext
 
 __all__ = [
+    "DispatchDecorator",
     "DispatchHook",
     "DispatchHookMethod",
+    "DispatchMethodDecorator",
     "DispatchMethodT",
     "DispatchMiddleware",
     "DispatchMiddlewareMethod",
     "DispatchT",
+    "StageOptions",
+    "ToolsT",
+    "TurnDecorator",
     "TurnHook",
     "TurnHookMethod",
+    "TurnMethodDecorator",
     "TurnMethodT",
     "TurnMiddleware",
     "TurnMiddlewareMethod",
@@ -110,6 +126,66 @@ TurnMethodT = TypeVar("TurnMethodT", bound=TurnMiddlewareMethod | TurnHookMethod
 
 DispatchMethodT = TypeVar("DispatchMethodT", bound=DispatchMiddlewareMethod | DispatchHookMethod)
 """What a module-level dispatch-stage decorator accepts on a class."""
+
+ToolsT = TypeVar("ToolsT", contravariant=True)
+"""The type of a stage's ``tools=`` option: ``None`` where the stage cannot filter by tool."""
+
+
+class StageOptions(TypedDict, total=False):
+    """The keyword options of every stage decorator (``tools=`` is typed per stage)."""
+
+    order: int
+    """Lower runs outer (default 0); ties keep list position, then registration order."""
+    name: str | None
+    """The name in ``describe_pipelines()``; by default ``<set name>.<function name>`` on a set
+    and ``<ClassName>.<method name>`` on a class."""
+    timed: bool | None
+    """Emit a ``middleware.timing`` debug log per run; by default the set's ``timed``, and off
+    for methods."""
+
+
+class TurnDecorator(Protocol):
+    """A turn stage's decorator on a set, e.g. ``@policy.turn_input(order=1)``."""
+
+    @overload
+    def __call__(self, fn: TurnT, /) -> TurnT: ...
+    @overload
+    def __call__(
+        self, fn: None = None, /, **options: Unpack[StageOptions]
+    ) -> Callable[[TurnT], TurnT]: ...
+
+
+class TurnMethodDecorator(Protocol):
+    """A turn stage's module-level decorator, for methods, e.g. ``@turn_input(order=1)``."""
+
+    @overload
+    def __call__(self, fn: TurnMethodT, /) -> TurnMethodT: ...
+    @overload
+    def __call__(
+        self, fn: None = None, /, **options: Unpack[StageOptions]
+    ) -> Callable[[TurnMethodT], TurnMethodT]: ...
+
+
+class DispatchDecorator(Protocol[ToolsT]):
+    """A dispatch stage's decorator on a set, e.g. ``@policy.dispatch_output(tools=[...])``."""
+
+    @overload
+    def __call__(self, fn: DispatchT, /) -> DispatchT: ...
+    @overload
+    def __call__(
+        self, fn: None = None, /, *, tools: ToolsT = ..., **options: Unpack[StageOptions]
+    ) -> Callable[[DispatchT], DispatchT]: ...
+
+
+class DispatchMethodDecorator(Protocol[ToolsT]):
+    """A dispatch stage's module-level decorator, for methods, e.g. ``@dispatch_output``."""
+
+    @overload
+    def __call__(self, fn: DispatchMethodT, /) -> DispatchMethodT: ...
+    @overload
+    def __call__(
+        self, fn: None = None, /, *, tools: ToolsT = ..., **options: Unpack[StageOptions]
+    ) -> Callable[[DispatchMethodT], DispatchMethodT]: ...
 
 
 for _cls in (

@@ -1,12 +1,19 @@
-"""Stage registrations: validated options, and the module-level decorators for methods.
+"""Stage registration: one decorator core behind `Middleware` sets and class-based middleware.
 
-A `Registration` records one function on one stage with its options. It turns into a
-``pipeline.MiddlewareSpec`` (adapting the function once) either from a ``Middleware`` set
-(`Registration.to_spec`) or, for class-based middleware, by binding to an instance
-(`Registration.bind`, the ``pipeline.MethodRegistration`` protocol). The module-level decorators
-(`turn_input`, `dispatch_input`, `dispatch_output`, `turn_output`) attach registrations to methods
-as ``__loopware_registrations__`` and return the method unchanged; the runner finds them on the
-instance's class.
+`StageDecorator` is a stage's decorator, bare (``@stage``) or with keyword options
+(``@stage(order=1)``). One instance per stage lives here (`turn_input`, `dispatch_input`,
+`dispatch_output`, `turn_output`, the module-level decorators) and serves both families:
+
+* used directly on a method of a class-based middleware, it attaches a `Registration` to the
+  method as ``__loopware_registrations__``; the runner finds it on the instance's class and
+  binds it (`Registration.bind`, the ``pipeline.MethodRegistration`` protocol);
+* read from a ``Middleware`` set, whose stage methods are these same objects, it returns itself
+  bound to that set, and registers functions into the set (`Registration.to_spec`).
+
+Either way the options are validated before the function is seen, its shape is checked at
+decoration time, and the function is returned unchanged (adaptation happens once, when a runner
+asks for specs). mypy sees each stage through two Protocols of ``_protocols`` (its face on
+methods and on sets), which reject a wrongly shaped middleware at the decorator line.
 """
 
 from __future__ import annotations
@@ -14,17 +21,26 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 from pipeline import InvalidMiddlewareConfigError, MiddlewareSpec, Stage
 
 from ._adapt import Shape, adapt, inspect_shape
-from ._protocols import DispatchMethodT, TurnMethodT
+from ._options import check_bool, check_int, check_names
+from ._protocols import (
+    DispatchDecorator,
+    DispatchMethodDecorator,
+    TurnDecorator,
+    TurnMethodDecorator,
+)
+
+if TYPE_CHECKING:
+    from ._set import Middleware
 
 __all__ = [
     "REGISTRATIONS_ATTR",
     "Registration",
-    "check_options",
+    "StageDecorator",
     "dispatch_input",
     "dispatch_output",
     "function_name",
@@ -33,6 +49,12 @@ __all__ = [
 ]
 
 REGISTRATIONS_ATTR = "__loopware_registrations__"
+
+OnMethods = TypeVar("OnMethods")
+"""A stage's typed face on methods (module-level use), e.g. `TurnMethodDecorator`."""
+
+OnSets = TypeVar("OnSets")
+"""A stage's typed face on a ``Middleware`` set, e.g. `TurnDecorator`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,31 +124,100 @@ def function_name(fn: object) -> str:
     return name if isinstance(name, str) and name else type(fn).__name__
 
 
-def check_options(
-    stage: Stage, order: object, name: object, tools: object, timed: object
-) -> tuple[int, str | None, frozenset[str] | None, bool]:
-    """Validate decorator options and return them normalised.
+_Options = tuple[int, str | None, frozenset[str] | None, bool]
+
+
+class StageDecorator(Generic[OnMethods, OnSets]):
+    """A stage's decorator, bare (``@stage``) or with keyword options (``@stage(order=1)``).
+
+    On a method of a class-based middleware it attaches a registration, which the runner binds
+    to each instance it is handed; read from a ``Middleware`` set (``policy.dispatch_output``)
+    it registers functions into that set. Either way it returns the function unchanged.
+
+    Options (keyword-only, validated before the function is seen; see ``StageOptions``):
+        order: Lower runs outer.
+        name: The name in ``describe_pipelines()``; by default ``<set name>.<function name>``
+            on a set and ``<ClassName>.<method name>`` on a class.
+        tools: Only on a stage that filters by tool (``dispatch_output``): run only for
+            iterations whose ``ctx.new_tool_calls`` include one of these tools.
+        timed: Emit a ``middleware.timing`` debug log per run; by default the set's ``timed``,
+            and off for methods.
 
     Raises:
-        InvalidMiddlewareConfigError: ``order`` is not an int, ``name`` is empty or not a string,
-            ``tools`` is empty, a bare string, holds a non-string or empty name, or is given on
-            a stage other than ``dispatch_output``, or ``timed`` is not a bool.
+        InvalidMiddlewareConfigError: bad options, a wrongly shaped function, or the function
+            (or, in a set, its name) is already registered on this stage.
     """
-    if isinstance(order, bool) or not isinstance(order, int):
-        raise InvalidMiddlewareConfigError(
-            f"order must be an int, got {order!r}", option="order", stage=stage
-        )
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise InvalidMiddlewareConfigError(
-            f"name must be a non-empty string, got {name!r}", option="name", stage=stage
-        )
-    if not isinstance(timed, bool):
-        raise InvalidMiddlewareConfigError(
-            f"timed must be a bool, got {timed!r}", option="timed", stage=stage
-        )
-    tool_set: frozenset[str] | None = None
-    if tools is not None:
-        if stage != "dispatch_output":
+
+    __slots__ = ("_set", "filters_tools", "stage")
+
+    def __init__(
+        self, stage: Stage, *, filters_tools: bool = False, on: Middleware | None = None
+    ) -> None:
+        """Make the decorator of ``stage`` (``on`` a set, or for methods when None).
+
+        ``filters_tools`` allows the ``tools=`` option: only stages that see completed calls.
+        """
+        self.stage: Stage = stage
+        self.filters_tools = filters_tools
+        self._set = on
+
+    def __repr__(self) -> str:
+        """``middleware.<stage>``, or ``Middleware('<name>').<stage>`` when read from a set."""
+        owner = "middleware" if self._set is None else f"Middleware({self._set.name!r})"
+        return f"{owner}.{self.stage}"
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any], /) -> Self: ...
+    @overload
+    def __get__(self, instance: Middleware, owner: type[Any], /) -> OnSets: ...
+    def __get__(self, instance: Middleware | None, owner: type[Any], /) -> Any:
+        """Read from a ``Middleware`` set: this stage's decorator for that set."""
+        if instance is None:
+            return self
+        return StageDecorator(self.stage, filters_tools=self.filters_tools, on=instance)
+
+    def _decorate(
+        self,
+        fn: object = None,
+        /,
+        *,
+        order: object = 0,
+        name: object = None,
+        tools: object = None,
+        timed: object = None,
+    ) -> Any:
+        """Register ``fn`` and return it, or, without ``fn``, return a decorator that does."""
+        options = self._check_options(order, name, tools, timed)
+        if fn is not None:
+            self._register(fn, options)
+            return fn
+
+        def register(func: object) -> object:
+            self._register(func, options)
+            return func
+
+        return register
+
+    if TYPE_CHECKING:
+        # mypy sees the stage's typed face (Protocols in ``_protocols``): overloads that reject
+        # a wrongly shaped middleware at the decorator line; it checks `_decorate` as written
+        __call__: OnMethods
+    else:
+        __call__ = _decorate
+
+    def _check_options(self, order: object, name: object, tools: object, timed: object) -> _Options:
+        owner, stage = repr(self), self.stage
+        checked_order = check_int(owner, "order", order, minimum=None)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidMiddlewareConfigError(
+                f"{owner}: name must be a non-empty string, got {name!r}", option="name"
+            )
+        if timed is None:
+            timed = False if self._set is None else self._set.timed
+        checked_timed = check_bool(owner, "timed", timed)
+        if tools is None:
+            return checked_order, name, None, checked_timed
+        if not self.filters_tools:
             # dispatch input runs before the executor, when the iteration has no calls yet: a
             # filter there could never fire, so it is refused rather than silently inert
             raise InvalidMiddlewareConfigError(
@@ -135,226 +226,66 @@ def check_options(
                 option="tools",
                 stage=stage,
             )
-        if isinstance(tools, str | bytes) or not isinstance(tools, Collection):
+        names = frozenset(check_names(owner, "tools", tools, noun="tool names"))
+        if not names:
             raise InvalidMiddlewareConfigError(
-                f"tools must be a collection of tool names (e.g. a list), got {tools!r}",
-                option="tools",
-                stage=stage,
+                f"{owner}: tools must name at least one tool", option="tools"
             )
-        if not tools:
-            raise InvalidMiddlewareConfigError(
-                "tools must name at least one tool", option="tools", stage=stage
-            )
-        for tool in tools:
-            if not isinstance(tool, str) or not tool:
-                raise InvalidMiddlewareConfigError(
-                    f"tools must hold non-empty tool names, got {tool!r}",
-                    option="tools",
-                    stage=stage,
-                )
-        tool_set = frozenset(tools)
-    return order, name, tool_set, timed
+        return checked_order, name, names, checked_timed
+
+    def _register(self, fn: object, options: _Options) -> None:
+        on_set = self._set
+        order, name, tools, timed = options
+        registration = Registration(
+            stage=self.stage,
+            fn=fn,  # type: ignore[arg-type]  # inspect_shape (next line) refuses non-callables
+            shape=inspect_shape(fn, method=on_set is None),
+            order=order,
+            name=name,
+            tools=tools,
+            timed=timed,
+            method=on_set is None,
+        )
+        if on_set is None:
+            _attach(registration)
+        else:
+            on_set.add(registration)
 
 
-# -- module-level decorators for methods of class-based middleware --------------------------
-
-
-def _attach(
-    stage: Stage,
-    fn: object,
-    order: int,
-    name: str | None,
-    tools: frozenset[str] | None,
-    timed: bool,
-) -> None:
-    shape = inspect_shape(fn, method=True)
+def _attach(registration: Registration) -> None:
+    """Attach a method's registration to it, refusing what cannot be bound or is a repeat."""
+    fn, stage = registration.fn, registration.stage
+    label = function_name(fn)
     if not hasattr(type(fn), "__get__"):
         raise InvalidMiddlewareConfigError(
-            f"{function_name(fn)!r} cannot be bound to an instance; the module-level decorators "
-            "are for methods (use a Middleware set for other callables)",
-            middleware=function_name(fn),
+            f"{label!r} cannot be bound to an instance; the module-level decorators are for "
+            "methods (use a Middleware set for other callables)",
+            middleware=label,
         )
     existing: tuple[Registration, ...] = getattr(fn, REGISTRATIONS_ATTR, ())
-    for reg in existing:
-        if reg.stage == stage:
-            raise InvalidMiddlewareConfigError(
-                f"{function_name(fn)!r} is already registered on {stage!r}",
-                middleware=function_name(fn),
-                stage=stage,
-            )
-    reg = Registration(
-        stage=stage,
-        fn=fn,  # type: ignore[arg-type]  # inspect_shape proved it callable
-        shape=shape,
-        order=order,
-        name=name,
-        tools=tools,
-        timed=timed,
-        method=True,
-    )
+    if any(reg.stage == stage for reg in existing):
+        raise InvalidMiddlewareConfigError(
+            f"{label!r} is already registered on {stage!r}", middleware=label, stage=stage
+        )
     try:
-        setattr(fn, REGISTRATIONS_ATTR, (*existing, reg))
+        setattr(fn, REGISTRATIONS_ATTR, (*existing, registration))
     except (AttributeError, TypeError) as exc:
         raise InvalidMiddlewareConfigError(
-            f"cannot register {function_name(fn)!r}: it does not accept attributes; "
-            "decorate a plain method",
-            middleware=function_name(fn),
+            f"cannot register {label!r}: it does not accept attributes; decorate a plain method",
+            middleware=label,
         ) from exc
 
 
-def _method_decorator(
-    stage: Stage,
-    fn: object,
-    order: object,
-    name: object,
-    tools: object,
-    timed: object,
-) -> Any:
-    options = check_options(stage, order, name, tools, timed)
-    if fn is not None:
-        _attach(stage, fn, *options)
-        return fn
+# -- the stages: one line each; the type arguments are the stage's typed faces -----------------
 
-    def register(method: object) -> object:
-        _attach(stage, method, *options)
-        return method
+_ToolNames = Collection[str] | None
+"""The type of ``tools=`` on a stage that filters by tool."""
 
-    return register
-
-
-@overload
-def turn_input(fn: TurnMethodT, /) -> TurnMethodT: ...
-@overload
-def turn_input(
-    fn: None = None, /, *, order: int = 0, name: str | None = None, timed: bool = False
-) -> Callable[[TurnMethodT], TurnMethodT]: ...
-def turn_input(
-    fn: object = None,
-    /,
-    *,
-    order: int = 0,
-    name: str | None = None,
-    tools: Collection[str] | None = None,
-    timed: bool = False,
-) -> Any:
-    """Register a method of a class-based middleware on the turn input stage.
-
-    Use bare (``@turn_input``) or with options (``@turn_input(order=-10)``). The method is
-    returned unchanged; an instance of its class passed in ``TurnRunner(middleware=[...])``
-    contributes the bound method.
-
-    Args:
-        fn: The method (bare form).
-        order: Lower runs outer.
-        name: The name in ``describe_pipelines()``; default ``<ClassName>.<method name>``.
-        tools: Not valid on a turn stage (raises); see `dispatch_output`.
-        timed: Emit a ``middleware.timing`` debug log per run.
-
-    Raises:
-        InvalidMiddlewareConfigError: bad options, a wrongly shaped method, or the method is
-            already registered on this stage.
-    """
-    return _method_decorator("turn_input", fn, order, name, tools, timed)
-
-
-@overload
-def dispatch_input(fn: DispatchMethodT, /) -> DispatchMethodT: ...
-@overload
-def dispatch_input(
-    fn: None = None, /, *, order: int = 0, name: str | None = None, timed: bool = False
-) -> Callable[[DispatchMethodT], DispatchMethodT]: ...
-def dispatch_input(
-    fn: object = None,
-    /,
-    *,
-    order: int = 0,
-    name: str | None = None,
-    tools: Collection[str] | None = None,
-    timed: bool = False,
-) -> Any:
-    """Register a method of a class-based middleware on the dispatch input stage.
-
-    Args:
-        fn: The method (bare form).
-        order: Lower runs outer.
-        name: The name in ``describe_pipelines()``; default ``<ClassName>.<method name>``.
-        tools: Not valid here (raises): the iteration has made no calls yet.
-        timed: Emit a ``middleware.timing`` debug log per run.
-
-    Raises:
-        InvalidMiddlewareConfigError: bad options, a wrongly shaped method, or the method is
-            already registered on this stage.
-    """
-    return _method_decorator("dispatch_input", fn, order, name, tools, timed)
-
-
-@overload
-def dispatch_output(fn: DispatchMethodT, /) -> DispatchMethodT: ...
-@overload
-def dispatch_output(
-    fn: None = None,
-    /,
-    *,
-    order: int = 0,
-    name: str | None = None,
-    tools: Collection[str] | None = None,
-    timed: bool = False,
-) -> Callable[[DispatchMethodT], DispatchMethodT]: ...
-def dispatch_output(
-    fn: object = None,
-    /,
-    *,
-    order: int = 0,
-    name: str | None = None,
-    tools: Collection[str] | None = None,
-    timed: bool = False,
-) -> Any:
-    """Register a method of a class-based middleware on the dispatch output stage.
-
-    Args:
-        fn: The method (bare form).
-        order: Lower runs outer.
-        name: The name in ``describe_pipelines()``; default ``<ClassName>.<method name>``.
-        tools: Run only for iterations whose ``ctx.new_tool_calls`` include one of these tools.
-        timed: Emit a ``middleware.timing`` debug log per run.
-
-    Raises:
-        InvalidMiddlewareConfigError: bad options, a wrongly shaped method, or the method is
-            already registered on this stage.
-    """
-    return _method_decorator("dispatch_output", fn, order, name, tools, timed)
-
-
-@overload
-def turn_output(fn: TurnMethodT, /) -> TurnMethodT: ...
-@overload
-def turn_output(
-    fn: None = None, /, *, order: int = 0, name: str | None = None, timed: bool = False
-) -> Callable[[TurnMethodT], TurnMethodT]: ...
-def turn_output(
-    fn: object = None,
-    /,
-    *,
-    order: int = 0,
-    name: str | None = None,
-    tools: Collection[str] | None = None,
-    timed: bool = False,
-) -> Any:
-    """Register a method of a class-based middleware on the turn output stage.
-
-    Args:
-        fn: The method (bare form).
-        order: Lower runs outer.
-        name: The name in ``describe_pipelines()``; default ``<ClassName>.<method name>``.
-        tools: Not valid on a turn stage (raises); see `dispatch_output`.
-        timed: Emit a ``middleware.timing`` debug log per run.
-
-    Raises:
-        InvalidMiddlewareConfigError: bad options, a wrongly shaped method, or the method is
-            already registered on this stage.
-    """
-    return _method_decorator("turn_output", fn, order, name, tools, timed)
-
-
-for _fn in (turn_input, dispatch_input, dispatch_output, turn_output):
-    _fn.__module__ = "middleware"
+turn_input: StageDecorator[TurnMethodDecorator, TurnDecorator] = StageDecorator("turn_input")
+dispatch_input: StageDecorator[DispatchMethodDecorator[None], DispatchDecorator[None]] = (
+    StageDecorator("dispatch_input")
+)
+dispatch_output: StageDecorator[
+    DispatchMethodDecorator[_ToolNames], DispatchDecorator[_ToolNames]
+] = StageDecorator("dispatch_output", filters_tools=True)
+turn_output: StageDecorator[TurnMethodDecorator, TurnDecorator] = StageDecorator("turn_output")

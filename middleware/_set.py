@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
 
 from pipeline import InvalidMiddlewareConfigError, MiddlewareSpec, Stage
 
-from ._adapt import inspect_shape
-from ._protocols import DispatchT, TurnT
-from ._registration import Registration, check_options, function_name
+from ._options import check_bool
+from ._registration import (
+    Registration,
+    dispatch_input,
+    dispatch_output,
+    function_name,
+    turn_input,
+    turn_output,
+)
 
 __all__ = ["Middleware"]
 
@@ -20,6 +25,8 @@ class Middleware:
     Pass the set in ``TurnRunner(middleware=[...])``; it implements
     ``pipeline.MiddlewareProvider``. Decorators return the function unchanged; functions are
     adapted (hooks, sync code, ``tools=``, ``timed=``) once, when a runner asks for the specs.
+    A plain ``async (ctx, call_next)`` function joins a set by calling the decorator on it:
+    ``policy.dispatch_output(count_calls)``.
 
     Example::
 
@@ -33,11 +40,22 @@ class Middleware:
         @policy.turn_output(order=-10)
         def report(ctx: TurnContext) -> None: ...
 
+    The stage decorators ``.turn_input``, ``.dispatch_input``, ``.dispatch_output`` and
+    ``.turn_output`` are the module-level decorators of the same names, read through the set
+    (options: ``order``, ``name``, ``timed``, and ``tools`` on ``dispatch_output``). They raise
+    ``InvalidMiddlewareConfigError`` for bad options, a wrongly shaped function, or a function
+    (or name) already registered on that stage of this set.
+
     Names in ``runner.describe_pipelines()`` are ``<set name>.<function name>`` unless a
     registration gives ``name=``.
     """
 
     __slots__ = ("_name", "_registrations", "_specs", "_timed")
+
+    turn_input = turn_input
+    dispatch_input = dispatch_input
+    dispatch_output = dispatch_output
+    turn_output = turn_output
 
     def __init__(self, name: str, *, timed: bool = False) -> None:
         """Create an empty set.
@@ -55,12 +73,8 @@ class Middleware:
             raise InvalidMiddlewareConfigError(
                 f"a Middleware set needs a non-empty name, got {name!r}", option="name"
             )
-        if not isinstance(timed, bool):
-            raise InvalidMiddlewareConfigError(
-                f"timed must be a bool, got {timed!r}", option="timed"
-            )
         self._name = name
-        self._timed = timed
+        self._timed = check_bool("Middleware", "timed", timed)
         self._registrations: list[Registration] = []
         self._specs: tuple[MiddlewareSpec, ...] | None = None
 
@@ -81,6 +95,11 @@ class Middleware:
         """The set's name."""
         return self._name
 
+    @property
+    def timed(self) -> bool:
+        """The default of every registration's ``timed=`` option."""
+        return self._timed
+
     def names(self, stage: Stage) -> list[str]:
         """The names registered on ``stage``, in registration order."""
         return [self._name_of(reg) for reg in self._registrations if reg.stage == stage]
@@ -94,36 +113,21 @@ class Middleware:
             self._specs = tuple(reg.to_spec(self._name_of(reg)) for reg in self._registrations)
         return self._specs
 
-    # -- registration --------------------------------------------------------------------------
-    def _name_of(self, reg: Registration) -> str:
-        return reg.name or f"{self._name}.{function_name(reg.fn)}"
+    def add(self, reg: Registration) -> None:
+        """Add a checked registration: what the stage decorators do with each function.
 
-    def _add(
-        self,
-        stage: Stage,
-        fn: object,
-        order: int,
-        name: str | None,
-        tools: frozenset[str] | None,
-        timed: bool,
-    ) -> None:
-        shape = inspect_shape(fn, method=False)
-        reg = Registration(
-            stage=stage,
-            fn=fn,  # type: ignore[arg-type]  # inspect_shape proved it callable
-            shape=shape,
-            order=order,
-            name=name,
-            tools=tools,
-            timed=timed,
-        )
-        new_name = self._name_of(reg)
+        Raises:
+            InvalidMiddlewareConfigError: the function, or its name, is already registered on
+                that stage of this set.
+        """
+        stage, new_name = reg.stage, self._name_of(reg)
         for other in self._registrations:
             if other.stage != stage:
                 continue
-            if other.fn is fn:
+            if other.fn is reg.fn:
                 raise InvalidMiddlewareConfigError(
-                    f"{function_name(fn)!r} is already registered on {stage!r} of {self._name!r}",
+                    f"{function_name(reg.fn)!r} is already registered on {stage!r} of "
+                    f"{self._name!r}",
                     middleware=new_name,
                     stage=stage,
                 )
@@ -137,171 +141,8 @@ class Middleware:
         self._registrations.append(reg)
         self._specs = None
 
-    def _decorate(
-        self, stage: Stage, fn: object, order: object, name: object, tools: object, timed: object
-    ) -> Any:
-        options = check_options(stage, order, name, tools, self._timed if timed is None else timed)
-        if fn is not None:
-            self._add(stage, fn, *options)
-            return fn
-
-        def register(func: object) -> object:
-            self._add(stage, func, *options)
-            return func
-
-        return register
-
-    @overload
-    def turn_input(self, fn: TurnT, /) -> TurnT: ...
-    @overload
-    def turn_input(
-        self,
-        fn: None = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        timed: bool | None = None,
-    ) -> Callable[[TurnT], TurnT]: ...
-    def turn_input(
-        self,
-        fn: object = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        tools: Collection[str] | None = None,
-        timed: bool | None = None,
-    ) -> Any:
-        """Register a turn input middleware or hook (``TurnContext``), bare or with options.
-
-        Args:
-            fn: The function (bare form).
-            order: Lower runs outer.
-            name: The name in ``describe_pipelines()``; default ``<set name>.<function name>``.
-            tools: Not valid on a turn stage (raises); see `dispatch_output`.
-            timed: Emit a ``middleware.timing`` debug log per run (default: the set's).
-
-        Raises:
-            InvalidMiddlewareConfigError: bad options, a wrongly shaped function, or the function
-                (or its name) is already registered on this stage of this set.
-        """
-        return self._decorate("turn_input", fn, order, name, tools, timed)
-
-    @overload
-    def dispatch_input(self, fn: DispatchT, /) -> DispatchT: ...
-    @overload
-    def dispatch_input(
-        self,
-        fn: None = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        timed: bool | None = None,
-    ) -> Callable[[DispatchT], DispatchT]: ...
-    def dispatch_input(
-        self,
-        fn: object = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        tools: Collection[str] | None = None,
-        timed: bool | None = None,
-    ) -> Any:
-        """Register a dispatch input middleware or hook (``DispatchContext``).
-
-        Args:
-            fn: The function (bare form).
-            order: Lower runs outer.
-            name: The name in ``describe_pipelines()``; default ``<set name>.<function name>``.
-            tools: Not valid here (raises): the iteration has made no calls yet.
-            timed: Emit a ``middleware.timing`` debug log per run (default: the set's).
-
-        Raises:
-            InvalidMiddlewareConfigError: bad options, a wrongly shaped function, or the function
-                (or its name) is already registered on this stage of this set.
-        """
-        return self._decorate("dispatch_input", fn, order, name, tools, timed)
-
-    @overload
-    def dispatch_output(self, fn: DispatchT, /) -> DispatchT: ...
-    @overload
-    def dispatch_output(
-        self,
-        fn: None = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        tools: Collection[str] | None = None,
-        timed: bool | None = None,
-    ) -> Callable[[DispatchT], DispatchT]: ...
-    def dispatch_output(
-        self,
-        fn: object = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        tools: Collection[str] | None = None,
-        timed: bool | None = None,
-    ) -> Any:
-        """Register a dispatch output middleware or hook (``DispatchContext``).
-
-        This is where middleware react to ``ctx.new_tool_calls``, the calls the executor
-        completed in this iteration.
-
-        Args:
-            fn: The function (bare form).
-            order: Lower runs outer.
-            name: The name in ``describe_pipelines()``; default ``<set name>.<function name>``.
-            tools: Run only for iterations whose ``ctx.new_tool_calls`` include one of these.
-            timed: Emit a ``middleware.timing`` debug log per run (default: the set's).
-
-        Raises:
-            InvalidMiddlewareConfigError: bad options, a wrongly shaped function, or the function
-                (or its name) is already registered on this stage of this set.
-        """
-        return self._decorate("dispatch_output", fn, order, name, tools, timed)
-
-    @overload
-    def turn_output(self, fn: TurnT, /) -> TurnT: ...
-    @overload
-    def turn_output(
-        self,
-        fn: None = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        timed: bool | None = None,
-    ) -> Callable[[TurnT], TurnT]: ...
-    def turn_output(
-        self,
-        fn: object = None,
-        /,
-        *,
-        order: int = 0,
-        name: str | None = None,
-        tools: Collection[str] | None = None,
-        timed: bool | None = None,
-    ) -> Any:
-        """Register a turn output middleware or hook (``TurnContext``), run after an acked dispatch.
-
-        Args:
-            fn: The function (bare form).
-            order: Lower runs outer.
-            name: The name in ``describe_pipelines()``; default ``<set name>.<function name>``.
-            tools: Not valid on a turn stage (raises); see `dispatch_output`.
-            timed: Emit a ``middleware.timing`` debug log per run (default: the set's).
-
-        Raises:
-            InvalidMiddlewareConfigError: bad options, a wrongly shaped function, or the function
-                (or its name) is already registered on this stage of this set.
-        """
-        return self._decorate("turn_output", fn, order, name, tools, timed)
+    def _name_of(self, reg: Registration) -> str:
+        return reg.name or f"{self._name}.{function_name(reg.fn)}"
 
 
 Middleware.__module__ = "middleware"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ._onion import Onion
 from ._stages import STAGES, EventObserver, MiddlewareProvider, MiddlewareSpec, Stage
@@ -53,20 +52,15 @@ def _valid_spec(spec: object) -> bool:
     return stage in STAGES and isinstance(name, str) and callable(fn) and type(order) is int
 
 
-def build_onions(
-    items: Sequence[object], plain: Mapping[Stage, Iterable[Callable[[Any, Any], Any]]]
-) -> dict[Stage, Onion]:
-    """Order every stage's middleware by (order, list position, registration order)."""
+def build_onions(resolved: Sequence[Sequence[MiddlewareSpec]]) -> dict[Stage, Onion]:
+    """Order every stage's middleware by (order, list position, registration order).
+
+    ``resolved`` holds each item's specs (from `resolve_item`), in the runner's list order.
+    """
     ranked: dict[Stage, list[tuple[int, int, int, MiddlewareSpec]]] = {s: [] for s in STAGES}
-    position = 0
-    for position, item in enumerate(items):
-        for index, spec in enumerate(resolve_item(item)):
+    for position, specs in enumerate(resolved):
+        for index, spec in enumerate(specs):
             ranked[spec.stage].append((spec.order, position, index, spec))
-    base = position + 1
-    for stage in STAGES:
-        for index, fn in enumerate(plain.get(stage, ())):
-            name = getattr(fn, "__qualname__", None) or repr(fn)
-            ranked[stage].append((0, base, index, MiddlewareSpec(stage, name, fn)))
     onions: dict[Stage, Onion] = {}
     for stage, entries in ranked.items():
         entries.sort(key=lambda e: (e[0], e[1], e[2]))

@@ -77,17 +77,3 @@ class Onion:
     def __len__(self) -> int:
         """Number of middleware."""
         return len(self.fns)
-
-    async def run(self, ctx: Any) -> bool:
-        """Run the stage on ``ctx``; return True when the innermost ``call_next`` was reached.
-
-        Exceptions propagate as raised; an empty stage is trivially complete.
-        """
-        fns = self.fns
-        if not fns:
-            return True
-        if ctx.aborted:
-            return False
-        run = StageRun(fns, self.names, ctx)
-        await fns[0](ctx, run)
-        return run.reached_end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,7 +14,7 @@ from ._errors import InvalidRunnerConfigError, ToolAlreadyRegisteredError
 from ._events import Event
 from ._ids import new_id
 from ._registry import ToolRegistry
-from ._stages import STAGES, EventObserver, Stage
+from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
 from ._tool import Tool
 from ._turn import Turn
@@ -29,7 +30,6 @@ __all__ = ["TurnHandle", "TurnRunner"]
 
 E = TypeVar("E", bound=Event)
 Executor = Callable[[DispatchContext], Awaitable[None]]
-StageCallable = Callable[[Any, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 _STORE_METHODS = (
     "save_turn",
@@ -38,6 +38,15 @@ _STORE_METHODS = (
     "delete_tool_call",
     "load_conversation",
 )
+_SPOOL_METHODS = ("write", "read", "delete")
+
+
+def _is_async_callable(fn: object) -> bool:
+    """True for an ``async def`` (or a partial of one), or an object with an async ``__call__``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # Python 3.11's iscoroutinefunction does not look at an object's __call__
+    return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 class TurnHandle:
@@ -76,21 +85,23 @@ class TurnRunner:
     """Runs turns: one fresh registry, stash and context per turn; reusable and concurrent-safe.
 
     Args:
-        executor: The model seam, ``async (ctx: DispatchContext) -> None`` (for example a
+        executor: The model seam, an async callable ``(ctx: DispatchContext) -> None`` (an
+            ``async def``, or an object with an ``async def __call__`` such as a
             `ToolLoopExecutor`).
         tools: The baseline tools; copied into every turn's registry, never mutated by a turn.
-        middleware: ``middleware.Middleware`` sets and class-based middleware instances.
+        middleware: ``middleware.Middleware`` sets and class-based middleware instances, the one
+            way in for middleware: a plain ``async (ctx, call_next)`` function joins a set
+            (``policy.dispatch_output(fn)``) and the set is listed here.
         store: Where turns, messages and tool calls are persisted (default `MemoryStore`).
         spool: Where artifact bodies are written (default `MemorySpoolStore`).
         system_prompt: The system prompt handed to the executor's model.
         max_iterations: Cap on dispatch iterations (``None`` disables it).
-        turn_input: Plain ``async (ctx, call_next)`` middleware for that stage.
-        dispatch_input: Plain ``async (ctx, call_next)`` middleware for that stage.
-        dispatch_output: Plain ``async (ctx, call_next)`` middleware for that stage.
-        turn_output: Plain ``async (ctx, call_next)`` middleware for that stage.
 
     Raises:
-        InvalidRunnerConfigError: naming every bad field at once.
+        InvalidRunnerConfigError: naming every bad field at once. The checks are of values the
+            annotations cannot express: an executor that is not async, duplicate tool names, an
+            item that is not middleware (or a string in place of the list), a store or spool
+            missing its protocol's methods, and ``max_iterations`` below 1 (or a bool).
     """
 
     __slots__ = (
@@ -116,57 +127,36 @@ class TurnRunner:
         spool: SpoolStore | None = None,
         system_prompt: str | None = None,
         max_iterations: int | None = 50,
-        turn_input: Sequence[StageCallable] = (),
-        dispatch_input: Sequence[StageCallable] = (),
-        dispatch_output: Sequence[StageCallable] = (),
-        turn_output: Sequence[StageCallable] = (),
     ) -> None:
-        """Validate the whole configuration and compose the stages once."""
-        problems: list[str] = []
-        fields: list[str] = []
+        """Check the configuration's values and compose the stages once."""
+        problems: dict[str, list[str]] = {}
 
         def bad(field: str, why: str) -> None:
-            fields.append(field)
-            problems.append(f"{field}: {why}")
+            problems.setdefault(field, []).append(f"{field}: {why}")
 
-        raw: dict[str, object] = {
-            "tools": tools,
-            "middleware": middleware,
-            "store": store,
-            "spool": spool,
-            "system_prompt": system_prompt,
-            "max_iterations": max_iterations,
-        }
-        given_executor: object = executor
-        if not callable(given_executor):
+        if not _is_async_callable(executor):
             bad("executor", f"must be an async callable (ctx) -> None, got {executor!r}")
-        baseline = ToolRegistry()
-        given_tools = raw["tools"]
-        if isinstance(given_tools, (str, bytes)) or not isinstance(given_tools, Iterable):
-            bad("tools", "must be an iterable of Tool or a ToolRegistry")
+        if isinstance(tools, ToolRegistry):
+            baseline = ToolRegistry(tools)
         else:
-            for item in given_tools:
-                if not isinstance(item, Tool):
-                    bad("tools", f"{item!r} is not a Tool")
-                    continue
+            baseline = ToolRegistry()
+            for tool in tools:
                 try:
-                    baseline.register(item)
+                    baseline.register(tool)
                 except ToolAlreadyRegisteredError:
-                    bad("tools", f"duplicate tool name {item.name!r}")
-            if isinstance(given_tools, ToolRegistry):
-                baseline = ToolRegistry(given_tools)
+                    bad("tools", f"duplicate tool name {tool.name!r}")
+        resolved: list[Sequence[MiddlewareSpec]] = []
         items: list[object] = []
-        given_mw = raw["middleware"]
-        if isinstance(given_mw, (str, bytes)) or not isinstance(given_mw, Iterable):
-            bad("middleware", "must be a sequence of middleware sets or instances")
+        if isinstance(middleware, str | bytes):  # a str is a Sequence[object] too
+            bad("middleware", f"must be a list of middleware, got {middleware!r}")
         else:
-            for item in given_mw:
+            for item in middleware:
                 try:
-                    resolve_item(item)
+                    resolved.append(resolve_item(item))
                 except TypeError as exc:
                     bad("middleware", str(exc))
-                    continue
-                items.append(item)
+                else:
+                    items.append(item)
         if store is None:
             store = MemoryStore()
         elif not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
@@ -177,27 +167,15 @@ class TurnRunner:
 
             spool = MemorySpoolStore()
             owns_spool = True
-        elif not all(callable(getattr(spool, m, None)) for m in ("write", "read", "delete")):
-            bad("spool", "must implement SpoolStore (write, read, delete)")
-        if raw["system_prompt"] is not None and not isinstance(raw["system_prompt"], str):
-            bad("system_prompt", "must be a string or None")
-        cap = raw["max_iterations"]
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-            bad("max_iterations", f"must be a positive int or None, got {max_iterations!r}")
-        plain: dict[Stage, list[StageCallable]] = {}
-        stage_lists: tuple[object, ...] = (turn_input, dispatch_input, dispatch_output, turn_output)
-        for stage, fns in zip(STAGES, stage_lists, strict=True):
-            if isinstance(fns, (str, bytes)) or not isinstance(fns, Iterable):
-                bad(stage, "must be a sequence of async (ctx, call_next) callables")
-                continue
-            given_fns: list[object] = list(fns)
-            for fn in given_fns:
-                if not callable(fn):
-                    bad(stage, f"{fn!r} is not callable")
-            plain[stage] = [fn for fn in given_fns if callable(fn)]
+        elif not all(callable(getattr(spool, m, None)) for m in _SPOOL_METHODS):
+            bad("spool", f"must implement SpoolStore ({', '.join(_SPOOL_METHODS)})")
+        if max_iterations is not None and (isinstance(max_iterations, bool) or max_iterations < 1):
+            bad("max_iterations", f"must be an int >= 1 or None, got {max_iterations!r}")
         if problems:
             raise InvalidRunnerConfigError(
-                "invalid TurnRunner configuration: " + "; ".join(problems), fields=fields
+                "invalid TurnRunner configuration: "
+                + "; ".join(why for whys in problems.values() for why in whys),
+                fields=list(problems),
             )
         self._executor = executor
         self._baseline = baseline
@@ -207,7 +185,7 @@ class TurnRunner:
         self._owns_spool = owns_spool
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
-        self._onions = build_onions(items, plain)
+        self._onions = build_onions(resolved)
         self._bus = EventBus()
         for item in items:
             if isinstance(item, EventObserver):

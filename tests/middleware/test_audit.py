@@ -16,6 +16,7 @@ from middleware import (
     AuditLog,
     AuditRow,
     JsonlAuditSink,
+    Middleware,
     RepetitionDetector,
     SqliteAuditSink,
 )
@@ -142,8 +143,10 @@ async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAudit
         ctx.log.info("other.kind", "ignored", action="rejected", call_id="a")
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_output(judge)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
-                        dispatch_output=[judge])
+                        middleware=[plain])
     await runner.run("go")
     [call] = [e for e in entries(sink) if e.kind == "tool_call"]
     assert (call.decision, call.policy, call.reason) == ("denied", "judge", "because denied")
@@ -155,8 +158,10 @@ async def test_a_failing_turn_is_still_audited(sink: SqliteAuditSink) -> None:
     async def fail(ctx: DispatchContext, call_next: CallNext) -> None:
         raise RuntimeError("middleware broke")
 
+    plain = Middleware("plain")
+    plain.dispatch_output(fail)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
-                        dispatch_output=[fail])
+                        middleware=[plain])
     result = await runner.run("go")
     assert result.status == "failed"
     rows = entries(sink)
@@ -173,7 +178,9 @@ async def test_short_circuited_turn_input_still_gets_a_turn_row(sink: SqliteAudi
     async def block(ctx: TurnContext, call_next: CallNext) -> None:
         return None
 
-    runner = runner_for(AuditLog(sink), [], turn_input=[block])
+    plain = Middleware("plain")
+    plain.turn_input(block)
+    runner = runner_for(AuditLog(sink), [], middleware=[plain])
     result = await runner.run("blocked")
     assert result.status == "failed"
     [row] = entries(sink)
@@ -187,8 +194,10 @@ async def test_aborted_turn_row_says_aborted(sink: SqliteAuditSink) -> None:
         ctx.abort("enough")
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_output(stop)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
-                        dispatch_output=[stop])
+                        middleware=[plain])
     result = await runner.run("go")
     assert result.status == "aborted"
     rows = entries(sink)
@@ -233,8 +242,10 @@ async def test_mutated_call_in_one_iteration_gives_one_row(sink: SqliteAuditSink
                 id=call.id, tool=call.tool, args={"q": "[redacted]"}, results="hidden"))
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_output(redact)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "secret"}, "a"))],
-                        dispatch_output=[redact])
+                        middleware=[plain])
     await runner.run("go")
     [call] = [e for e in entries(sink) if e.kind == "tool_call"]
     assert call.args == canonical_json({"q": "[redacted]"})
@@ -251,8 +262,10 @@ async def test_a_decision_log_with_a_non_text_action_is_ignored_quietly(
             ctx.log.info("policy.decision", "odd", policy="odd", call_id=call.id, action=["x"])
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_output(odd)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
-                        dispatch_output=[odd])
+                        middleware=[plain])
     warnings: list[Log] = []
     runner.on(Log, lambda event: warnings.append(event) if event.level == "warning" else None)
     await runner.run("go")

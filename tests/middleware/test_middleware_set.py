@@ -160,6 +160,36 @@ def test_bad_options_raise_at_the_decorator_call(options: dict[str, Any], match:
         mw.dispatch_output(**options)
 
 
+def test_option_errors_name_the_decorator_they_were_given_to() -> None:
+    """A bad option's message says which decorator of which set (or module) refused it."""
+    with pytest.raises(InvalidMiddlewareConfigError, match=r"Middleware\('bad'\)\.turn_input: "):
+        Middleware("bad").turn_input(order="first")  # type: ignore[call-overload]
+    with pytest.raises(InvalidMiddlewareConfigError, match=r"middleware\.turn_output: "):
+        turn_output(name="")
+
+
+def test_an_unknown_option_is_a_type_error() -> None:
+    """The decorators take exactly the documented keyword options."""
+    with pytest.raises(TypeError, match="ordr"):
+        Middleware("typo").turn_input(ordr=1)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("stage", STAGE_NAMES)
+def test_a_sets_decorators_are_the_module_level_decorators_read_through_the_set(
+    stage: str,
+) -> None:
+    """One registration core: `Middleware.<stage>` is the module-level decorator itself."""
+    module_level = {
+        "turn_input": turn_input,
+        "dispatch_input": dispatch_input,
+        "dispatch_output": dispatch_output,
+        "turn_output": turn_output,
+    }[stage]
+    assert getattr(Middleware, stage) is module_level
+    assert repr(module_level) == f"middleware.{stage}"
+    assert repr(getattr(Middleware("policy"), stage)) == f"Middleware('policy').{stage}"
+
+
 @pytest.mark.parametrize("stage", ["turn_input", "turn_output", "dispatch_input"])
 def test_tools_filter_is_refused_where_no_calls_are_visible(stage: str) -> None:
     """`tools=` needs the iteration's completed calls, which only dispatch_output sees."""

@@ -6,12 +6,13 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -89,7 +90,9 @@ async def test_first_abort_reason_wins() -> None:
         assert ctx.aborted
         await call_next()
 
-    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), turn_input=[twice])
+    plain = Middleware("plain")
+    plain.turn_input(twice)
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), middleware=[plain])
     result = await runner.run("go")
     assert (result.status, result.abort_reason) == ("aborted", "first")
 
@@ -128,15 +131,9 @@ async def test_raising_turn_aborted_error_in_middleware_aborts_the_turn(
         raise TurnAbortedError("enough", stage=where)
 
     model = ScriptedModel([calls(("echo", {"text": "x"})), ModelResponse(text="done")])
-    stacks: dict[str, Sequence[Any]] = {where: [raiser]}
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(model),
-        tools=[echo_tool],
-        turn_input=stacks.get("turn_input", ()),
-        dispatch_input=stacks.get("dispatch_input", ()),
-        dispatch_output=stacks.get("dispatch_output", ()),
-        turn_output=stacks.get("turn_output", ()),
-    )
+    plain = Middleware("plain")
+    getattr(plain, where)(raiser)
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo_tool], middleware=[plain])
     events = record(runner)
     result = await runner.run("go")
     assert result.status == "aborted"
@@ -193,9 +190,9 @@ async def test_abort_in_dispatch_output_stops_at_the_next_step_boundary(
         log.append(f"unwound {ctx.iteration}")
 
     model = ScriptedModel([calls(("echo", {"text": "x"})), ModelResponse(text="done")])
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(model), tools=[echo_tool], dispatch_output=[aborting]
-    )
+    plain = Middleware("plain")
+    plain.dispatch_output(aborting)
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo_tool], middleware=[plain])
     result = await runner.run("go")
     assert result.status == "aborted"
     assert log == ["unwound 0"]
@@ -360,7 +357,9 @@ async def test_outside_abort_while_waiting_on_a_gate_is_prompt(
             raise
         await call_next()
 
-    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), dispatch_input=[approval])
+    plain = Middleware("plain")
+    plain.dispatch_input(approval)
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), middleware=[plain])
     opened = asyncio.Event()
     runner.on(GateOpened, lambda e: opened.set())
     events = record(runner)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from middleware import Middleware
 from pipeline import (
     DispatchContext,
     ModelResponse,
@@ -79,7 +80,7 @@ async def test_made_up_call_id_is_an_error_call_the_model_reads() -> None:
     assert "E_INVALID_TOOL_ARGS" in str(bad.results)
 
 
-    """Acked: the turn registry loses its artifact tools. Nacked: it keeps them."""
+async def test_forged_tools_are_pruned_on_ack_and_kept_on_nack() -> None:
     """Acked: the turn registry loses its artifact tools. Nacked: it keeps them."""
     seen: dict[str, list[str]] = {}
 
@@ -92,10 +93,12 @@ async def test_made_up_call_id_is_an_error_call_the_model_reads() -> None:
         await call_next()  # type: ignore[operator]
         seen["tools"] = [t.name for t in ctx.tools.all()]  # type: ignore[attr-defined]
 
+    plain = Middleware("plain")
+    plain.turn_output(remember)
     acked = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel([_call("log", "build_log", "{}")])),
         tools=[build_log],
-        turn_output=[remember],
+        middleware=[plain],
     )
     assert (await acked.run("go")).status == "completed"
     assert seen["tools"] == ["build_log"]
@@ -106,10 +109,13 @@ async def test_made_up_call_id_is_an_error_call_the_model_reads() -> None:
         await call_next()  # type: ignore[operator]
         registries.append(ctx.tools)
 
+    plain = Middleware("plain")
+    plain.dispatch_output(nack_after_first)
+    plain.dispatch_output(inspect_tools)
     nacked = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel([_call("log", "build_log", "{}")] * 3)),
         tools=[build_log],
-        dispatch_output=[nack_after_first, inspect_tools],
+        middleware=[plain],
     )
     result = await nacked.run("go")
     assert result.status == "failed"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     DispatchEnd,
     DispatchStart,
@@ -185,8 +186,10 @@ async def test_sync_listener_runs_at_emit_time(echo_tool: Tool[BaseModel]) -> No
         seen.append("middleware")
         await call_next()
 
+    plain = Middleware("plain")
+    plain.turn_input(first)
     runner = TurnRunner(
-        executor=ToolLoopExecutor(ScriptedModel([])), tools=[echo_tool], turn_input=[first]
+        executor=ToolLoopExecutor(ScriptedModel([])), tools=[echo_tool], middleware=[plain]
     )
     runner.on(TurnStart, lambda e: seen.append("listener"))
     await runner.run("hi")

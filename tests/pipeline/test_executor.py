@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -117,8 +118,10 @@ async def test_unknown_tool_text_lists_only_visible_tools(
         await call_next()
 
     model = ScriptedModel([one_call("nope", {})])
+    plain = Middleware("plain")
+    plain.dispatch_input(hide_echo)
     runner = TurnRunner(
-        executor=ToolLoopExecutor(model), tools=[add_tool, echo_tool], dispatch_input=[hide_echo]
+        executor=ToolLoopExecutor(model), tools=[add_tool, echo_tool], middleware=[plain]
     )
     result = await runner.run("go")
     message = text_of(result.tool_calls[0])
@@ -313,7 +316,9 @@ async def test_no_proposed_calls_stores_the_answer_and_acks() -> None:
         acked.append(ctx.is_acked)
 
     model = ScriptedModel([ModelResponse(text="hi!")])
-    runner = TurnRunner(executor=ToolLoopExecutor(model), dispatch_input=[check])
+    plain = Middleware("plain")
+    plain.dispatch_input(check)
+    runner = TurnRunner(executor=ToolLoopExecutor(model), middleware=[plain])
     result = await runner.run("go")
     assert (result.status, result.output, result.iterations) == ("completed", "hi!", 1)
     assert result.tool_calls == ()

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -32,15 +33,12 @@ STAGES = ("turn_input", "dispatch_input", "dispatch_output", "turn_output")
 
 
 def staged(executor: Any, stacks: Mapping[str, Sequence[StageFn]], **options: Any) -> TurnRunner:
-    """A runner with plain middleware stacks given per stage name."""
-    return TurnRunner(
-        executor=executor,
-        turn_input=stacks.get("turn_input", ()),
-        dispatch_input=stacks.get("dispatch_input", ()),
-        dispatch_output=stacks.get("dispatch_output", ()),
-        turn_output=stacks.get("turn_output", ()),
-        **options,
-    )
+    """A runner with plain middleware stacks given per stage name, placed in one set."""
+    plain = Middleware("plain")
+    for stage, fns in stacks.items():
+        for index, fn in enumerate(fns):
+            getattr(plain, stage)(name=f"{stage}.{index}")(fn)
+    return TurnRunner(executor=executor, middleware=[plain], **options)
 
 
 def echo_call(i: int) -> ModelResponse:
@@ -75,7 +73,7 @@ async def test_outer_middleware_sees_the_inner_exception() -> None:
     async def inner(ctx: DispatchContext, call_next: CallNext) -> None:
         raise original
 
-    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), dispatch_input=[outer, inner])
+    runner = staged(ToolLoopExecutor(ScriptedModel([])), {"dispatch_input": [outer, inner]})
     result = await runner.run("hi")
     assert seen == [original]
     error = result.errors[0]
@@ -95,7 +93,7 @@ async def test_outer_middleware_can_handle_the_inner_exception() -> None:
     async def inner(ctx: DispatchContext, call_next: CallNext) -> None:
         raise RuntimeError("inner broke")
 
-    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), dispatch_input=[outer, inner])
+    runner = staged(ToolLoopExecutor(ScriptedModel([])), {"dispatch_input": [outer, inner]})
     result = await runner.run("hi")
     assert result.status == "failed"
     assert len(result.errors) == 1
@@ -141,11 +139,10 @@ async def test_middleware_runs_on_every_iteration_of_a_twenty_iteration_dispatch
         await call_next()
 
     model = ScriptedModel([*(echo_call(i) for i in range(19)), ModelResponse(text="done")])
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(model),
+    runner = staged(
+        ToolLoopExecutor(model),
+        {"dispatch_input": [din], "dispatch_output": [dout]},
         tools=[echo_tool],
-        dispatch_input=[din],
-        dispatch_output=[dout],
     )
     result = await runner.run("hi")
     assert result.status == "completed"
@@ -196,9 +193,7 @@ async def test_awaiting_call_next_twice_raises_next_called_twice() -> None:
         inner_runs.append(ctx.iteration)
         await call_next()
 
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(ScriptedModel([])), dispatch_input=[greedy, inner]
-    )
+    runner = staged(ToolLoopExecutor(ScriptedModel([])), {"dispatch_input": [greedy, inner]})
     result = await runner.run("hi")
     assert result.status == "failed"
     error = result.errors[0]
@@ -220,7 +215,7 @@ async def test_next_called_twice_in_a_turn_stage_fails_the_turn() -> None:
         executed.append(ctx.iteration)
         ctx.ack()
 
-    runner = TurnRunner(executor=executor, turn_input=[greedy])
+    runner = staged(executor, {"turn_input": [greedy]})
     result = await runner.run("hi")
     assert result.status == "failed"
     assert isinstance(result.errors[0], NextCalledTwiceError)
@@ -242,11 +237,13 @@ async def test_abort_skips_middleware_that_have_not_started() -> None:
         executed.append(ctx.iteration)
         ctx.ack()
 
-    runner = TurnRunner(
-        executor=executor,
-        dispatch_input=[recording(log, "outer"), aborting, recording(log, "inner")],
-        dispatch_output=[recording(log, "output")],
-        turn_output=[recording(log, "turn_output")],
+    runner = staged(
+        executor,
+        {
+            "dispatch_input": [recording(log, "outer"), aborting, recording(log, "inner")],
+            "dispatch_output": [recording(log, "output")],
+            "turn_output": [recording(log, "turn_output")],
+        },
     )
     result = await runner.run("hi")
     assert result.status == "aborted"
@@ -271,10 +268,9 @@ async def test_ack_in_dispatch_input_skips_the_executor_but_not_the_rest_of_the_
     async def executor(ctx: DispatchContext) -> None:
         executed.append(ctx.iteration)
 
-    runner = TurnRunner(
-        executor=executor,
-        dispatch_input=[acking, later],
-        dispatch_output=[recording(log, "output")],
+    runner = staged(
+        executor,
+        {"dispatch_input": [acking, later], "dispatch_output": [recording(log, "output")]},
     )
     result = await runner.run("hi")
     assert result.status == "completed"
@@ -298,11 +294,10 @@ async def test_ack_in_the_executor_skips_that_iterations_output_pipeline(
         await call_next()
 
     model = ScriptedModel([echo_call(0), ModelResponse(text="done")])
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(model),
+    runner = staged(
+        ToolLoopExecutor(model),
+        {"dispatch_input": [din], "dispatch_output": [dout]},
         tools=[echo_tool],
-        dispatch_input=[din],
-        dispatch_output=[dout],
     )
     result = await runner.run("hi")
     assert result.status == "completed"
@@ -325,8 +320,8 @@ async def test_ack_in_output_completes_the_iteration(
         await call_next()
 
     model = ScriptedModel([echo_call(0), echo_call(1), ModelResponse(text="done")])
-    runner = TurnRunner(
-        executor=ToolLoopExecutor(model), tools=[echo_tool], dispatch_output=[acking, inner]
+    runner = staged(
+        ToolLoopExecutor(model), {"dispatch_output": [acking, inner]}, tools=[echo_tool]
     )
     events = record(runner)
     result = await runner.run("hi")
@@ -352,11 +347,13 @@ async def test_turn_stage_context_is_the_turn_and_dispatch_stage_context_is_the_
         await ctx.store_message(Message(role="assistant", content="ok"))
         ctx.ack()
 
-    runner = TurnRunner(
-        executor=executor,
-        dispatch_input=[grab("dispatch_input")],
-        turn_input=[grab("turn_input")],
-        turn_output=[grab("turn_output")],
+    runner = staged(
+        executor,
+        {
+            "dispatch_input": [grab("dispatch_input")],
+            "turn_input": [grab("turn_input")],
+            "turn_output": [grab("turn_output")],
+        },
     )
     await runner.run("hi")
     assert seen["turn_input"] is seen["turn_output"]

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -76,7 +77,9 @@ async def test_two_hundred_concurrent_turns_see_only_their_own_tools_stash_and_c
         await ctx.store_message(Message(role="assistant", content=f"turn {n}"))
         ctx.ack()
 
-    runner = TurnRunner(executor=executor, tools=[echo, add], turn_input=[register_local])
+    plain = Middleware("plain")
+    plain.turn_input(register_local)
+    runner = TurnRunner(executor=executor, tools=[echo, add], middleware=[plain])
     results = await asyncio.gather(*(runner.run(f"q{n}", stash={"n": n}) for n in range(TURNS)))
     assert len({r.turn_id for r in results}) == TURNS
     for n, result in enumerate(results):
@@ -139,7 +142,9 @@ def test_random_registry_edits_in_concurrent_turns_stay_in_their_turn(
         )
         ctx.ack()
 
-    runner = TurnRunner(executor=executor, tools=[echo, add], turn_input=[editing])
+    plain = Middleware("plain")
+    plain.turn_input(editing)
+    runner = TurnRunner(executor=executor, tools=[echo, add], middleware=[plain])
 
     async def main() -> None:
         results = await asyncio.gather(

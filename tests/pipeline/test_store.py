@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from middleware import Middleware
 from pipeline import (
     DispatchContext,
     MemoryStore,
@@ -130,8 +131,10 @@ async def test_three_turns_share_a_conversation(store: TurnStore) -> None:
             ModelResponse(text="third answer"),
         ]
     )
+    plain = Middleware("plain")
+    plain.dispatch_input(count)
     runner = TurnRunner(
-        executor=ToolLoopExecutor(model), tools=[echo], store=store, dispatch_input=[count]
+        executor=ToolLoopExecutor(model), tools=[echo], store=store, middleware=[plain]
     )
     results = [await runner.run(f"turn {i}", conversation_id="conv") for i in range(3)]
     assert [r.status for r in results] == ["completed"] * 3
@@ -161,8 +164,10 @@ async def test_turns_without_conversation_do_not_leak_into_one(store: TurnStore)
         seen.append(len(ctx.messages))
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_input(count)
     later_runner = TurnRunner(
-        executor=ToolLoopExecutor(ScriptedModel([])), store=store, dispatch_input=[count]
+        executor=ToolLoopExecutor(ScriptedModel([])), store=store, middleware=[plain]
     )
     await later_runner.run("fresh", conversation_id="new")
     assert seen == [1]  # only its own user message

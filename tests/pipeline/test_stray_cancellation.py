@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -42,7 +43,9 @@ async def test_middleware_awaiting_a_cancelled_future_fails_the_dispatch() -> No
     async def flaky(ctx: DispatchContext, call_next: CallNext) -> None:
         await _await_a_cancelled_future()
 
-    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), dispatch_input=[flaky])
+    plain = Middleware("plain")
+    plain.dispatch_input(flaky)
+    runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel([])), middleware=[plain])
     result = await runner.run("go")
     assert result.status == "failed"
     assert isinstance(result.errors[0], DispatchPipelineError)

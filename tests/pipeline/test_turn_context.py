@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pytest
 from pydantic import BaseModel
 
+from middleware import Middleware
 from pipeline import (
     AlreadySignalledError,
     CallNext,
@@ -26,6 +27,7 @@ from pipeline import (
     ToolCall,
     ToolCallStored,
     ToolLoopExecutor,
+    TurnContext,
     TurnRunner,
     tool_call_checksum,
 )
@@ -57,10 +59,12 @@ async def test_tool_call_count_counts_repeats_across_iterations(echo_tool: Tool[
             counts.append(ctx.tool_call_count(call.checksum))
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_output(count)
     runner = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel(same_echo(3))),
         tools=[echo_tool],
-        dispatch_output=[count],
+        middleware=[plain],
     )
     result = await runner.run("go")
     assert counts == [1, 2, 3]
@@ -79,8 +83,10 @@ async def test_tool_call_count_includes_conversation_history(echo_tool: Tool[Bas
 
     store = MemoryStore()
     model = ScriptedModel(same_echo(2), cycle=True)
+    plain = Middleware("plain")
+    plain.dispatch_output(count)
     runner = TurnRunner(
-        executor=ToolLoopExecutor(model), tools=[echo_tool], store=store, dispatch_output=[count]
+        executor=ToolLoopExecutor(model), tools=[echo_tool], store=store, middleware=[plain]
     )
     await runner.run("one", conversation_id="conv")
     await runner.run("two", conversation_id="conv")
@@ -253,11 +259,13 @@ async def test_stored_calls_survive_in_the_store_of_a_conversation(
         ]
     )
     store = MemoryStore()
+    plain = Middleware("plain")
+    plain.dispatch_output(edit)
     runner = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel([two])),
         tools=[echo_tool],
         store=store,
-        dispatch_output=[edit],
+        middleware=[plain],
     )
     result = await runner.run("go", conversation_id="c")
     _, stored = await store.load_conversation("c")
@@ -279,11 +287,13 @@ async def test_new_tool_calls_hold_only_the_current_iteration(echo_tool: Tool[Ba
         after.append((ctx.iteration, len(ctx.new_tool_calls), len(ctx.turn_tool_calls)))
         await call_next()
 
+    plain = Middleware("plain")
+    plain.dispatch_input(look_before)
+    plain.dispatch_output(look_after)
     runner = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel(same_echo(2))),
         tools=[echo_tool],
-        dispatch_input=[look_before],
-        dispatch_output=[look_after],
+        middleware=[plain],
     )
     await runner.run("go")
     assert before == [(0, 0, 0), (1, 0, 1), (2, 0, 2)]
@@ -387,15 +397,17 @@ async def test_ephemeral_tools_are_pruned_on_ack(echo_tool: Tool[BaseModel]) -> 
             ctx.tools.register(temp)
         await call_next()
 
-    async def check(ctx: DispatchContext, call_next: CallNext) -> None:
+    async def check(ctx: TurnContext, call_next: CallNext) -> None:
         await call_next()
         after.append([t.name for t in ctx.tools.all()])
 
+    plain = Middleware("plain")
+    plain.dispatch_input(add_temp)
+    plain.turn_output(check)
     runner = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel([])),
         tools=[echo_tool],
-        dispatch_input=[add_temp],
-        turn_output=[check],
+        middleware=[plain],
     )
     await runner.run("go")
     assert after == [["echo"]]

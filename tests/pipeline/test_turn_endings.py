@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from middleware import Middleware
 from pipeline import (
     AlreadySignalledError,
     CallNext,
@@ -150,12 +151,16 @@ async def happy() -> Outcome:
 
 async def turn_input_raises() -> Outcome:
     trace: list[str] = []
-    return await run(trace, turn_input=[raising(trace, "turn_input", ValueError("bad input"))])
+    plain = Middleware("plain")
+    plain.turn_input(raising(trace, "turn_input", ValueError("bad input")))
+    return await run(trace, middleware=[plain])
 
 
 async def turn_input_short_circuits() -> Outcome:
     trace: list[str] = []
-    return await run(trace, turn_input=[returning(trace, "turn_input")])
+    plain = Middleware("plain")
+    plain.turn_input(returning(trace, "turn_input"))
+    return await run(trace, middleware=[plain])
 
 
 async def turn_input_aborts() -> Outcome:
@@ -166,7 +171,9 @@ async def turn_input_aborts() -> Outcome:
         ctx.abort("not today")
         await call_next()
 
-    return await run(trace, turn_input=[aborting])
+    plain = Middleware("plain")
+    plain.turn_input(aborting)
+    return await run(trace, middleware=[plain])
 
 
 async def executor_raises() -> Outcome:
@@ -201,47 +208,65 @@ async def executor_acks_twice() -> Outcome:
 
 async def dispatch_input_raises() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_input=[raising(trace, "din", RuntimeError("din broke"))])
+    plain = Middleware("plain")
+    plain.dispatch_input(raising(trace, "din", RuntimeError("din broke")))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_input_short_circuits() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_input=[returning(trace, "din")])
+    plain = Middleware("plain")
+    plain.dispatch_input(returning(trace, "din"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_input_short_circuits_after_ack() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_input=[returning(trace, "din", "ack")])
+    plain = Middleware("plain")
+    plain.dispatch_input(returning(trace, "din", "ack"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_input_short_circuits_after_nack() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_input=[returning(trace, "din", "nack")])
+    plain = Middleware("plain")
+    plain.dispatch_input(returning(trace, "din", "nack"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_input_short_circuits_after_nack_with_error() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_input=[returning(trace, "din", "nack_error")])
+    plain = Middleware("plain")
+    plain.dispatch_input(returning(trace, "din", "nack_error"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_output_raises() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_output=[raising(trace, "dout", RuntimeError("dout broke"))])
+    plain = Middleware("plain")
+    plain.dispatch_output(raising(trace, "dout", RuntimeError("dout broke")))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_output_short_circuits() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_output=[returning(trace, "dout")])
+    plain = Middleware("plain")
+    plain.dispatch_output(returning(trace, "dout"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_output_short_circuits_after_ack() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_output=[returning(trace, "dout", "ack")])
+    plain = Middleware("plain")
+    plain.dispatch_output(returning(trace, "dout", "ack"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_output_short_circuits_after_nack() -> Outcome:
     trace: list[str] = []
-    return await run(trace, dispatch_output=[returning(trace, "dout", "nack")])
+    plain = Middleware("plain")
+    plain.dispatch_output(returning(trace, "dout", "nack"))
+    return await run(trace, middleware=[plain])
 
 
 async def dispatch_output_raises_after_ack() -> Outcome:
@@ -252,7 +277,9 @@ async def dispatch_output_raises_after_ack() -> Outcome:
         ctx.ack()
         raise RuntimeError("dout broke after ack")
 
-    return await run(trace, dispatch_output=[ack_then_raise])
+    plain = Middleware("plain")
+    plain.dispatch_output(ack_then_raise)
+    return await run(trace, middleware=[plain])
 
 
 class UnforgeableArtifact(SpooledArtifact):
@@ -276,12 +303,16 @@ async def artifact_forging_raises() -> Outcome:
 
 async def turn_output_raises() -> Outcome:
     trace: list[str] = []
-    return await run(trace, turn_output=[raising(trace, "tout", KeyError("missing"))])
+    plain = Middleware("plain")
+    plain.turn_output(raising(trace, "tout", KeyError("missing")))
+    return await run(trace, middleware=[plain])
 
 
 async def turn_output_short_circuits() -> Outcome:
     trace: list[str] = []
-    return await run(trace, turn_output=[returning(trace, "tout")])
+    plain = Middleware("plain")
+    plain.turn_output(returning(trace, "tout"))
+    return await run(trace, middleware=[plain])
 
 
 async def iteration_limit() -> Outcome:
@@ -476,7 +507,7 @@ async def test_turn_input_short_circuit_fails_the_turn() -> None:
     error = result.errors[0]
     assert isinstance(error, PipelineShortCircuitedError)
     assert error.code == "E_PIPELINE_SHORT_CIRCUITED"
-    assert error.stage == "turn_input"  # type: ignore[attr-defined]
+    assert error.stage == "turn_input"
     assert out.of(DispatchStart) == []
     assert out.trace == ["turn_input"]
 
@@ -554,7 +585,7 @@ async def test_dispatch_input_raising_nacks_before_the_executor() -> None:
     error = result.errors[0]
     assert isinstance(error, DispatchPipelineError)
     assert error.code == "E_DISPATCH_PIPELINE_ERROR"
-    assert error.stage == "dispatch_input"  # type: ignore[attr-defined]
+    assert error.stage == "dispatch_input"
     assert isinstance(error.__cause__, RuntimeError)
     assert out.trace == ["din"]
     end = out.of(DispatchEnd)[0]
@@ -569,7 +600,7 @@ async def test_dispatch_input_short_circuit_without_signal_fails() -> None:
     assert result.status == "failed"
     error = result.errors[0]
     assert isinstance(error, PipelineShortCircuitedError)
-    assert error.stage == "dispatch_input"  # type: ignore[attr-defined]
+    assert error.stage == "dispatch_input"
     assert out.trace == ["din"]
 
 
@@ -607,7 +638,7 @@ async def test_dispatch_output_raising_fails_and_keeps_the_stored_calls() -> Non
     assert result.status == "failed"
     error = result.errors[0]
     assert isinstance(error, DispatchPipelineError)
-    assert error.stage == "dispatch_output"  # type: ignore[attr-defined]
+    assert error.stage == "dispatch_output"
     assert out.trace == ["executor:0", "dout"]
     assert [c.tool for c in result.tool_calls] == ["echo"]
     _, stored = await out.store.load_conversation("conv")
@@ -621,7 +652,7 @@ async def test_dispatch_output_short_circuit_without_signal_fails() -> None:
     assert result.status == "failed"
     error = result.errors[0]
     assert isinstance(error, PipelineShortCircuitedError)
-    assert error.stage == "dispatch_output"  # type: ignore[attr-defined]
+    assert error.stage == "dispatch_output"
 
 
 async def test_dispatch_output_short_circuit_after_ack_completes_the_turn() -> None:
@@ -692,7 +723,7 @@ async def test_turn_output_short_circuit_fails_the_turn() -> None:
     assert result.status == "failed"
     error = result.errors[0]
     assert isinstance(error, PipelineShortCircuitedError)
-    assert error.stage == "turn_output"  # type: ignore[attr-defined]
+    assert error.stage == "turn_output"
 
 
 async def test_iteration_limit_nacks_with_iteration_limit_error() -> None:

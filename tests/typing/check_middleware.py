@@ -27,7 +27,14 @@ from middleware import (
     turn_input,
     turn_output,
 )
-from pipeline import CallNext, DispatchContext, MethodRegistration, StashKey, TurnContext
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    MethodRegistration,
+    StashKey,
+    TurnContext,
+    TurnRunner,
+)
 
 mw = Middleware("checks")
 
@@ -195,3 +202,44 @@ async def typed_stash(ctx: DispatchContext, call_next: CallNext) -> None:
     ctx.stash[COUNT] = ctx.stash[COUNT] + 1
     ctx.stash[COUNT] = "many"  # type: ignore[misc]
     await call_next()
+
+
+# -- one registration core: plain calls, tools= per stage, and the runner's one way in ----------
+
+
+# a plain function joins a set with a call; the call is typed like the decorator
+async def plain_dispatch(ctx: DispatchContext, call_next: CallNext) -> None:
+    await call_next()
+
+
+registered = mw.dispatch_input(plain_dispatch)
+mw.turn_output(plain_dispatch)  # type: ignore[call-overload]
+
+
+def use_registered(ctx: DispatchContext, call_next: CallNext) -> None:
+    assert_type(registered(ctx, call_next), Coroutine[Any, Any, None]).close()
+
+
+# tools= is an option of dispatch_output only, on sets and on classes alike
+@mw.dispatch_input(tools=["search"])  # type: ignore[call-overload, untyped-decorator]
+async def filtered_input(ctx: DispatchContext, call_next: CallNext) -> None:
+    await call_next()
+
+
+class Filtered:
+    @dispatch_output(tools=["search"], timed=True)
+    def on_search(self, ctx: DispatchContext) -> None:
+        return None
+
+    @turn_output(tools=["search"])  # type: ignore[call-overload, untyped-decorator]
+    def on_turn(self, ctx: TurnContext) -> None:
+        return None
+
+
+# the per-stage keyword arguments of TurnRunner are gone: middleware=[...] is the one way in
+async def executor(ctx: DispatchContext) -> None:
+    ctx.ack()
+
+
+TurnRunner(executor=executor, middleware=[mw, Guard(1)])
+TurnRunner(executor=executor, dispatch_output=[plain_dispatch])  # type: ignore[call-arg]
