@@ -333,7 +333,7 @@ def test_bad_options_raise_at_construction(
     """Each bad option raises InvalidMiddlewareConfigError naming it."""
     with pytest.raises(InvalidMiddlewareConfigError) as info:
         ApprovalGate([*args], **kwargs)
-    assert info.value.option == option  # type: ignore[attr-defined]
+    assert info.value.option == option
 
 
 def test_a_bare_string_of_tools_is_refused() -> None:

@@ -685,7 +685,7 @@ def test_bad_options_raise_at_construction(kwargs: dict[str, Any], option: str) 
     with pytest.raises(InvalidMiddlewareConfigError) as caught:
         Tracing(**kwargs)
     assert caught.value.code == "E_INVALID_MIDDLEWARE_CONFIG"
-    assert caught.value.option == option  # type: ignore[attr-defined]  # a context attribute
+    assert caught.value.option == option  # a context attribute
 
 
 def test_missing_opentelemetry_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -693,7 +693,7 @@ def test_missing_opentelemetry_gives_a_clear_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     with pytest.raises(InvalidMiddlewareConfigError, match=r"pip install 'loopware\[otel\]'") as e:
         Tracing()
-    assert e.value.extra == "otel"  # type: ignore[attr-defined]  # a context attribute
+    assert e.value.extra == "otel"  # a context attribute
     assert isinstance(e.value.__cause__, ImportError)
 
 

@@ -278,7 +278,7 @@ def test_artifact_tool_refuses_an_artifact_constructor() -> None:
                      handler=lambda args, ctx, meta: "",
                      artifact_constructor=lambda: SpooledArtifact)
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "artifact_constructor"  # type: ignore[attr-defined]
+    assert info.value.field == "artifact_constructor"
 
 
 def test_artifact_tool_defaults_and_queries_check() -> None:

@@ -129,7 +129,7 @@ def test_malformed_content_names_the_line(
     with pytest.raises(ToolDownstreamError, match=needle) as info:
         artifact.json_type()
     assert info.value.code == "E_TOOL_DOWNSTREAM_ERROR"
-    assert info.value.line == line  # type: ignore[attr-defined]
+    assert info.value.line == line
 
 
 def test_empty_body_is_a_clear_error(make: Any) -> None:

@@ -127,7 +127,7 @@ def test_invalid_yaml_front_matter_names_the_line(make: Any) -> None:
     artifact = make("---\ntitle: ok\nbad: [unclosed\n---\n")
     with pytest.raises(ToolDownstreamError, match="not valid YAML") as info:
         artifact.md_frontmatter()
-    assert info.value.line in (2, 3)  # type: ignore[attr-defined]
+    assert info.value.line in (2, 3)
 
 
 def test_front_matter_alias_bomb_is_refused_quickly(make: Any) -> None:

@@ -85,7 +85,7 @@ def test_bad_fields_raise_invalid_media_naming_the_field(change: dict[str, Any],
     with pytest.raises(InvalidMediaError) as info:
         Media(**{**GOOD, **change})
     assert info.value.code == "E_INVALID_INITIAL_MEDIA_VALUE"
-    assert info.value.field == field  # type: ignore[attr-defined]
+    assert info.value.field == field
     assert field in info.value.message
 
 
@@ -94,7 +94,7 @@ def test_unhashable_tier_or_hazard_is_an_invalid_media_error(field: str) -> None
     """A list (unhashable) as trust tier or hazard raises InvalidMediaError, not TypeError."""
     with pytest.raises(InvalidMediaError) as info:
         Media(**{**GOOD, field: ["first-party"]})
-    assert info.value.field == field  # type: ignore[attr-defined]
+    assert info.value.field == field
 
 
 def test_reader_backed_media_reads_lazily() -> None:

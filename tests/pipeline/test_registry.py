@@ -77,7 +77,7 @@ def test_constructor_rejects_duplicate_names() -> None:
     with pytest.raises(ToolAlreadyRegisteredError) as info:
         ToolRegistry([make("a"), make("a")])
     assert info.value.code == "E_TOOL_ALREADY_REGISTERED"
-    assert info.value.tool_name == "a"  # type: ignore[attr-defined]
+    assert info.value.tool_name == "a"
 
 
 def test_constructor_rejects_non_tools() -> None:
@@ -93,7 +93,7 @@ def test_register_rejects_a_taken_name_without_overwrite() -> None:
     with pytest.raises(ToolAlreadyRegisteredError) as info:
         registry.register(make("a"))
     assert info.value.code == "E_TOOL_ALREADY_REGISTERED"
-    assert info.value.tool_name == "a"  # type: ignore[attr-defined]
+    assert info.value.tool_name == "a"
 
 
 def test_register_ignores_the_tool_on_collision_policy() -> None:
@@ -319,7 +319,7 @@ def test_merge_precedence_table(incoming_policy: Any, merge_policy: Any, outcome
         with pytest.raises(ToolAlreadyRegisteredError) as info:
             ToolRegistry.merge([left, right], on_collision=merge_policy)
         assert info.value.code == "E_TOOL_ALREADY_REGISTERED"
-        assert info.value.tool_name == "x"  # type: ignore[attr-defined]
+        assert info.value.tool_name == "x"
         return
     merged = ToolRegistry.merge([left, right], on_collision=merge_policy)
     assert names(merged.all()) == ["first", "x", "last"]
@@ -364,7 +364,7 @@ def test_merge_rejects_a_bad_policy() -> None:
     with pytest.raises(InvalidToolError) as info:
         ToolRegistry.merge([], on_collision="merge")  # type: ignore[arg-type]
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "on_collision"  # type: ignore[attr-defined]
+    assert info.value.field == "on_collision"
 
 
 def test_merge_rejects_non_registries() -> None:
@@ -459,7 +459,7 @@ def test_merge_matches_the_reference_model(spec: Spec, level: Any) -> None:
     if isinstance(expected, str):
         with pytest.raises(ToolAlreadyRegisteredError) as info:
             ToolRegistry.merge(registries, on_collision=level)
-        assert info.value.tool_name == expected  # type: ignore[attr-defined]
+        assert info.value.tool_name == expected
     else:
         order, owner, hidden = expected
         merged = ToolRegistry.merge(registries, on_collision=level)

@@ -153,7 +153,7 @@ def test_stash_parameter_with_another_name_is_rejected() -> None:
             return ""
 
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "input_schema"  # type: ignore[attr-defined]
+    assert info.value.field == "input_schema"
     assert "meta" in str(info.value)
 
 
@@ -192,7 +192,7 @@ def test_missing_docstring_without_description_is_rejected() -> None:
             return str(a)
 
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "description"  # type: ignore[attr-defined]
+    assert info.value.field == "description"
 
 
 def test_missing_annotation_is_rejected() -> None:
@@ -205,7 +205,7 @@ def test_missing_annotation_is_rejected() -> None:
             return ""
 
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "input_schema"  # type: ignore[attr-defined]
+    assert info.value.field == "input_schema"
     assert "'a'" in str(info.value)
 
 
@@ -219,7 +219,7 @@ def test_variadic_parameters_are_rejected() -> None:
             return ""
 
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "input_schema"  # type: ignore[attr-defined]
+    assert info.value.field == "input_schema"
 
 
 def test_unresolvable_annotation_is_rejected() -> None:
@@ -288,7 +288,7 @@ def test_bad_option_raises_invalid_tool_error() -> None:
             return ""
 
     assert info.value.code == "E_INVALID_INITIAL_TOOL_VALUE"
-    assert info.value.field == "on_collision"  # type: ignore[attr-defined]
+    assert info.value.field == "on_collision"
 
 
 def test_non_callable_is_rejected() -> None:

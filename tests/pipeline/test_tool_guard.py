@@ -94,7 +94,7 @@ async def test_other_guard_exceptions_become_downstream_errors() -> None:
     with pytest.raises(ToolDownstreamError, match="guard failed") as info:
         await guarded.executor(ctx)({"path": "/"})
     assert isinstance(info.value.__cause__, KeyError)
-    assert info.value.tool_name == "delete"  # type: ignore[attr-defined]
+    assert info.value.tool_name == "delete"
 
 
 async def test_guard_does_not_run_for_invalid_arguments() -> None:

@@ -264,7 +264,7 @@ def test_bad_parts_raise_invalid_tool_call_error_naming_the_field(
     with pytest.raises(InvalidToolCallError) as info:
         ToolCall(**fields(**overrides))
     assert info.value.code == "E_INVALID_INITIAL_TOOL_CALL_VALUE"
-    assert info.value.field == field  # type: ignore[attr-defined]
+    assert info.value.field == field
     assert field in str(info.value)
 
 
@@ -279,7 +279,7 @@ def test_bad_results_raise_invalid_tool_call_error(index: int) -> None:
     with pytest.raises(InvalidToolCallError) as info:
         ToolCall(**fields(**overrides))
     assert info.value.code == "E_INVALID_INITIAL_TOOL_CALL_VALUE"
-    assert info.value.field == field  # type: ignore[attr-defined]
+    assert info.value.field == field
 
 
 def test_bad_args_name_the_nested_path() -> None:
