@@ -32,6 +32,7 @@ from pipeline import (
     ToolCall,
     ToolCallStored,
     ToolDownstreamError,
+    ToolExecutionStart,
     ToolLoopExecutor,
     TurnRunner,
     TurnStart,
@@ -79,16 +80,19 @@ class _Reached:
     stored: ToolCall
     iteration: int
     decisions: list[Decision]
+    ran: bool = False
 
 
 class _TurnScript:
     """One recorded turn being replayed: the scripted model and what the events told."""
 
     __slots__ = (
+        "early",
         "executor",
         "loose",
         "model",
         "pending",
+        "ran_ids",
         "reached",
         "seen",
         "step_of",
@@ -115,6 +119,10 @@ class _TurnScript:
         self.reached: dict[int, _Reached] = {}
         self.stored_ids: dict[str, int] = {}
         self.loose: list[Decision] = []
+        self.early: dict[str, list[Decision]] = {}
+        """Decisions taken about a call before it was stored (in the ``tool_call`` stage)."""
+        self.ran_ids: set[str] = set()
+        """Ids of the calls whose handler ran in the replay."""
         self.seen: Counter[tuple[object, ...]] = Counter()
 
     def __repr__(self) -> str:
@@ -142,7 +150,9 @@ class _TurnScript:
             return  # stored by middleware, not by the recorded script
         self.pending.remove(match)
         self.stored_ids[call.id] = match.index
-        self.reached[match.index] = _Reached(call, iteration, [])
+        self.reached[match.index] = _Reached(
+            call, iteration, self.early.pop(call.id, []), call.id in self.ran_ids
+        )
 
     def on_decision(self, payload: Mapping[str, Any]) -> None:
         decision = Decision(
@@ -157,6 +167,10 @@ class _TurnScript:
 
     def _attach(self, decision: Decision, call_id: str | None, checksum: str | None) -> None:
         index = self.stored_ids.get(call_id) if call_id is not None else None
+        if index is None and call_id is not None and call_id in self.proposed_ids():
+            # decided in the tool_call stage, before the call was stored: keep it for the call
+            self.early.setdefault(call_id, []).append(decision)
+            return
         if index is None and checksum is not None:
             for i, reached in reversed(self.reached.items()):
                 if reached.stored.checksum == checksum and (
@@ -168,6 +182,10 @@ class _TurnScript:
             self.loose.append(decision)
         else:
             self.reached[index].decisions.append(decision)
+
+    def proposed_ids(self) -> set[str]:
+        """Ids of the recorded calls not stored yet."""
+        return {c.id for c in self.pending}
 
     def add_stash_decisions(self, stash: Mapping[str, Any]) -> None:
         """Add decisions recorded only in the stash (middleware that logs none)."""
@@ -201,7 +219,9 @@ class _TurnScript:
             )
             decisions = tuple(d.labelled(labels) for d in reached.decisions)
             verdict = max((d.action for d in decisions), key=_severity, default="allowed")
-            result.append(CallOutcome(call, reached.stored, offered, decisions, verdict))
+            result.append(
+                CallOutcome(call, reached.stored, offered, decisions, verdict, reached.ran)
+            )
         return tuple(result)
 
 
@@ -262,6 +282,7 @@ class _Replayer:
         self.runner.on(TurnStart, self._on_turn_start)
         self.runner.on(IterationStart, self._on_iteration)
         self.runner.on(ToolCallStored, self._on_stored)
+        self.runner.on(ToolExecutionStart, self._on_execution)
         self.runner.on(Log, self._on_log)
 
     def __repr__(self) -> str:
@@ -300,6 +321,11 @@ class _Replayer:
         script = self._current
         if script is not None and event.turn_id == script.turn_id:
             script.on_stored(event.call, self._iteration)
+
+    def _on_execution(self, event: ToolExecutionStart) -> None:
+        script = self._current
+        if script is not None and event.turn_id == script.turn_id:
+            script.ran_ids.add(event.call_id)
 
     def _on_log(self, event: Log) -> None:
         script = self._current

@@ -96,6 +96,9 @@ class CallOutcome:
     """Every decision about the call, in order."""
     verdict: str
     """The strongest decision's action, ``allowed`` when none, or ``not reached``."""
+    ran: bool | None = None
+    """Whether the replayed call's handler ran (False: refused before it ran; None: not
+    reached)."""
 
     @property
     def error(self) -> str | None:
@@ -119,6 +122,7 @@ class CallOutcome:
             "verdict": self.verdict,
             "offered": self.offered,
             "reached": self.stored is not None,
+            "ran": self.ran if self.stored is not None else None,
             "error": self.error,
             "decisions": [d.as_dict() for d in self.decisions],
         }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
+from ._replay_outcome import REFUSALS
+
 if TYPE_CHECKING:
     from ._replay_outcome import CallOutcome, ReplayReport, TurnOutcome
     from ._replay_types import TranscriptIssue
@@ -52,6 +54,8 @@ def _call_lines(outcome: CallOutcome, style: Style) -> list[str]:
         f"{short_args(call.arguments, max(20, 62 - len(call.tool)))}  {where}"
     ]
     notes: list[str] = []
+    if outcome.stored is not None and outcome.ran is False and outcome.verdict in REFUSALS:
+        notes.append("never ran: refused before its handler")
     if outcome.offered is False:
         notes.append("the tool was not offered to the model on this step")
     if outcome.error is not None:

@@ -11,12 +11,17 @@ from ._protocols import DispatchHook as DispatchHook
 from ._protocols import DispatchHookMethod as DispatchHookMethod
 from ._protocols import DispatchMiddleware as DispatchMiddleware
 from ._protocols import DispatchMiddlewareMethod as DispatchMiddlewareMethod
+from ._protocols import ToolCallHook as ToolCallHook
+from ._protocols import ToolCallHookMethod as ToolCallHookMethod
+from ._protocols import ToolCallMiddleware as ToolCallMiddleware
+from ._protocols import ToolCallMiddlewareMethod as ToolCallMiddlewareMethod
 from ._protocols import TurnHook as TurnHook
 from ._protocols import TurnHookMethod as TurnHookMethod
 from ._protocols import TurnMiddleware as TurnMiddleware
 from ._protocols import TurnMiddlewareMethod as TurnMiddlewareMethod
 from ._registration import dispatch_input as dispatch_input
 from ._registration import dispatch_output as dispatch_output
+from ._registration import tool_call as tool_call
 from ._registration import turn_input as turn_input
 from ._registration import turn_output as turn_output
 from ._repetition import OnRepeat as OnRepeat
@@ -53,7 +58,11 @@ __all__ = [
     "RepetitionDetector",
     "SqliteAuditSink",
     "ToolCallCounter",
+    "ToolCallHook",
+    "ToolCallHookMethod",
     "ToolCallLimit",
+    "ToolCallMiddleware",
+    "ToolCallMiddlewareMethod",
     "ToolPolicy",
     "Tracing",
     "TurnHook",
@@ -62,6 +71,7 @@ __all__ = [
     "TurnMiddlewareMethod",
     "dispatch_input",
     "dispatch_output",
+    "tool_call",
     "turn_input",
     "turn_output",
 ]

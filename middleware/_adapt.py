@@ -5,7 +5,8 @@ once (never per call):
 
 * a one-argument hook (sync or async) runs, then the adapter awaits ``call_next``;
 * a sync two-argument function is called and whatever awaitable it returns is awaited;
-* ``tools=`` runs the middleware only for iterations that completed a call to one of those tools;
+* ``tools=`` (names or globs) runs the middleware only around calls to a matching tool
+  (``tool_call``) or for iterations that completed one (``dispatch_output``);
 * ``timed=True`` emits a ``middleware.timing`` debug `Log` with the middleware's own time.
 
 An async two-argument function with no options is passed through untouched: the hot path pays
@@ -17,7 +18,9 @@ protocol like any decorated method.
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from time import perf_counter
@@ -180,17 +183,27 @@ _SHAPE_ADAPTERS: dict[tuple[bool, bool, bool], Any] = {
 }
 
 
-def _tool_filter(tools: frozenset[str]) -> Any:
+def _tool_filter(tools: frozenset[str], stage: Stage) -> Any:
+    match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in sorted(tools))).match
+
     async def only_for_tools(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         for call in args[0].new_tool_calls:
-            if call.tool in tools:
+            if match(call.tool) is not None:
                 await wrapped(args[0], args[1])
                 return
         await args[1]()
 
-    return wrapt.decorator(only_for_tools)
+    async def only_around_tools(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        if match(args[0].tool_name) is not None:
+            await wrapped(args[0], args[1])
+        else:
+            await args[1]()
+
+    return wrapt.decorator(only_around_tools if stage == "tool_call" else only_for_tools)
 
 
 def _timing(name: str, stage: Stage) -> Any:
@@ -200,11 +213,11 @@ def _timing(name: str, stage: Stage) -> Any:
         ctx, call_next = args
         inner = 0.0
 
-        async def timed_next() -> None:
+        async def timed_next() -> Any:
             nonlocal inner
             entered = perf_counter()
             try:
-                await call_next()
+                return await call_next()  # a tool_call's call_next returns the record
             finally:
                 inner += perf_counter() - entered
 
@@ -230,6 +243,7 @@ def adapt(
     fn: Callable[..., Any],
     shape: Shape,
     *,
+    stage: Stage,
     method: bool,
     tools: frozenset[str] | None,
     timing: tuple[str, Stage] | None,
@@ -244,7 +258,7 @@ def adapt(
     if shape.hook or not shape.is_async:
         adapted = _SHAPE_ADAPTERS[(shape.hook, shape.is_async, method)](adapted)
     if tools is not None:
-        adapted = _tool_filter(tools)(adapted)
+        adapted = _tool_filter(tools, stage)(adapted)
     if timing is not None:
         adapted = _timing(*timing)(adapted)
     return adapted

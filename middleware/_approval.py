@@ -6,30 +6,27 @@ import asyncio
 import inspect
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection
 from fnmatch import fnmatchcase
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from pydantic import StrictBool
 
 from pipeline import (
-    CallNext,
-    DispatchContext,
     Gate,
     GateAbortedError,
     GateTimeoutError,
     InvalidMiddlewareConfigError,
     LoopError,
     PolicyViolationError,
-    ToolGuard,
+    ToolCallContext,
+    ToolCallNext,
     TurnAbortedError,
-    TurnContext,
-    tool_call_checksum,
 )
 
 from ._decisions import Action, record_decision
 from ._options import check_names, check_namespace
-from ._registration import turn_input
+from ._registration import tool_call
 
 __all__ = ["ApprovalGate", "Approver"]
 
@@ -41,11 +38,12 @@ Approver: TypeAlias = Callable[[Gate], "bool | Awaitable[bool | None] | None"]
 class ApprovalGate:
     """Calls to matching tools wait for approval through ``ctx.wait_for(gate)``.
 
-    In the turn input stage every tool of the turn's registry whose name matches one of
-    ``tools`` (globs, `fnmatch.fnmatchcase`) is replaced, in that turn's registry only, by a
-    copy guarded by `Tool.with_guard`: after its arguments validate and before its handler
-    runs, a `Gate` opens with ``payload={"tool", "args", "checksum", "iteration"}`` and
-    ``schema=StrictBool``. Tools registered after the turn input stage are not guarded.
+    In the ``tool_call`` stage, every call to a tool whose name matches one of ``tools`` (globs,
+    `fnmatch.fnmatchcase`), whenever the tool was registered, stops after its arguments
+    validate and before its handler runs: a `Gate` opens with ``payload={"tool", "call_id",
+    "args", "raw_args", "checksum", "iteration"}`` and ``schema=StrictBool``. ``args`` are the
+    arguments the handler will run with (validated, defaults applied, as JSON data); each call
+    of a batch waits on its own gate and is decided on its own call id.
 
     Who decides:
 
@@ -54,11 +52,12 @@ class ApprovalGate:
     * otherwise (or after ``None``) anyone holding the gate: a ``runner.on(GateOpened, ...)``
       listener calling ``gate.resolve(True | False)`` or ``gate.reject(reason)``.
 
-    Outcomes: approval runs the handler. Rejection fails the call with a `PolicyViolationError`
-    (``policy`` is the namespace) whose message the model reads as an error result; a timeout
-    fails it with `GateTimeoutError`; aborting the gate fails it with `GateAbortedError`;
-    aborting the turn ends the turn as aborted. Each outcome is recorded as an ``approved`` or
-    ``rejected`` decision under ``<namespace>.decisions`` and as a ``policy.decision`` log.
+    Outcomes: approval runs the handler. Rejection denies the call (the handler never runs) with
+    a `PolicyViolationError` message (``policy`` is the namespace) the model reads as an error
+    result; a timeout denies it with the `GateTimeoutError` message; aborting the gate with the
+    `GateAbortedError` one; aborting the turn ends the turn as aborted. Each outcome is
+    recorded as an ``approved`` or ``rejected`` decision under ``<namespace>.decisions`` and as
+    a ``policy.decision`` log carrying the call id.
     A gate that is never settled holds only its own turn.
 
     Args:
@@ -129,29 +128,24 @@ class ApprovalGate:
         """Return whether calls to ``tool`` need approval."""
         return any(fnmatchcase(tool, pattern) for pattern in self._tools)
 
-    @turn_input
-    async def guard_tools(self, ctx: TurnContext, call_next: CallNext) -> None:
-        """Replace every matching tool of the turn's registry with its guarded copy."""
-        registry = ctx.tools
-        for tool in registry.all():
-            if self.matches(tool.name):
-                registry.register(tool.with_guard(self._guard_for(tool.name)), overwrite=True)
-        await call_next()
-
-    def _guard_for(self, name: str) -> ToolGuard:
-        async def guard(args: Mapping[str, Any], ctx: DispatchContext) -> None:
-            await self._approve(name, args, ctx)
-
-        return guard
-
-    async def _approve(self, name: str, args: Mapping[str, Any], ctx: DispatchContext) -> None:
-        checksum = tool_call_checksum(name, args)
-        gate = Gate(
-            id=f"{self._namespace}:{name}:{uuid.uuid4().hex}",
+    @tool_call(order=-50)
+    async def approve(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Hold a matching call at a gate until it is approved; run it only then."""
+        name = ctx.tool_name
+        if not self.matches(name):
+            await call_next()
+            return
+        checksum = ctx.checksum
+        args = ctx.args
+        dump = getattr(args, "model_dump", None)
+        gate: Gate[bool] = Gate(
+            id=f"{self._namespace}:{name}:{ctx.call_id}:{uuid.uuid4().hex[:8]}",
             reason=f"the call to {name!r} needs approval",
             payload={
                 "tool": name,
-                "args": dict(args),
+                "call_id": ctx.call_id,
+                "args": dump(mode="json") if callable(dump) else dict(ctx.raw_args),
+                "raw_args": dict(ctx.raw_args),
                 "checksum": checksum,
                 "iteration": ctx.iteration,
             },
@@ -162,30 +156,46 @@ class ApprovalGate:
         try:
             approved = await ctx.wait_for(gate)
         except PolicyViolationError as exc:  # rejected with text or by the approver
-            self._decide(ctx, name, checksum, "rejected", exc.message)
-            raise self._refusal(name, checksum, gate, exc.message) from exc
-        except GateTimeoutError:
-            self._decide(ctx, name, checksum, "rejected", "approval timed out")
-            raise
+            self._reject(ctx, exc.message, self._refusal(name, checksum, gate, exc.message))
+            return
+        except GateTimeoutError as exc:
+            self._reject(ctx, "approval timed out", exc)
+            return
         except GateAbortedError as exc:
-            self._decide(ctx, name, checksum, "rejected", exc.message)
-            if ctx.aborted:  # the turn's abort aborted the gate: end the turn, not just the call
-                raise TurnAbortedError(ctx.abort_reason, gate_id=gate.id) from exc
-            raise
+            if ctx.dispatch.aborted:  # the turn's abort aborted the gate: end the turn
+                self._decide(ctx, "rejected", exc.message)
+                raise TurnAbortedError(ctx.dispatch.abort_reason, gate_id=gate.id) from exc
+            self._reject(ctx, exc.message, exc)
+            return
         except TurnAbortedError:
-            self._decide(ctx, name, checksum, "rejected", "the turn was aborted")
+            self._decide(ctx, "rejected", "the turn was aborted")
             raise
         except LoopError as exc:  # rejected with a custom error: the model reads its message
-            self._decide(ctx, name, checksum, "rejected", exc.message)
-            raise
+            self._reject(ctx, exc.message, exc)
+            return
         finally:
             if asking is not None and not asking.done():
                 asking.cancel()
         if approved is not True:
             reason = f"the call to {name!r} was not approved"
-            self._decide(ctx, name, checksum, "rejected", reason)
-            raise self._refusal(name, checksum, gate, reason)
-        self._decide(ctx, name, checksum, "approved", "approved")
+            self._reject(ctx, reason, self._refusal(name, checksum, gate, reason))
+            return
+        self._decide(ctx, "approved", "approved")
+        await call_next()
+
+    def _reject(self, ctx: ToolCallContext, reason: str, error: LoopError) -> None:
+        """Record the rejection and deny the call: the model reads ``error``'s message."""
+        record_decision(
+            ctx,
+            self._namespace,
+            tool=ctx.tool_name,
+            checksum=ctx.checksum,
+            call_id=ctx.call_id,
+            action="rejected",
+            reason=reason,
+            log=False,
+        )
+        ctx.deny(reason, policy=self._namespace, action="rejected", message=str(error))
 
     async def _ask(self, gate: Gate) -> None:
         approver = self._approver
@@ -211,15 +221,13 @@ class ApprovalGate:
             details={"tool": name, "checksum": checksum, "gate_id": gate.id},
         )
 
-    def _decide(
-        self, ctx: DispatchContext, name: str, checksum: str, action: Action, reason: str
-    ) -> None:
+    def _decide(self, ctx: ToolCallContext, action: Action, reason: str) -> None:
         record_decision(
             ctx,
             self._namespace,
-            tool=name,
-            checksum=checksum,
-            call_id=None,
+            tool=ctx.tool_name,
+            checksum=ctx.checksum,
+            call_id=ctx.call_id,
             action=action,
             reason=reason,
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pipeline import DispatchContext, TurnContext
+from pipeline import DispatchContext, ToolCallContext, TurnContext
 
 __all__ = ["Action", "record_decision"]
 
@@ -19,7 +19,7 @@ Action = Literal["allowed", "hidden", "denied", "approved", "rejected", "warned"
 
 
 def record_decision(
-    ctx: TurnContext | DispatchContext,
+    ctx: TurnContext | DispatchContext | ToolCallContext,
     namespace: str,
     *,
     tool: str | None,
@@ -27,9 +27,14 @@ def record_decision(
     call_id: str | None,
     action: Action,
     reason: str,
+    log: bool = True,
 ) -> None:
-    """Append a decision to ``<namespace>.decisions`` and emit it as a ``policy.decision`` log."""
-    iteration = ctx.iteration if isinstance(ctx, DispatchContext) else None
+    """Append a decision to ``<namespace>.decisions`` and emit it as a ``policy.decision`` log.
+
+    ``log=False`` skips the log: a ``tool_call`` hook's ``ctx.deny(reason, policy=...)`` emits
+    it for the exact call (with ``call_id`` and whether the handler ran).
+    """
+    iteration = ctx.iteration if isinstance(ctx, DispatchContext | ToolCallContext) else None
     entry: dict[str, Any] = {
         "tool": tool,
         "checksum": checksum,
@@ -38,6 +43,8 @@ def record_decision(
         "reason": reason,
     }
     ctx.stash.append(f"{namespace}.decisions", entry)
+    if not log:
+        return
     ctx.log.info(
         "policy.decision",
         f"{namespace}: {action} {tool or 'dispatch'}: {reason}",

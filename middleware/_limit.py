@@ -1,4 +1,4 @@
-"""`ToolCallLimit`: caps completed calls per tool and in total within a turn."""
+"""`ToolCallLimit`: caps completed calls per tool and in total within a turn, before they run."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ from pipeline import (
     MiddlewareSpec,
     PolicyViolationError,
     StashKey,
+    ToolCallContext,
+    ToolCallNext,
 )
 
 from ._decisions import record_decision
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
-from ._registration import dispatch_input, dispatch_output
+from ._registration import dispatch_input, dispatch_output, tool_call
 
 __all__ = ["ToolCallLimit"]
 
@@ -32,19 +34,28 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolCallLimit:
-    """Cap how many calls per tool (and in total) complete within one turn.
+    """Cap how many calls per tool (and in total) complete within one turn, before they run.
 
-    Completed calls (``is_error=False``) count towards the limits; failed calls are counted
-    apart and never use up a limit. With ``on_exceed="hide"`` a tool is hidden from the model
-    once it has completed its limit (all tools once ``total`` is reached), and stays hidden for
-    the rest of the turn, even tools registered later such as forged artifact tools. With
-    ``on_exceed="nack"`` the dispatch ends with `PolicyViolationError` when a call goes past a
-    limit.
+    Enforcement happens in the ``tool_call`` stage, on the exact call: a call beyond a limit is
+    denied before its handler runs (the model reads why). A call reserves its slot as it passes
+    the stage, so within one batch of parallel calls slots go in proposal order: limit 3 with
+    10 calls in one batch means exactly 3 handler runs. The hook is registered outermost
+    (``order=-100``) so no other hook can await before the reservation.
+
+    Completed calls (``is_error=False``) use up the limits; failed or denied calls give their
+    slot back and are counted apart. With ``on_exceed="hide"`` a tool is also hidden from the
+    model once it has completed its limit (all tools once ``total`` is reached), for the rest
+    of the turn, even tools registered later such as forged artifact tools. With
+    ``on_exceed="nack"`` the call beyond the limit is denied and the dispatch ends with
+    `PolicyViolationError` (the rest of the batch does not run).
 
     Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>`` and
     ``failed.<tool>`` for each tool with a limit, ``total`` (completed calls of every tool,
-    kept when ``total`` is set), ``exhausted`` (tools hidden for their own limit) and
-    ``decisions``. (`ToolCallCounter` counts every tool.)
+    kept when ``total`` is set), ``pending.<tool>`` and ``pending_total`` (slots reserved by
+    calls of the current iteration not yet counted), ``exhausted`` (tools hidden for their own
+    limit) and ``decisions``. Calls stored without passing the stage (a custom executor that
+    builds its own records) are still counted after the fact in ``dispatch_output``.
+    (`ToolCallCounter` counts every tool.)
 
     Args:
         limits: Tool name to the most completed calls allowed (at least 1).
@@ -64,7 +75,9 @@ class ToolCallLimit:
         "_limits",
         "_namespace",
         "_on_exceed",
-        "_over",
+        "_pending",
+        "_pending_prefix",
+        "_pending_total",
         "_total",
         "_total_key",
     )
@@ -99,12 +112,13 @@ class ToolCallLimit:
                 f"{owner}: give per-tool limits, total=, or both", option="limits"
             )
         self._on_exceed = check_choice(owner, "on_exceed", on_exceed, _ACTIONS)
-        # hide acts when a count reaches its limit; nack when a call goes past it
-        self._over = 0 if self._on_exceed == "hide" else 1
         self._namespace = check_namespace(owner, namespace)
         self._completed = CountKeys(f"{namespace}.completed.")
         self._failed = CountKeys(f"{namespace}.failed.")
+        self._pending = CountKeys(f"{namespace}.pending.")
+        self._pending_prefix = f"{namespace}.pending"
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
+        self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
         self._exhausted = f"{namespace}.exhausted"
 
     def __repr__(self) -> str:
@@ -142,7 +156,7 @@ class ToolCallLimit:
         catch tools that first appear later in the turn. Leaving it out otherwise keeps a
         whole stage off the per-iteration path.
         """
-        methods = [ToolCallLimit.count]
+        methods: list[object] = [ToolCallLimit.reserve, ToolCallLimit.count]
         if self._total is not None and self._on_exceed == "hide":
             methods.insert(0, ToolCallLimit.keep_hidden)
         return [
@@ -154,22 +168,87 @@ class ToolCallLimit:
     @dispatch_input
     async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
         """Re-hide tools that first appeared after the limit hid them (forged ones)."""
-        if not self._over:
-            stash = ctx.stash
-            exhausted: list[str] | None = stash.get(self._exhausted)
-            if exhausted:
-                ctx.tools.hide(*exhausted)
-            if self._total is not None and stash[self._total_key] >= self._total:
-                ctx.tools.hide(*(tool.name for tool in ctx.tools.visible()))
+        stash = ctx.stash
+        exhausted: list[str] | None = stash.get(self._exhausted)
+        if exhausted:
+            ctx.tools.hide(*exhausted)
+        if self._total is not None and stash[self._total_key] >= self._total:
+            ctx.tools.hide(*(tool.name for tool in ctx.tools.visible()))
         await call_next()
+
+    @tool_call(order=-100)
+    async def reserve(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Deny a call beyond a limit before it runs; otherwise reserve its slot, in order."""
+        stash = ctx.stash
+        tool = ctx.tool_name
+        limit = self._limits.get(tool)
+        total_limit = self._total
+        if limit is None and total_limit is None:
+            await call_next()
+            return
+        if limit is not None:
+            used = stash[self._completed(tool)] + stash[self._pending(tool)]
+            if used >= limit:
+                self._refuse(ctx, f"{used + 1} of {limit} calls allowed")
+                return
+        if total_limit is not None:
+            used = stash[self._total_key] + stash[self._pending_total]
+            if used >= total_limit:
+                self._refuse(ctx, f"{used + 1} of {total_limit} calls allowed in total")
+                return
+        # reserved before any await: parallel calls of one batch take slots in proposal order
+        if limit is not None:
+            stash.increment(self._pending(tool))
+        if total_limit is not None:
+            stash.increment(self._pending_total)
+        record = None
+        try:
+            record = await call_next()
+        finally:
+            if record is None or record.is_error:  # failed, denied or raised: give it back
+                if limit is not None:
+                    stash.increment(self._pending(tool), -1)
+                if total_limit is not None:
+                    stash.increment(self._pending_total, -1)
+
+    def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
+        tool = ctx.tool_name
+        record_decision(
+            ctx,
+            self._namespace,
+            tool=tool,
+            checksum=ctx.checksum,
+            call_id=ctx.call_id,
+            action="denied",
+            reason=reason,
+            log=False,
+        )
+        ctx.deny(
+            reason,
+            policy=self._namespace,
+            message=f"limit: {tool}: {reason}; the call was not run",
+        )
+        d = ctx.dispatch
+        if self._on_exceed == "nack" and not d.is_signalled:
+            d.nack(
+                PolicyViolationError(
+                    f"limit: {tool}: {reason}",
+                    policy=self._namespace,
+                    details={
+                        "tool": tool,
+                        "checksum": ctx.checksum,
+                        "call_id": ctx.call_id,
+                        "reason": reason,
+                    },
+                )
+            )
 
     @dispatch_output
     async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Count the calls of this iteration and act on any limit reached."""
+        """Count the calls stored this iteration; hide tools whose limit is reached."""
         stash = ctx.stash
         limits = self._limits
         total_limit = self._total
-        over = self._over
         for call in ctx.new_tool_calls:
             tool = call.tool
             limit = limits.get(tool)
@@ -179,14 +258,14 @@ class ToolCallLimit:
                 continue
             if limit is not None:
                 count = bump(stash, self._completed(tool))
-                if count >= limit + over:
-                    self._act(
+                if count >= limit and self._on_exceed == "hide":
+                    self._hide(
                         ctx, tool, call.checksum, call.id, f"{count} of {limit} calls allowed"
                     )
             if total_limit is not None:
                 total = bump(stash, self._total_key)
-                if total >= total_limit + over:
-                    self._act(
+                if total >= total_limit and self._on_exceed == "hide":
+                    self._hide(
                         ctx,
                         tool,
                         call.checksum,
@@ -194,9 +273,12 @@ class ToolCallLimit:
                         f"{total} of {total_limit} calls allowed in total",
                         every_tool=True,
                     )
+        # every reservation of this iteration is now a stored (and counted) call
+        stash.delete(self._pending_prefix)
+        stash.delete(self._pending_total.path)
         await call_next()
 
-    def _act(
+    def _hide(
         self,
         ctx: DispatchContext,
         tool: str,
@@ -206,37 +288,24 @@ class ToolCallLimit:
         *,
         every_tool: bool = False,
     ) -> None:
-        if self._on_exceed == "hide":
-            if every_tool:
-                ctx.tools.hide(*(t.name for t in ctx.tools.visible()))
-            else:
-                ctx.tools.hide(tool)
-                exhausted: list[str] = ctx.stash.get(self._exhausted) or []
-                if tool not in exhausted:
-                    ctx.stash.set(self._exhausted, [*exhausted, tool])
-            action: Literal["hidden", "denied"] = "hidden"
+        tools = ctx.tools
+        if every_tool:
+            names = [t.name for t in tools.visible()]
         else:
-            action = "denied"
-            if not ctx.is_signalled:
-                ctx.nack(
-                    PolicyViolationError(
-                        f"limit: {tool}: {reason}",
-                        policy=self._namespace,
-                        details={
-                            "tool": tool,
-                            "checksum": checksum,
-                            "call_id": call_id,
-                            "reason": reason,
-                        },
-                    )
-                )
+            names = [tool] if not tools.is_hidden(tool) else []
+            exhausted: list[str] = ctx.stash.get(self._exhausted) or []
+            if tool not in exhausted:
+                ctx.stash.set(self._exhausted, [*exhausted, tool])
+        if not names:
+            return  # already hidden: nothing new to decide
+        tools.hide(*names)
         record_decision(
             ctx,
             self._namespace,
             tool=tool,
             checksum=checksum,
             call_id=call_id,
-            action=action,
+            action="hidden",
             reason=reason,
         )
 

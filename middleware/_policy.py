@@ -6,11 +6,19 @@ from collections.abc import Collection
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pipeline import CallNext, DispatchContext, PolicyViolationError, Tool, TurnContext
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    PolicyViolationError,
+    Tool,
+    ToolCallContext,
+    ToolCallNext,
+    TurnContext,
+)
 
 from ._decisions import record_decision
 from ._options import check_names, check_namespace
-from ._registration import dispatch_output, turn_input
+from ._registration import dispatch_output, tool_call, turn_input
 
 __all__ = ["ToolPolicy"]
 
@@ -32,10 +40,13 @@ class ToolPolicy:
     * later in the turn: the same check guards the turn's registry (`ToolRegistry.restrict`),
       so tools registered afterwards (forged artifact tools, tools added by other middleware)
       are refused as they arrive, and recorded the same way;
-    * dispatch output: a call to a tool that is not permitted is recorded as ``"denied"``; if
-      it completed without error (the tool ran, so the policy was bypassed), the dispatch is
-      nacked with `PolicyViolationError`. A call the executor already refused (an unknown tool
-      is an error record the model sees) is recorded only.
+    * each call (the ``tool_call`` stage, outermost): a call to a tool not permitted is denied
+      before its handler runs, on its call id, whatever route it took (a registry replaced with
+      ``ctx.tools = ...``, a tool renamed or registered later);
+    * dispatch output: a stored call to a tool that is not permitted that did not pass the
+      stage (a custom executor's own record) is recorded as ``"denied"``; if it completed
+      without error (the tool ran, so the policy was bypassed), the dispatch is nacked with
+      `PolicyViolationError`.
 
     Args:
         allow: Patterns of tools permitted, or None for all.
@@ -47,7 +58,7 @@ class ToolPolicy:
             empty pattern, or the namespace is not a stash path.
     """
 
-    __slots__ = ("_allow", "_deny", "_namespace", "_verdicts")
+    __slots__ = ("_allow", "_deny", "_namespace", "_stopped", "_verdicts")
 
     def __init__(
         self,
@@ -61,6 +72,7 @@ class ToolPolicy:
         self._allow = None if allow is None else check_names(owner, "allow", allow)
         self._deny = check_names(owner, "deny", deny)
         self._namespace = check_namespace(owner, namespace)
+        self._stopped = f"{namespace}.stopped"
         # a memo of a pure function of the tool name (not turn state): a bounded cache
         self._verdicts: dict[str, str | None] = {}
 
@@ -131,13 +143,50 @@ class ToolPolicy:
         ctx.tools.restrict(admit)
         await call_next()
 
+    @tool_call(order=-110)
+    async def deny_call(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Deny, before it runs, a call to a tool the policy does not permit.
+
+        Admission checks keep denied tools out of the registry; this catches what slips past
+        them (a tool put back by ``ctx.tools = ...``, a registry edited by other middleware).
+        """
+        reason = self.refusal(ctx.tool_name)
+        if reason is None:
+            await call_next()
+            return
+        ctx.stash.append(self._stopped, ctx.call_id)
+        record_decision(
+            ctx,
+            self._namespace,
+            tool=ctx.tool_name,
+            checksum=ctx.checksum,
+            call_id=ctx.call_id,
+            action="denied",
+            reason=reason,
+            log=False,
+        )
+        ctx.deny(
+            reason,
+            policy=self._namespace,
+            message=f"policy: {ctx.tool_name} {reason}; the call was not run",
+        )
+
     @dispatch_output
     async def enforce(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Record calls to tools not permitted; nack when one actually ran."""
+        """Record stored calls to tools not permitted (from any executor); nack if one ran.
+
+        Calls the ``tool_call`` stage denied are already recorded and never ran; this catches
+        records stored without passing the stage (a custom executor's own records).
+        """
+        stopped = set(ctx.stash.get(self._stopped) or ())
+        if stopped:
+            ctx.stash.delete(self._stopped)
         for call in ctx.new_tool_calls:
             reason = self.refusal(call.tool)
             if reason is None:
                 continue
+            if call.id in stopped:
+                continue  # denied by deny_call before it ran: already recorded
             ran = not call.is_error
             record_decision(
                 ctx,

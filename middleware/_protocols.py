@@ -20,12 +20,12 @@ and two decorator Protocols; a new stage of an existing context type needs none.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import TypedDict, Unpack
 
-from pipeline import CallNext, DispatchContext, TurnContext
+from pipeline import CallNext, DispatchContext, ToolCallContext, ToolCallNext, TurnContext
 
 __all__ = [
     "DispatchDecorator",
@@ -37,6 +37,14 @@ __all__ = [
     "DispatchMiddlewareMethod",
     "DispatchT",
     "StageOptions",
+    "ToolCallDecorator",
+    "ToolCallHook",
+    "ToolCallHookMethod",
+    "ToolCallMethodDecorator",
+    "ToolCallMethodT",
+    "ToolCallMiddleware",
+    "ToolCallMiddlewareMethod",
+    "ToolCallT",
     "ToolsT",
     "TurnDecorator",
     "TurnHook",
@@ -78,6 +86,43 @@ class DispatchHook(Protocol):
 
     def __call__(self, ctx: DispatchContext, /) -> Awaitable[None] | None:
         """React to the iteration; the rest of the stage runs after it returns."""
+        ...
+
+
+class ToolCallMiddleware(Protocol):
+    """A ``tool_call`` middleware: ``async def mw(ctx: ToolCallContext, call_next) -> None``.
+
+    ``await call_next()`` runs the rest of the onion and the handler and returns the record.
+    """
+
+    def __call__(self, ctx: ToolCallContext, call_next: ToolCallNext, /) -> Awaitable[None]:
+        """Run around one tool execution; deny, respond, or await ``call_next()`` once."""
+        ...
+
+
+class ToolCallHook(Protocol):
+    """A one-argument ``tool_call`` hook, sync or async; it runs before the handler."""
+
+    def __call__(self, ctx: ToolCallContext, /) -> Awaitable[None] | None:
+        """Look at (or deny, or answer) the call; the handler runs after it unless decided."""
+        ...
+
+
+class ToolCallMiddlewareMethod(Protocol):
+    """A ``tool_call`` middleware method: ``async def mw(self, ctx, call_next) -> None``."""
+
+    def __call__(
+        self, instance: Any, ctx: ToolCallContext, call_next: ToolCallNext, /
+    ) -> Awaitable[None]:
+        """Run around one tool execution for ``instance``."""
+        ...
+
+
+class ToolCallHookMethod(Protocol):
+    """A one-argument ``tool_call`` hook method (``def hook(self, ctx) -> None``, or async)."""
+
+    def __call__(self, instance: Any, ctx: ToolCallContext, /) -> Awaitable[None] | None:
+        """Look at (or decide) the call for ``instance``."""
         ...
 
 
@@ -126,6 +171,12 @@ TurnMethodT = TypeVar("TurnMethodT", bound=TurnMiddlewareMethod | TurnHookMethod
 
 DispatchMethodT = TypeVar("DispatchMethodT", bound=DispatchMiddlewareMethod | DispatchHookMethod)
 """What a module-level dispatch-stage decorator accepts on a class."""
+
+ToolCallT = TypeVar("ToolCallT", bound=ToolCallMiddleware | ToolCallHook)
+"""What a ``tool_call`` decorator accepts (and returns unchanged)."""
+
+ToolCallMethodT = TypeVar("ToolCallMethodT", bound=ToolCallMiddlewareMethod | ToolCallHookMethod)
+"""What the module-level ``tool_call`` decorator accepts on a class."""
 
 ToolsT = TypeVar("ToolsT", contravariant=True)
 """The type of a stage's ``tools=`` option: ``None`` where the stage cannot filter by tool."""
@@ -188,7 +239,43 @@ class DispatchMethodDecorator(Protocol[ToolsT]):
     ) -> Callable[[DispatchMethodT], DispatchMethodT]: ...
 
 
+class ToolCallDecorator(Protocol):
+    """The ``tool_call`` decorator on a set, e.g. ``@policy.tool_call(tools=["shell*"])``."""
+
+    @overload
+    def __call__(self, fn: ToolCallT, /) -> ToolCallT: ...
+    @overload
+    def __call__(
+        self,
+        fn: None = None,
+        /,
+        *,
+        tools: Collection[str] | None = ...,
+        **options: Unpack[StageOptions],
+    ) -> Callable[[ToolCallT], ToolCallT]: ...
+
+
+class ToolCallMethodDecorator(Protocol):
+    """The module-level ``tool_call`` decorator, for methods, e.g. ``@tool_call(order=-10)``."""
+
+    @overload
+    def __call__(self, fn: ToolCallMethodT, /) -> ToolCallMethodT: ...
+    @overload
+    def __call__(
+        self,
+        fn: None = None,
+        /,
+        *,
+        tools: Collection[str] | None = ...,
+        **options: Unpack[StageOptions],
+    ) -> Callable[[ToolCallMethodT], ToolCallMethodT]: ...
+
+
 for _cls in (
+    ToolCallMiddleware,
+    ToolCallHook,
+    ToolCallMiddlewareMethod,
+    ToolCallHookMethod,
     TurnMiddleware,
     DispatchMiddleware,
     TurnHook,

@@ -30,6 +30,8 @@ from ._options import check_bool, check_int, check_names
 from ._protocols import (
     DispatchDecorator,
     DispatchMethodDecorator,
+    ToolCallDecorator,
+    ToolCallMethodDecorator,
     TurnDecorator,
     TurnMethodDecorator,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "dispatch_input",
     "dispatch_output",
     "function_name",
+    "tool_call",
     "turn_input",
     "turn_output",
 ]
@@ -72,7 +75,8 @@ class Registration:
     name: str | None = None
     """The ``name=`` option; None means the default name."""
     tools: frozenset[str] | None = None
-    """Run only for iterations that completed a call to one of these tools."""
+    """Names or globs: run only for calls (``tool_call``) or iterations (``dispatch_output``)
+    involving a matching tool."""
     timed: bool = False
     """Emit a ``middleware.timing`` log per run."""
     method: bool = False
@@ -98,6 +102,7 @@ class Registration:
         unbound = adapt(
             fn,
             shape,
+            stage=self.stage,
             method=True,
             tools=self.tools,
             timing=(name, self.stage) if self.timed else None,
@@ -111,6 +116,7 @@ class Registration:
         fn = adapt(
             self.fn,
             self.shape,
+            stage=self.stage,
             method=False,
             tools=self.tools,
             timing=(name, self.stage) if self.timed else None,
@@ -138,8 +144,9 @@ class StageDecorator(Generic[OnMethods, OnSets]):
         order: Lower runs outer.
         name: The name in ``describe_pipelines()``; by default ``<set name>.<function name>``
             on a set and ``<ClassName>.<method name>`` on a class.
-        tools: Only on a stage that filters by tool (``dispatch_output``): run only for
-            iterations whose ``ctx.new_tool_calls`` include one of these tools.
+        tools: Only on a stage that filters by tool, as names or globs (``"shell*"``): on
+            ``dispatch_output``, run only for iterations whose ``ctx.new_tool_calls`` include
+            a matching tool; on ``tool_call``, run only around calls to a matching tool.
         timed: Emit a ``middleware.timing`` debug log per run; by default the set's ``timed``,
             and off for methods.
 
@@ -221,12 +228,12 @@ class StageDecorator(Generic[OnMethods, OnSets]):
             # dispatch input runs before the executor, when the iteration has no calls yet: a
             # filter there could never fire, so it is refused rather than silently inert
             raise InvalidMiddlewareConfigError(
-                f"tools= runs a middleware only for iterations that completed calls to those "
-                f"tools, which only dispatch_output can see; it is not valid on {stage!r}",
+                f"tools= runs a middleware only for calls to those tools, which only "
+                f"dispatch_output and tool_call can see; it is not valid on {stage!r}",
                 option="tools",
                 stage=stage,
             )
-        names = frozenset(check_names(owner, "tools", tools, noun="tool names"))
+        names = frozenset(check_names(owner, "tools", tools, noun="tool names or globs"))
         if not names:
             raise InvalidMiddlewareConfigError(
                 f"{owner}: tools must name at least one tool", option="tools"
@@ -288,4 +295,7 @@ dispatch_input: StageDecorator[DispatchMethodDecorator[None], DispatchDecorator[
 dispatch_output: StageDecorator[
     DispatchMethodDecorator[_ToolNames], DispatchDecorator[_ToolNames]
 ] = StageDecorator("dispatch_output", filters_tools=True)
+tool_call: StageDecorator[ToolCallMethodDecorator, ToolCallDecorator] = StageDecorator(
+    "tool_call", filters_tools=True
+)
 turn_output: StageDecorator[TurnMethodDecorator, TurnDecorator] = StageDecorator("turn_output")

@@ -7,18 +7,31 @@ import re
 from collections.abc import Collection
 from typing import Literal
 
-from pipeline import CallNext, DispatchContext, PolicyViolationError, ToolCall
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    MiddlewareSpec,
+    PolicyViolationError,
+    ToolCall,
+    ToolCallContext,
+    ToolCallNext,
+)
 
 from ._decisions import Action, record_decision
 from ._options import check_choice, check_int, check_names, check_namespace
-from ._registration import dispatch_output
+from ._registration import dispatch_output, tool_call
 
 __all__ = ["RepetitionDetector"]
 
-OnRepeat = Literal["hide", "nack", "warn"]
+OnRepeat = Literal["block", "hide", "nack", "warn"]
 
-_ACTIONS: tuple[OnRepeat, ...] = ("hide", "nack", "warn")
-_DECISION: dict[OnRepeat, Action] = {"hide": "hidden", "nack": "denied", "warn": "warned"}
+_ACTIONS: tuple[OnRepeat, ...] = ("block", "hide", "nack", "warn")
+_DECISION: dict[OnRepeat, Action] = {
+    "block": "denied",
+    "hide": "hidden",
+    "nack": "denied",
+    "warn": "warned",
+}
 
 
 def find_oscillation(recent: list[str]) -> str | None:
@@ -49,9 +62,12 @@ class RepetitionDetector:
     ``window`` set, an ``A, B, A, B`` alternation among the last ``window`` calls of the turn
     triggers it too (``A`` and ``B`` being distinct checksums). Actions:
 
-    * ``"hide"``: hide the tool (both tools for an oscillation) in the turn's registry for the
-      rest of the turn, so the model is no longer offered it; the next turn starts fresh;
-    * ``"nack"``: end the dispatch with `PolicyViolationError` (stored calls are kept);
+    * ``"block"`` (the default): in the ``tool_call`` stage, before the handler runs, deny the
+      call that would reach the threshold (or complete the oscillation); identical calls in one
+      batch count as they pass, so a batch cannot run past it. The model reads why;
+    * ``"hide"``: after the fact, hide the tool (both tools for an oscillation) in the turn's
+      registry for the rest of the turn, so it is no longer offered or callable;
+    * ``"nack"``: after the fact, end the dispatch with `PolicyViolationError`;
     * ``"warn"``: only record and log.
 
     Every trigger is recorded under ``<namespace>.decisions`` and emitted as a
@@ -62,7 +78,7 @@ class RepetitionDetector:
         threshold: How many identical calls trigger (at least 2).
         window: How many recent calls to search for an oscillation (at least 4); None turns
             oscillation detection off.
-        on_repeat: ``"hide"``, ``"nack"`` or ``"warn"``.
+        on_repeat: ``"block"``, ``"hide"``, ``"nack"`` or ``"warn"``.
         exempt: Tools never flagged: names or globs (``"poll*"``), as `ToolPolicy` takes.
         namespace: The stash path of its state and decisions.
 
@@ -71,8 +87,10 @@ class RepetitionDetector:
     """
 
     __slots__ = (
+        "_blocked",
         "_exempt",
         "_exempt_match",
+        "_inflight",
         "_namespace",
         "_on_repeat",
         "_recent",
@@ -84,7 +102,7 @@ class RepetitionDetector:
         self,
         threshold: int = 3,
         window: int | None = None,
-        on_repeat: OnRepeat = "hide",
+        on_repeat: OnRepeat = "block",
         exempt: Collection[str] = (),
         *,
         namespace: str = "loopware.repetition",
@@ -103,6 +121,8 @@ class RepetitionDetector:
         )
         self._namespace = check_namespace(owner, namespace)
         self._recent = f"{namespace}.recent"
+        self._inflight = f"{namespace}.inflight"
+        self._blocked = f"{namespace}.blocked"
 
     def __repr__(self) -> str:
         """Show the configuration."""
@@ -141,12 +161,95 @@ class RepetitionDetector:
         """True when ``tool`` matches an ``exempt`` glob (a plain name matches only itself)."""
         return self._exempt_match is not None and self._exempt_match(tool) is not None
 
+    def middleware_specs(self) -> list[MiddlewareSpec]:
+        """This instance's stage middleware (``pipeline.MiddlewareProvider``).
+
+        ``block`` is composed only for ``on_repeat="block"``: the other actions act after the
+        fact and keep the per-call stage off the hot path.
+        """
+        methods: list[object] = [RepetitionDetector.check]
+        if self._on_repeat == "block":
+            methods.insert(0, RepetitionDetector.block)
+        return [
+            registration.bind(self)
+            for method in methods
+            for registration in getattr(method, "__loopware_registrations__", ())
+        ]
+
+    @tool_call(order=-90)
+    async def block(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Deny, before it runs, a call that would reach the threshold or an oscillation.
+
+        Calls let through count as in flight until the iteration's calls are stored.
+        """
+        tool = ctx.tool_name
+        if self._is_exempt(tool):
+            await call_next()
+            return
+        stash = ctx.stash
+        entry = f"{tool}:{ctx.checksum}"
+        inflight: list[str] = stash.get(self._inflight) or []
+        count = ctx.dispatch.tool_call_count(ctx.checksum) + inflight.count(entry) + 1
+        reason = None
+        other = None
+        if count >= self._threshold:
+            reason = f"identical call would be made {count} times (threshold {self._threshold})"
+        elif self._window is not None:
+            recent: list[str] = stash.get(self._recent) or []
+            window = [*recent, *inflight, entry][-self._window :]
+            found = find_oscillation(window) if len(window) >= 4 else None
+            if found is not None:
+                other = found.partition(":")[::2]
+                reason = self._oscillation_reason(other, tool, ctx.checksum, self._window)
+        if reason is None:
+            stash.append(self._inflight, entry)
+            await call_next()
+            return
+        stash.append(self._blocked, ctx.call_id)
+        record_decision(
+            ctx,
+            self._namespace,
+            tool=tool,
+            checksum=ctx.checksum,
+            call_id=ctx.call_id,
+            action="denied",
+            reason=reason,
+            log=False,
+        )
+        ctx.deny(
+            reason,
+            policy=self._namespace,
+            message=f"repetition: {tool}: {reason}; the call was not run",
+        )
+
+    @staticmethod
+    def _oscillation_reason(other: tuple[str, str], tool: str, checksum: str, window: int) -> str:
+        other_tool, other_checksum = other
+        if other_tool == tool:
+            what = (
+                f"two calls of {tool} with different arguments "
+                f"({other_checksum[:8]} and {checksum[:8]})"
+            )
+        else:
+            what = f"two calls ({other_tool} and {tool})"
+        return f"oscillating between {what} within the last {window} calls"
+
     @dispatch_output
     async def check(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Check the calls completed in this iteration for repeats and oscillation."""
+        """Check the calls stored in this iteration for repeats and oscillation."""
+        blocking = self._on_repeat == "block"
+        blocked: set[str] = set()
+        if blocking:  # every call in flight is now stored
+            blocked = set(ctx.stash.get(self._blocked) or ())
+            ctx.stash.delete(self._inflight)
+            ctx.stash.delete(self._blocked)
         flagged: set[str] = set()
         for call in ctx.new_tool_calls:
             if self._is_exempt(call.tool):
+                continue
+            if blocking:  # repeats were denied before they ran; keep the oscillation window
+                if self._window is not None and call.id not in blocked:
+                    self._remember(ctx, call, self._window)
                 continue
             count = ctx.tool_call_count(call.checksum)
             if count >= self._threshold and call.checksum not in flagged:
@@ -157,6 +260,14 @@ class RepetitionDetector:
             if self._window is not None:
                 self._check_oscillation(ctx, call, self._window)
         await call_next()
+
+    def _remember(self, ctx: DispatchContext, call: ToolCall, window: int) -> None:
+        """Add a stored call (one this detector did not block) to the recent window."""
+        recent: list[str] = ctx.stash.get(self._recent) or []
+        recent.append(f"{call.tool}:{call.checksum}")
+        if len(recent) > window:
+            del recent[: len(recent) - window]
+        ctx.stash.set(self._recent, recent)
 
     def _check_oscillation(self, ctx: DispatchContext, call: ToolCall, window: int) -> None:
         entry = f"{call.tool}:{call.checksum}"
@@ -170,9 +281,8 @@ class RepetitionDetector:
             return
         ctx.stash.set(self._recent, [])  # the same alternation must recur in full to trigger again
         other_tool, _, other_checksum = other.partition(":")
-        reason = (
-            f"oscillating between two calls ({other_tool} and {call.tool}) within the last "
-            f"{window} calls"
+        reason = self._oscillation_reason(
+            (other_tool, other_checksum), call.tool, call.checksum, window
         )
         self._act(ctx, call, reason, other=(other_tool, other_checksum))
 
@@ -185,6 +295,8 @@ class RepetitionDetector:
     ) -> None:
         action = self._on_repeat
         tools = [call.tool] if other is None or other[0] == call.tool else [other[0], call.tool]
+        if action == "hide" and all(ctx.tools.is_hidden(t) for t in tools):
+            return  # already hidden: the registry refused this call before it ran
         if action == "hide":
             ctx.tools.hide(*tools)
         elif action == "nack" and not ctx.is_signalled:

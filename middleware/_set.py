@@ -12,6 +12,7 @@ from ._registration import (
     dispatch_input,
     dispatch_output,
     function_name,
+    tool_call,
     turn_input,
     turn_output,
 )
@@ -54,6 +55,7 @@ class Middleware:
 
     turn_input = turn_input
     dispatch_input = dispatch_input
+    tool_call = tool_call
     dispatch_output = dispatch_output
     turn_output = turn_output
 

@@ -116,6 +116,9 @@ from .stages import MethodRegistration as MethodRegistration
 from .stages import MiddlewareProvider as MiddlewareProvider
 from .stages import MiddlewareSpec as MiddlewareSpec
 from .stages import Stage as Stage
+from .stages import ToolCallContext as ToolCallContext
+from .stages import ToolCallNext as ToolCallNext
+from .stages import ToolCallStageFn as ToolCallStageFn
 from .stages import TurnStageFn as TurnStageFn
 from .stores import FileSpoolStore as FileSpoolStore
 from .stores import MemorySpoolStore as MemorySpoolStore
@@ -158,6 +161,8 @@ __all__ = [
     "StashSnapshot",
     "Tool",
     "ToolCall",
+    "ToolCallContext",
+    "ToolCallNext",
     "ToolContext",
     "ToolDescription",
     "ToolError",

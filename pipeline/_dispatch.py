@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._context import TurnView
 from ._errors import AlreadySignalledError, LoopError, NackedError
+from ._events import StageName
 from ._tool_calls import DEFAULT_INLINE_LIMIT, run_tool_call
 
 if TYPE_CHECKING:
@@ -83,7 +84,13 @@ class DispatchContext(TurnView):
         Raises:
             TurnAbortedError: the handler (or a guard) aborted the turn.
         """
-        return await run_tool_call(self, call_id, name, arguments, inline_limit)
+        return await run_tool_call(
+            self, call_id, name, arguments, inline_limit, self._state.tool_call_stage
+        )
+
+    def report_error(self, error: LoopError, stage: StageName) -> None:
+        """Record ``error`` in the turn's errors and emit `ErrorReported` (the turn goes on)."""
+        self._state.report(error, stage)
 
     # -- the signal ------------------------------------------------------------------------------
     @property

@@ -38,8 +38,10 @@ __all__ = [
     "TurnStatus",
 ]
 
-StageName = Literal["turn_input", "dispatch_input", "dispatch_output", "turn_output", "executor"]
-"""Where an error was reported: one of the four stages, or the executor."""
+StageName = Literal[
+    "turn_input", "dispatch_input", "dispatch_output", "turn_output", "tool_call", "executor"
+]
+"""Where an error was reported: one of the five stages, or the executor."""
 
 TurnStatus = Literal["completed", "failed", "aborted"]
 """How a turn ended."""

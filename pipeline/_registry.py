@@ -139,6 +139,20 @@ class ToolRegistry:
         """Return the tool named ``name`` (hidden or not), or None."""
         return self._tools.get(name)
 
+    def get_visible(self, name: str) -> AnyTool | None:
+        """Return the tool named ``name`` if it is offered to the model (not hidden), else None.
+
+        This is how a call is looked up: a hidden tool is not callable. Names match exactly (no
+        case folding or Unicode normalisation), so a look-alike never reaches a hidden tool.
+        """
+        if name in self._hidden:
+            return None
+        return self._tools.get(name)
+
+    def is_hidden(self, name: str) -> bool:
+        """Return whether ``name`` is registered and hidden."""
+        return name in self._hidden
+
     def has(self, name: str) -> bool:
         """Return whether a tool named ``name`` is registered (hidden or not)."""
         return name in self._tools
@@ -176,7 +190,10 @@ class ToolRegistry:
         return [tool for name, tool in self._tools.items() if name in hidden]
 
     def hide(self, *names: str) -> None:
-        """Hide the named tools; names that are not registered are ignored."""
+        """Hide the named tools: no longer offered, and no longer callable (see `get_visible`).
+
+        Names that are not registered are ignored.
+        """
         tools = self._tools
         self._hidden.update(name for name in names if name in tools)
 

@@ -17,6 +17,7 @@ from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
 from ._tool import Tool
+from ._tool_calls import ToolCallStage
 from ._turn import Turn
 from ._turn_state import TurnState
 from .stores._store import MemoryStore
@@ -115,6 +116,7 @@ class TurnRunner:
         "_spool",
         "_store",
         "_system_prompt",
+        "_tool_call_stage",
     )
 
     def __init__(
@@ -186,6 +188,10 @@ class TurnRunner:
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._onions = build_onions(resolved)
+        tool_call = self._onions["tool_call"]
+        self._tool_call_stage = (
+            ToolCallStage(tool_call.fns, tool_call.names) if tool_call.fns else None
+        )
         self._bus = EventBus()
         for item in items:
             if isinstance(item, EventObserver):
@@ -236,6 +242,7 @@ class TurnRunner:
             system_prompt=self._system_prompt,
             conversation_id=conversation_id,
         )
+        state.tool_call_stage = self._tool_call_stage
         return Turn(
             state,
             executor=self._executor,

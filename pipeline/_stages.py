@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._context import TurnContext
     from ._dispatch import DispatchContext
     from ._events import Event
+    from ._tool_call_ctx import ToolCallContext, ToolCallNext
 
 __all__ = [
     "CallNext",
@@ -34,13 +35,20 @@ __all__ = [
     "MiddlewareProvider",
     "MiddlewareSpec",
     "Stage",
+    "ToolCallStageFn",
     "TurnStageFn",
 ]
 
-Stage = Literal["turn_input", "dispatch_input", "dispatch_output", "turn_output"]
-"""The four middleware stages."""
+Stage = Literal["turn_input", "dispatch_input", "tool_call", "dispatch_output", "turn_output"]
+"""The five middleware stages (``tool_call`` wraps each single tool execution)."""
 
-STAGES: tuple[Stage, ...] = ("turn_input", "dispatch_input", "dispatch_output", "turn_output")
+STAGES: tuple[Stage, ...] = (
+    "turn_input",
+    "dispatch_input",
+    "tool_call",
+    "dispatch_output",
+    "turn_output",
+)
 
 CallNext = Callable[[], Awaitable[None]]
 """The ``call_next`` argument of a middleware: await it to run the rest of the stage."""
@@ -50,6 +58,10 @@ TurnStageFn = Callable[["TurnContext", CallNext], Awaitable[None]]
 
 DispatchStageFn = Callable[["DispatchContext", CallNext], Awaitable[None]]
 """A dispatch-stage middleware: ``async (ctx: DispatchContext, call_next) -> None``."""
+
+ToolCallStageFn = Callable[["ToolCallContext", "ToolCallNext"], Awaitable[None]]
+"""A ``tool_call`` middleware: ``async (ctx: ToolCallContext, call_next) -> None``, where
+``await call_next()`` runs the rest of the onion and the handler and returns the record."""
 
 E = TypeVar("E", bound="Event")
 
@@ -62,7 +74,7 @@ class MiddlewareSpec:
     """The stage it runs in."""
     name: str
     """Its name in `TurnRunner.describe_pipelines()`."""
-    fn: Callable[[Any, CallNext], Awaitable[None]]
+    fn: Callable[[Any, Any], Awaitable[None]]
     """The two-argument async callable (already adapted from hooks or sync functions)."""
     order: int = 0
     """Lower runs outer; ties keep list position, then registration order."""

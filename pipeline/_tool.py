@@ -360,6 +360,14 @@ class Tool(Generic[ArgsT]):
         """
         return self._schema.validate(args)
 
+    def validate_sync(self, args: Mapping[str, Any]) -> ArgsT:
+        """`validate` without the coroutine, for code already on the loop's hot path.
+
+        Raises:
+            InvalidToolArgsError: the arguments fail the schema.
+        """
+        return self._schema.validate(args)
+
     def with_guard(self, guard: ToolGuard) -> Tool[ArgsT]:
         """Return a copy of this tool whose calls first pass ``guard``.
 
@@ -389,6 +397,7 @@ class Tool(Generic[ArgsT]):
         *,
         call_id: str,
         checksum: str | None = None,
+        validated: ArgsT | None = None,
     ) -> ToolOutput:
         """Run this tool once for ``ctx`` on the raw ``args`` and return the handler's value.
 
@@ -406,7 +415,8 @@ class Tool(Generic[ArgsT]):
         ``asyncio.CancelledError`` and other ``BaseException`` subclasses propagate unchanged.
 
         ``ctx`` is handed to the handler as its context: the runner passes the
-        `DispatchContext`; tests may pass any `ToolContext`.
+        `DispatchContext`; tests may pass any `ToolContext`. ``validated`` skips step (2) for
+        arguments the caller already validated with `validate_sync`.
         """
         name = self._name
         if checksum is None:
@@ -428,6 +438,7 @@ class Tool(Generic[ArgsT]):
             call_id,
             checksum,
             getattr(ctx, "listening", True),
+            validated,
         )
 
     def bind(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:

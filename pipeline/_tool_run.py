@@ -36,17 +36,20 @@ async def run_handler(
     call_id: str,
     checksum: str,
     listening: bool,
+    validated: Any = None,
 ) -> ToolOutput:
     """Validate ``args``, pass the guards, run the handler and emit the two events.
 
-    ``listening`` False skips building the events (the hot path of a quiet runner).
+    ``listening`` False skips building the events (the hot path of a quiet runner);
+    ``validated`` given skips validating ``args`` again.
 
     Raises:
         InvalidToolArgsError: the arguments fail the schema (no event, handler not called).
         ToolDownstreamError: the handler (or a guard) raised a non-loopware exception.
         LoopError: raised by the handler or a guard, unchanged.
     """
-    validated = schema.validate(args)
+    if validated is None:
+        validated = schema.validate(args)
     handler_ctx = cast("DispatchContext", ctx)
     for guard in guards:
         try:

@@ -28,7 +28,7 @@ from ._errors import (
     StoreError,
     TurnAbortedError,
 )
-from ._events import ErrorReported, Log, StageName, TurnEnd, TurnStart, TurnStatus
+from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
 from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
@@ -132,10 +132,7 @@ class Turn:
     # -- stages ----------------------------------------------------------------------------------
     def report(self, error: LoopError, stage: StageName) -> None:
         """Record an error of the turn and emit `ErrorReported`."""
-        state = self.state
-        state.errors.append(error)
-        if state.bus.listening:
-            state.emit(ErrorReported(turn_id=state.turn_id, error=error, stage=stage))
+        self.state.report(error, stage)
 
     def has_stage(self, stage: Stage) -> bool:
         """True when ``stage`` has any middleware."""

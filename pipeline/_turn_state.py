@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
-from ._events import Event, GateClosed, GateOpened, MessageStored, ToolCallStored
+from ._events import (
+    ErrorReported,
+    Event,
+    GateClosed,
+    GateOpened,
+    MessageStored,
+    StageName,
+    ToolCallStored,
+)
 from .artifacts._artifact import SpooledArtifact
 
 if TYPE_CHECKING:
@@ -23,6 +31,7 @@ if TYPE_CHECKING:
     from ._gate import Gate
     from ._registry import ToolRegistry
     from ._stash import Stash
+    from ._tool_calls import ToolCallStage
     from ._toolcall import ToolCall
     from .models._seam import Message
     from .stores._spool import SpoolReader, SpoolStore
@@ -65,6 +74,7 @@ class TurnState:
         "stash",
         "store",
         "system_prompt",
+        "tool_call_stage",
         "tools",
         "turn_id",
     )
@@ -118,6 +128,8 @@ class TurnState:
         self.errors: list[LoopError] = []
         """Every `LoopError` raised or reported during the turn, in order."""
         self.iterations = 0
+        self.tool_call_stage: ToolCallStage | None = None
+        """The runner's composed ``tool_call`` middleware (None when it has none)."""
 
     def __repr__(self) -> str:
         """Show the turn id and how far it got."""
@@ -151,6 +163,12 @@ class TurnState:
     def emit(self, event: Event) -> None:
         """Deliver an event to the listeners (async ones are awaited before the turn ends)."""
         self.bus.emit(event, self.pending)
+
+    def report(self, error: LoopError, stage: StageName) -> None:
+        """Record an error of the turn and emit `ErrorReported`."""
+        self.errors.append(error)
+        if self.bus.listening:
+            self.emit(ErrorReported(turn_id=self.turn_id, error=error, stage=stage))
 
     # -- spool ---------------------------------------------------------------------------------
     def spool_write(self, call_id: str, data: str | bytes) -> SpoolReader:

@@ -82,6 +82,9 @@ def test_pipelines_prints_every_stage_in_order(capsys: pytest.CaptureFixture[str
         "  1. ToolPolicy.restrict",
         "dispatch_input:",
         "  (none)",
+        "tool_call:",
+        "  1. ToolPolicy.deny_call",
+        "  2. ToolCallLimit.reserve",
         "dispatch_output:",
         "  1. ToolPolicy.enforce",
         "  2. ToolCallLimit.count",
@@ -96,6 +99,7 @@ def test_pipelines_json_is_describe_pipelines(capsys: pytest.CaptureFixture[str]
     assert json.loads(capsys.readouterr().out) == {
         "turn_input": ["ToolPolicy.restrict"],
         "dispatch_input": [],
+        "tool_call": ["ToolPolicy.deny_call", "ToolCallLimit.reserve"],
         "dispatch_output": ["ToolPolicy.enforce", "ToolCallLimit.count"],
         "turn_output": [],
     }

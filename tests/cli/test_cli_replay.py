@@ -43,26 +43,32 @@ REP = ("loopware.repetition", "hidden", "repeat detected")
 
 
 def test_coding_agent_loop_hides_the_repeated_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """The third identical pytest run hides run_command; later repeats were not even offered."""
+    """The third identical pytest run hides run_command; later repeats would never have run."""
     status, report, err = replay_json(
         capsys, str(DATA / "coding_agent_loop.json"), "--middleware", f"{STACKS}:coding_stack"
     )
-    assert (status, err) == (0, "")
+    assert (status, err) == (1, "")  # the recorded calls to the hidden tool would be refused
     assert report["format"] == "openai"
+    refused = ("registry", "denied", None)
     assert summary(report) == [
         (0, "read_file", "allowed", True, []),
         (1, "run_command", "allowed", True, []),
         (2, "edit_file", "allowed", True, []),
         (3, "run_command", "allowed", True, []),
         (4, "run_command", "hidden", True, [REP]),
-        (5, "run_command", "hidden", False, [REP]),
-        (6, "run_command", "hidden", False, [REP]),
+        (5, "run_command", "denied", False, [refused]),
+        (6, "run_command", "denied", False, [refused]),
         (7, "run_command", "allowed", True, []),  # the next turn offers the tool again
     ]
-    reasons = [d["reason"] for c in report["turns"][0]["calls"] for d in c["decisions"]]
-    assert reasons == [f"identical call made {n} times (threshold 3)" for n in (3, 4, 5)]
+    calls = report["turns"][0]["calls"]
+    assert [c["ran"] for c in calls] == [True, True, True, True, True, False, False]
+    assert calls[4]["decisions"][0]["reason"] == "identical call made 3 times (threshold 3)"
+    assert calls[5]["decisions"][0]["reason"] == "the tool is hidden in this turn"
     assert [t["status"] for t in report["turns"]] == ["completed", "completed"]
-    assert report["summary"] == {"calls": 8, "verdicts": {"allowed": 5, "hidden": 3}}
+    assert report["summary"] == {
+        "calls": 8,
+        "verdicts": {"allowed": 5, "hidden": 1, "denied": 2},
+    }
 
 
 def test_support_agent_denied_shell_and_duplicate_refund(
@@ -174,14 +180,21 @@ def test_several_middleware_options_compose_in_order(capsys: pytest.CaptureFixtu
         "-m",
         f"{STACKS}:support_stack",
     )
-    assert status == 0
+    assert status == 1  # the default RepetitionDetector blocks repeats before they run
     assert report["middleware"] == ["middleware:RepetitionDetector", f"{STACKS}:support_stack"]
+    assert report["pipelines"]["tool_call"] == [
+        "ToolPolicy.deny_call",
+        "ToolCallLimit.reserve",
+        "RepetitionDetector.block",
+    ]
     assert report["pipelines"]["dispatch_output"] == [
         "RepetitionDetector.check",
         "ToolPolicy.enforce",
         "ToolCallLimit.count",
     ]
-    assert [c["verdict"] for c in report["turns"][0]["calls"]][4:] == ["hidden"] * 3
+    calls = report["turns"][0]["calls"]
+    assert [c["verdict"] for c in calls][4:] == ["denied"] * 3
+    assert [c["ran"] for c in calls][4:] == [False] * 3
 
 
 def test_turns_share_one_conversation_unless_separate(
@@ -203,7 +216,8 @@ def test_turns_share_one_conversation_unless_separate(
     _, separate, _ = replay_json(
         capsys, str(path), "-m", f"{STACKS}:coding_stack", "--separate-turns"
     )
-    assert [c[2] for c in summary(shared)] == ["allowed", "allowed", "hidden", "hidden"]
+    # shared: the 3rd search hides the tool; the 4th would be refused, never run
+    assert [c[2] for c in summary(shared)] == ["allowed", "allowed", "hidden", "denied"]
     assert [c[2] for c in summary(separate)] == ["allowed"] * 4
 
 
@@ -300,7 +314,7 @@ def test_a_calls_verdict_is_its_strongest_decision_in_any_order(
     path = tmp_path / "shell.json"
     path.write_text(json.dumps(messages))
     status, report, _ = replay_json(
-        capsys, str(path), "-m", "middleware:RepetitionDetector", "-m", f"{STACKS}:support_stack"
+        capsys, str(path), "-m", f"{STACKS}:hiding_shell_repeats", "-m", f"{STACKS}:support_stack"
     )
     calls = report["turns"][0]["calls"]
     assert status == 1

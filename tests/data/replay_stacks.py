@@ -21,6 +21,11 @@ def coding_stack() -> list[object]:
     return [RepetitionDetector(threshold=3, on_repeat="hide")]
 
 
+def hiding_shell_repeats() -> list[object]:
+    """Hide a tool after three identical calls, even one the executor refuses (unknown)."""
+    return [RepetitionDetector(threshold=3, on_repeat="hide")]
+
+
 def support_stack() -> list[object]:
     """Never offer shell tools; end the turn on a second refund."""
     return [ToolPolicy(deny=["shell*"]), ToolCallLimit({"issue_refund": 1}, on_exceed="nack")]

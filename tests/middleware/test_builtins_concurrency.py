@@ -64,7 +64,7 @@ async def test_one_instance_of_each_builtin_keeps_100_concurrent_turns_apart() -
     """Each turn's stash holds only its own counts; limits and hides never leak across turns."""
     builtins: list[Any] = [
         ToolCallCounter(),
-        RepetitionDetector(threshold=2, window=4),
+        RepetitionDetector(threshold=2, window=4, on_repeat="hide"),
         ToolCallLimit({"search": 3}),
         IterationBudget(10),
         ToolPolicy(deny=["shell"]),

@@ -114,14 +114,16 @@ async def test_nack_on_total(
     assert "in total" in error.details["reason"]
 
 
-async def test_a_call_by_stale_name_after_hiding_is_recorded(
+async def test_a_call_by_stale_name_after_hiding_is_refused(
     make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """A model that ignores the offer and calls the hidden tool gets each excess recorded."""
+    """A model that ignores the offer and calls the hidden tool by name is refused each time."""
     model = plan_model([("search", {"q": str(i)}) for i in range(3)], stubborn=True)
     result = await make_runner(model, [ToolCallLimit({"search": 1})]).run("go")
     reasons = [d["reason"] for d in result.stash["loopware"]["limit"]["decisions"]]
-    assert reasons == ["1 of 1 calls allowed", "2 of 1 calls allowed", "3 of 1 calls allowed"]
+    assert reasons == ["1 of 1 calls allowed"]
+    assert [c.is_error for c in result.tool_calls] == [False, True, True]
+    assert all("unknown tool 'search'" in str(c.results) for c in result.tool_calls[1:])
 
 
 @pytest.mark.parametrize(
@@ -224,4 +226,4 @@ def test_option_literals_are_public() -> None:
     from middleware import OnExceed, OnRepeat
 
     assert get_args(OnExceed) == ("hide", "nack")
-    assert get_args(OnRepeat) == ("hide", "nack", "warn")
+    assert get_args(OnRepeat) == ("block", "hide", "nack", "warn")

@@ -64,6 +64,7 @@ async def test_describe_pipelines_lists_every_stage_including_class_based_items(
     assert runner.describe_pipelines() == {
         "turn_input": ["ToolCallCounter.start"],
         "dispatch_input": [],
+        "tool_call": ["RepetitionDetector.block"],
         "dispatch_output": [
             "custom.first_out",
             "ToolCallCounter.count",

@@ -65,7 +65,7 @@ async def test_the_next_turn_on_the_same_runner_offers_the_tool_again(
 ) -> None:
     """Hiding edits only the turn's registry, never the runner's baseline."""
     model = repeating()
-    runner = make_runner(model, [RepetitionDetector()])
+    runner = make_runner(model, [RepetitionDetector(on_repeat="hide")])
     first = await runner.run("one")
     offers_at_turn_two = len(model.offered)
     second = await runner.run("two")

@@ -272,7 +272,13 @@ def test_describe_pipelines_lists_plain_middleware_in_order() -> None:
     plain.turn_output(second)
     runner = TurnRunner(executor=answer, middleware=[plain])
     described = runner.describe_pipelines()
-    assert list(described) == ["turn_input", "dispatch_input", "dispatch_output", "turn_output"]
+    assert list(described) == [
+        "turn_input",
+        "dispatch_input",
+        "tool_call",
+        "dispatch_output",
+        "turn_output",
+    ]
     assert described["turn_input"] == []
     assert [name.rsplit(".", 1)[-1] for name in described["dispatch_input"]] == [
         "first",
