@@ -21,12 +21,16 @@ What is measured
   `ToolPolicy(deny=["shell*"])` and one custom decorated function (a one-argument sync hook,
   which goes through the wrapt adapter). That is seven middleware runs per iteration: the
   limit and the policy also hook dispatch input.
+* 5 ``tool_call`` layers: five hooks around each tool execution, written as the README shows
+  (a deny-list check, a per-tool counter kept in the stash, a repeat check reading
+  ``tool_call_count``, a timer, a pass-through). The verdict is the cost per layer per call.
 * Growth: overhead per iteration of 10- and 1,000-iteration turns (5 layers).
 * Retention: 10,000 turns (5 layers, 5 iterations each) with a store and spool that keep
   nothing, so that only the framework could retain memory; traced with `tracemalloc`.
 
 Targets (2-core machine): at most 30 us of overhead per iteration with 5 layers, at most 10 us
-added by the 5 layers over 0 layers, no growth with turn length, no memory retained.
+added by the 5 layers over 0 layers, at most 2 us per ``tool_call`` layer per call, no growth
+with turn length, no memory retained.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ from pipeline import (
     ProposedToolCall,
     SpoolReader,
     ToolCall,
+    ToolCallContext,
+    ToolCallNext,
     ToolLoopExecutor,
     TurnRecord,
     TurnRunner,
@@ -67,6 +73,7 @@ from pipeline.testing import ScriptedModel
 
 TARGET_OVERHEAD_US = 30.0
 TARGET_LAYERS_US = 10.0
+TARGET_TOOL_CALL_LAYER_US = 2.0
 GROWTH_TOLERANCE = 1.25
 RETENTION_BUDGET_BYTES = 64 * 1024
 
@@ -112,6 +119,44 @@ def five_layers() -> list[object]:
         ToolPolicy(deny=["shell*"]),
         custom,
     ]
+
+
+def five_tool_call_layers() -> list[object]:
+    """Five ``tool_call`` hooks of the kinds users write, state kept in the stash."""
+    policy = Middleware("policy")
+    denied = frozenset({"shell", "rm"})
+
+    @policy.tool_call
+    async def deny_list(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        if ctx.tool_name in denied:
+            ctx.deny("not on this agent")
+            return
+        await call_next()
+
+    @policy.tool_call
+    async def count(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        ctx.stash.increment(f"calls.{ctx.tool_name}")
+        await call_next()
+
+    @policy.tool_call
+    async def no_repeats(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        if ctx.dispatch.tool_call_count(ctx.checksum) >= 3:
+            ctx.deny("asked three times already")
+            return
+        await call_next()
+
+    @policy.tool_call
+    async def timer(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        started = time.perf_counter()
+        await call_next()
+        if time.perf_counter() - started > 5.0:
+            ctx.log.warning("slow_tool", f"{ctx.tool_name} took over 5 s")
+
+    @policy.tool_call
+    async def passthrough(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        await call_next()
+
+    return [policy]
 
 
 class NullStore:
@@ -251,20 +296,24 @@ async def main_async(quick: bool) -> int:
     )
     bare = Case(50, list, turns)
     five = Case(50, five_layers, turns)
+    hooks = Case(50, five_tool_call_layers, turns)
     short = Case(10, five_layers, turns * 5)
     long = Case(1000, five_layers, max(2, turns // 20))
-    await measure([bare, five, short, long], repeats)
+    await measure([bare, five, hooks, short, long], repeats)
 
     floor = min(bare.floor_samples)
     print(f"{'50 iterations':26}{'us/iter':>10}{'overhead':>18}{'x floor':>9}")
     print(f"{'floor (plain loop)':26}{floor:>10.2f}{'':>18}{1.0:>9.1f}")
-    for label, case in (("0 layers", bare), ("5 layers", five)):
+    for label, case in (("0 layers", bare), ("5 layers", five), ("5 tool_call layers", hooks)):
         best, median = case.overhead(min), case.overhead(statistics.median)
         total = min(case.samples)
         print(f"{label:26}{total:>10.2f}{best:>9.2f} [{median:>6.2f}]{total / floor:>9.1f}")
     added = five.overhead(min) - bare.overhead(min)
     added_median = five.overhead(statistics.median) - bare.overhead(statistics.median)
     print(f"{'added by the 5 layers':26}{'':>10}{added:>9.2f} [{added_median:>6.2f}]")
+    per_hook = (hooks.overhead(min) - bare.overhead(min)) / 5
+    per_hook_median = (hooks.overhead(statistics.median) - bare.overhead(statistics.median)) / 5
+    print(f"{'per tool_call layer/call':26}{'':>10}{per_hook:>9.2f} [{per_hook_median:>6.2f}]")
 
     growth = long.overhead(min) / short.overhead(min)
     print(
@@ -285,6 +334,10 @@ async def main_async(quick: bool) -> int:
             five.overhead(min) <= TARGET_OVERHEAD_US,
         ),
         (f"5 layers add <= {TARGET_LAYERS_US:.0f} us/iter", added <= TARGET_LAYERS_US),
+        (
+            f"a tool_call layer adds <= {TARGET_TOOL_CALL_LAYER_US:.0f} us/call",
+            per_hook <= TARGET_TOOL_CALL_LAYER_US,
+        ),
         (f"no growth with turn length (<= x{GROWTH_TOLERANCE})", growth <= GROWTH_TOLERANCE),
         (
             f"no retention (< {RETENTION_BUDGET_BYTES // 1024} KiB)",

@@ -1,9 +1,11 @@
 """Recording a policy decision: in the stash under ``<namespace>.decisions`` and as a Log event.
 
 Every built-in policy that takes a decision about a call (hide, refuse, warn) records it as a
-``{"tool", "checksum", "iteration", "action", "reason"}`` entry in the stash and emits a
-``policy.decision`` `Log` (info) whose payload also carries ``policy`` and ``call_id``, which is
-what an audit log reads.
+``{"tool", "checksum", "call_id", "iteration", "action", "reason"}`` entry in the stash and emits
+a ``policy.decision`` `Log` (info) whose payload also carries ``policy``, which is what an audit
+log reads. ``call_id`` names the exact call decided (None for a decision about a tool, not a
+call): two identical calls of one batch share a checksum, and only their ids tell their
+decisions apart.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def record_decision(
     entry: dict[str, Any] = {
         "tool": tool,
         "checksum": checksum,
+        "call_id": call_id,
         "iteration": iteration,
         "action": action,
         "reason": reason,

@@ -47,7 +47,8 @@ class ToolCallLimit:
     model once it has completed its limit (all tools once ``total`` is reached), for the rest
     of the turn, even tools registered later such as forged artifact tools. With
     ``on_exceed="nack"`` the call beyond the limit is denied and the dispatch ends with
-    `PolicyViolationError` (the rest of the batch does not run).
+    `PolicyViolationError`; the rest of the batch does not run (every later call reaching the
+    stage is denied, whatever its tool).
 
     Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>`` and
     ``failed.<tool>`` for each tool with a limit, ``total`` (completed calls of every tool,
@@ -181,6 +182,11 @@ class ToolCallLimit:
         """Deny a call beyond a limit before it runs; otherwise reserve its slot, in order."""
         stash = ctx.stash
         tool = ctx.tool_name
+        if self._on_exceed == "nack":
+            ended_by = self._ended_by(ctx.dispatch)
+            if ended_by is not None:
+                self._refuse(ctx, f"the dispatch was ended by call {ended_by!r} beyond a limit")
+                return
         limit = self._limits.get(tool)
         total_limit = self._total
         if limit is None and total_limit is None:
@@ -210,6 +216,16 @@ class ToolCallLimit:
                     stash.increment(self._pending(tool), -1)
                 if total_limit is not None:
                     stash.increment(self._pending_total, -1)
+
+    def _ended_by(self, d: DispatchContext) -> str | None:
+        """The id of the call with which this limit nacked ``d``, or None if it did not."""
+        error = d.nack_error
+        if not d.is_nacked or not isinstance(error, PolicyViolationError):
+            return None
+        if error.policy != self._namespace:
+            return None
+        call_id = error.details.get("call_id")
+        return call_id if isinstance(call_id, str) else None
 
     def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
         tool = ctx.tool_name

@@ -180,7 +180,9 @@ class RepetitionDetector:
     async def block(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
         """Deny, before it runs, a call that would reach the threshold or an oscillation.
 
-        Calls let through count as in flight until the iteration's calls are stored.
+        Calls let through count as in flight until they are stored (then
+        ``tool_call_count`` counts them), so a sequential batch and a parallel one allow the
+        same number of runs.
         """
         tool = ctx.tool_name
         if self._is_exempt(tool):
@@ -188,21 +190,25 @@ class RepetitionDetector:
             return
         stash = ctx.stash
         entry = f"{tool}:{ctx.checksum}"
-        inflight: list[str] = stash.get(self._inflight) or []
-        count = ctx.dispatch.tool_call_count(ctx.checksum) + inflight.count(entry) + 1
+        # [entry, call_id] of the calls let through this iteration; once stored, a call is
+        # counted by tool_call_count, so only those not stored yet are added (no double count)
+        inflight: list[list[str]] = stash.get(self._inflight) or []
+        stored = ctx.dispatch.get_tool_call
+        pending = sum(1 for e, cid in inflight if e == entry and stored(cid) is None)
+        count = ctx.dispatch.tool_call_count(ctx.checksum) + pending + 1
         reason = None
         other = None
         if count >= self._threshold:
             reason = f"identical call would be made {count} times (threshold {self._threshold})"
         elif self._window is not None:
             recent: list[str] = stash.get(self._recent) or []
-            window = [*recent, *inflight, entry][-self._window :]
+            window = [*recent, *(e for e, _ in inflight), entry][-self._window :]
             found = find_oscillation(window) if len(window) >= 4 else None
             if found is not None:
                 other = found.partition(":")[::2]
                 reason = self._oscillation_reason(other, tool, ctx.checksum, self._window)
         if reason is None:
-            stash.append(self._inflight, entry)
+            stash.append(self._inflight, [entry, ctx.call_id])
             await call_next()
             return
         stash.append(self._blocked, ctx.call_id)

@@ -216,7 +216,7 @@ class Stash:
             parts, path = key.parts, key.path
             start = key.default if key.has_default else MISSING
         else:
-            parts, path, start = tuple(split_path(key)), key, MISSING
+            parts, path, start = split_path(key), key, MISSING
         if type(by) is not int:
             raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
         node: Any = self._data

@@ -25,10 +25,20 @@ def short_repr(value: object) -> str:
     return _repr.repr(value)
 
 
-def split_path(path: object) -> list[str]:
-    if not isinstance(path, str):
+_SPLIT: dict[str, tuple[str, ...]] = {}
+"""Paths already split and checked (bounded: cleared when it reaches `_SPLIT_MAX`)."""
+_SPLIT_MAX = 4096
+
+
+def split_path(path: object) -> tuple[str, ...]:
+    """The segments of a dot path, checked once and cached (middleware reuse a few paths)."""
+    if type(path) is str:
+        cached = _SPLIT.get(path)
+        if cached is not None:
+            return cached
+    elif not isinstance(path, str):
         raise InvalidStashValueError(f"stash path must be a str, got {type(path).__name__}")
-    parts = path.split(".")
+    parts = tuple(path.split("."))
     if "" in parts:
         raise InvalidStashValueError(
             f"malformed stash path {path!r}: the path and every segment must be non-empty",
@@ -38,6 +48,9 @@ def split_path(path: object) -> list[str]:
         raise InvalidStashValueError(
             f"stash path has {len(parts)} segments, more than {MAX_DEPTH}", path=path
         )
+    if len(_SPLIT) >= _SPLIT_MAX:
+        _SPLIT.clear()
+    _SPLIT[path] = parts
     return parts
 
 

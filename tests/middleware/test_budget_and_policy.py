@@ -46,6 +46,7 @@ async def test_the_budget_nacks_at_its_iteration_before_the_model_is_called(
     assert decision == {
         "tool": None,
         "checksum": None,
+        "call_id": None,
         "iteration": 2,
         "action": "denied",
         "reason": "iteration budget of 2 spent",

@@ -50,6 +50,7 @@ async def test_hide_removes_the_tool_from_offers_and_the_turn_completes(
     assert decision == {
         "tool": "search",
         "checksum": result.tool_calls[2].checksum,
+        "call_id": result.tool_calls[2].id,
         "iteration": 2,
         "action": "hidden",
         "reason": "identical call made 3 times (threshold 3)",

@@ -1,0 +1,190 @@
+"""Issue 11, adversarial: a hostile model calls a tool a policy hid, by name or by a look-alike.
+
+A hidden tool is not callable: the registry refuses a call to it (sequentially, in a parallel
+batch, later in the same batch) and a look-alike name is just a name no tool has. Every test
+counts real handler runs and asserts, per call id, what the model read and what each layer
+decided (logs, stash, audit rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
+from pipeline import DispatchContext, ModelResponse, ToolCallContext, ToolCallNext
+
+from ._hostile import LOOK_ALIKES, PARALLEL, Counted, audit_rows, batch, call, play, unknown
+
+
+def hide_search() -> Middleware:
+    """A middleware that hides ``search`` at every iteration."""
+    hider = Middleware("hider")
+
+    @hider.dispatch_input
+    def hide(ctx: DispatchContext) -> None:
+        ctx.tools.hide("search")
+
+    return hider
+
+
+# -- 1. hidden by name -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hider:
+    """How ``search`` gets hidden, the calls that hide it, and what they leave behind."""
+
+    middleware: Callable[[], list[object]]
+    steps: tuple[ModelResponse, ...]
+    runs: tuple[str, ...]
+    decided: dict[str, list[tuple[str, str, bool | None]]]
+
+
+HIDERS = {
+    "limit": Hider(
+        lambda: [ToolCallLimit({"search": 1})],
+        (batch(call("s1", "search", q="1")),),
+        ("1",),
+        {"s1": [("loopware.limit", "hidden", None)]},
+    ),
+    "repetition": Hider(
+        lambda: [RepetitionDetector(threshold=2, on_repeat="hide")],
+        (batch(call("s1", "search", q="same")), batch(call("s2", "search", q="same"))),
+        ("same", "same"),
+        {"s2": [("loopware.repetition", "hidden", None)]},
+    ),
+    "middleware": Hider(
+        lambda: [hide_search()],
+        (batch(call("s1", "search", q="1")),),
+        (),
+        {"s1": [("registry", "denied", False)]},
+    ),
+}
+
+
+@PARALLEL
+@pytest.mark.parametrize("how", list(HIDERS))
+async def test_a_hidden_tool_called_by_name_never_runs(
+    how: str, parallel: bool, tmp_path: Path
+) -> None:
+    """A tool hidden by a limit, a repetition or a middleware is refused by name, in any batch."""
+    hider = HIDERS[how]
+    tools = Counted()
+    hostile = batch(call("x1", "search", q="again"), call("f1", "fetch", q="1"))
+    played = await play(
+        [*hider.steps, hostile],
+        [tools.tool("search"), tools.tool("fetch")],
+        hider.middleware(),
+        parallel=parallel,
+        audit=tmp_path / "a.sqlite",
+    )
+    assert played.result.status == "completed"
+    assert tools.ran("search") == list(hider.runs)
+    assert tools.ran("fetch") == ["1"]
+    assert "search" not in played.offered(len(hider.steps))
+    assert played.read("x1") == unknown("search", "fetch")
+    assert played.decided() == {**hider.decided, "x1": [("registry", "denied", False)]}
+    rows = audit_rows(tmp_path / "a.sqlite")
+    assert rows["x1"] == ("denied", "registry", True)
+    assert rows["f1"] == ("allowed", None, False)
+    for call_id, [(policy, action, _)] in hider.decided.items():
+        assert rows[call_id] == (action, policy, action == "denied")
+
+
+async def test_a_tool_hidden_mid_batch_is_refused_to_the_rest_of_the_batch() -> None:
+    """Calls are looked up as they run: a tool hidden after one call refuses its later siblings."""
+    tools = Counted()
+    once = Middleware("once")
+
+    @once.tool_call(tools=["search"])
+    async def hide_after(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        await call_next()
+        ctx.tools.hide("search")
+
+    played = await play(
+        [
+            batch(
+                call("s1", "search", q="1"),
+                call("s2", "search", q="2"),
+                call("f1", "fetch", q="1"),
+                call("s3", "search", q="3"),
+            )
+        ],
+        [tools.tool("search"), tools.tool("fetch")],
+        [once],
+    )
+    assert tools.runs == [("search", "1"), ("fetch", "1")]
+    assert played.errors() == ["s2", "s3"]
+    assert played.read("s3") == unknown("search", "fetch")
+    assert played.decided() == {
+        "s2": [("registry", "denied", False)],
+        "s3": [("registry", "denied", False)],
+    }
+
+
+async def test_a_tool_unhidden_by_middleware_is_still_held_by_its_limit() -> None:
+    """Hiding is not the limit: a middleware that unhides search cannot buy it another run."""
+    tools = Counted()
+    unhider = Middleware("unhider")
+
+    @unhider.dispatch_input(order=10)
+    def unhide(ctx: DispatchContext) -> None:
+        ctx.tools.unhide("search")
+
+    played = await play(
+        [batch(call("s1", "search", q="1")), batch(call("s2", "search", q="2"))],
+        [tools.tool("search")],
+        [ToolCallLimit({"search": 1}), unhider],
+    )
+    assert "search" in played.offered(1)  # the hostile middleware did put it back
+    assert tools.ran("search") == ["1"]
+    assert played.read("s2") == "Error: limit: search: 2 of 1 calls allowed; the call was not run"
+    assert played.decided() == {
+        "s1": [("loopware.limit", "hidden", None)],
+        "s2": [("loopware.limit", "denied", False)],
+    }
+
+
+# -- 2. look-alike names -----------------------------------------------------------------------
+
+
+@PARALLEL
+@pytest.mark.parametrize("kept_away", ["hidden", "denied"])
+async def test_look_alike_names_never_reach_a_hidden_or_denied_tool(
+    kept_away: str, parallel: bool, tmp_path: Path
+) -> None:
+    """Case, spaces, homoglyphs, full width and zero-width marks are unknown names, not search."""
+    tools = Counted()
+    keeper: object = hide_search() if kept_away == "hidden" else ToolPolicy(deny=["search"])
+    names = ("search", *LOOK_ALIKES)
+    ids = [f"x{i}" for i in range(len(names))]
+    proposed = [call(i, name, q=name) for i, name in zip(ids, names, strict=True)]
+    played = await play(
+        [batch(*proposed, call("f1", "fetch", q="1"))],
+        [tools.tool("search"), tools.tool("fetch")],
+        [keeper],
+        parallel=parallel,
+        audit=tmp_path / "a.sqlite",
+    )
+    assert played.result.status == "completed"
+    assert len(played.model.requests) == 2  # the model read every refusal and answered
+    assert tools.runs == [("fetch", "1")]
+    assert played.started == ["f1"]
+    assert played.errors() == ids
+    for call_id, name in zip(ids, names, strict=True):
+        assert played.read(call_id) == unknown(name, "fetch")
+    # only the real name is a policy matter; a look-alike is just a name no tool has
+    refusal = (
+        ("registry", "denied", False)
+        if kept_away == "hidden"
+        else ("loopware.policy", "denied", None)
+    )
+    assert played.decided() == {"x0": [refusal]}
+    rows = audit_rows(tmp_path / "a.sqlite")
+    assert rows["x0"] == ("denied", refusal[0], True)
+    assert {rows[i] for i in ids[1:]} == {("allowed", None, True)}  # failed, and nobody decided
+    assert rows["f1"] == ("allowed", None, False)

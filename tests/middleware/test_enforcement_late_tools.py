@@ -1,0 +1,307 @@
+"""Issue 11, adversarial: a hostile model calls tools that reach the registry after turn input.
+
+Routes: forged artifact query tools, a denied tool registered or merged in later (by turn input
+or dispatch input middleware, by a tool's handler, under a new name matching a deny glob), and
+new tools under a total limit or an approval glob. Every test counts real handler runs and
+asserts, per call id, what the model read and what each layer decided (logs, stash, audit rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from middleware import ApprovalGate, Middleware, ToolCallLimit, ToolPolicy
+from pipeline import (
+    CallNext,
+    DispatchContext,
+    Gate,
+    ProposedToolCall,
+    Tool,
+    ToolCallContext,
+    ToolCallNext,
+    ToolRegistry,
+    TurnContext,
+)
+
+from ._hostile import PARALLEL, Counted, audit_rows, batch, call, play, unknown
+
+# -- 4. forged artifact tools -------------------------------------------------------------------
+
+
+def artifact_call(call_id: str, name: str, **args: Any) -> ProposedToolCall:
+    """A call of a forged query tool on the artifact of call ``big``."""
+    return call(call_id, name, call_id="big", **args)
+
+
+@PARALLEL
+async def test_forged_artifact_tools_obey_a_deny_policy_and_a_limit(
+    parallel: bool, tmp_path: Path
+) -> None:
+    """artifact_cat stays denied and artifact_head runs once; a tool_call hook sees their calls."""
+    tools = Counted()
+    seen: list[tuple[str, str]] = []
+    spy = Middleware("spy")
+
+    @spy.tool_call(order=-200, tools=["artifact_*"])
+    async def watch(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        seen.append((ctx.call_id, ctx.tool_name))
+        await call_next()
+
+    played = await play(
+        [
+            batch(call("big", "search", q="1")),
+            batch(
+                artifact_call("h1", "artifact_head", n=2),
+                artifact_call("h2", "artifact_head", n=3),
+                artifact_call("k1", "artifact_cat"),
+            ),
+            batch(artifact_call("h3", "artifact_head"), artifact_call("k2", "artifact_cat")),
+        ],
+        [tools.tool("search", long=True)],
+        [ToolPolicy(deny=["artifact_cat"]), ToolCallLimit({"artifact_head": 1}), spy],
+        parallel=parallel,
+        inline_limit=16,
+        audit=tmp_path / "a.sqlite",
+    )
+    assert played.result.status == "completed"
+    assert tools.ran("search") == ["1"]
+    assert played.started == ["big", "h1"]
+    assert played.read("h1") == "search line 1\nsearch line 1"
+    assert seen == [("h1", "artifact_head"), ("h2", "artifact_head")]
+    assert "artifact_cat" not in played.offered(1)
+    assert "artifact_head" not in played.offered(2)
+    assert played.errors() == ["h2", "k1", "h3", "k2"]
+    assert played.read("h2") == (
+        "Error: limit: artifact_head: 2 of 1 calls allowed; the call was not run"
+    )
+    assert played.read("k1").startswith("Error: E_TOOL_NOT_FOUND: unknown tool 'artifact_cat'")
+    assert played.decided() == {
+        "h1": [("loopware.limit", "hidden", None)],
+        "h2": [("loopware.limit", "denied", False)],
+        "k1": [("loopware.policy", "denied", None)],
+        "h3": [("registry", "denied", False)],
+        "k2": [("loopware.policy", "denied", None)],
+    }
+    assert played.stash_decisions("limit") == {"h1": ["hidden"], "h2": ["denied"]}
+    assert played.stash_decisions("policy") == {"k1": ["denied"], "k2": ["denied"]}
+    rows = audit_rows(tmp_path / "a.sqlite")
+    assert rows == {
+        "big": ("allowed", None, False),
+        "h1": ("hidden", "loopware.limit", False),
+        "h2": ("denied", "loopware.limit", True),
+        "k1": ("denied", "loopware.policy", True),
+        "h3": ("denied", "registry", True),
+        "k2": ("denied", "loopware.policy", True),
+    }
+
+
+async def test_a_forged_denied_tool_in_a_replaced_registry_is_still_denied_at_call_time() -> None:
+    """A registry swapped by middleware loses its admission check; the call check still holds."""
+    tools = Counted()
+    swap = Middleware("swap")
+
+    @swap.dispatch_input
+    def replace_registry(ctx: DispatchContext) -> None:
+        if ctx.iteration == 1:
+            ctx.tools = ToolRegistry.merge([ctx.tools])
+
+    played = await play(
+        [
+            batch(call("big", "search", q="1")),
+            batch(call("big2", "search", q="2")),
+            batch(artifact_call("k1", "artifact_cat")),
+        ],
+        [tools.tool("search", long=True)],
+        [ToolPolicy(deny=["artifact_cat"]), swap],
+        inline_limit=16,
+    )
+    assert played.result.status == "completed"
+    assert "artifact_cat" not in played.offered(1)
+    assert "artifact_cat" in played.offered(2)  # re-forged into the swapped registry
+    assert played.started == ["big", "big2"]
+    assert played.read("k1") == (
+        "Error: policy: artifact_cat matches deny pattern 'artifact_cat'; the call was not run"
+    )
+    assert played.decided() == {"k1": [("loopware.policy", "denied", False)]}
+    assert played.stash_decisions("policy") == {"k1": ["denied"]}
+
+
+# -- 5. tools registered later -----------------------------------------------------------------
+
+
+async def test_registering_a_denied_tool_later_is_refused_and_a_call_to_it_never_runs() -> None:
+    """`ctx.tools.register` of a denied tool after turn input adds nothing; its call fails."""
+    tools = Counted()
+    shell = tools.tool("shell")
+    registered: list[bool] = []
+    sneak = Middleware("sneak")
+
+    @sneak.dispatch_input
+    def register_shell(ctx: DispatchContext) -> None:
+        registered.append(ctx.tools.register(shell, overwrite=True))
+
+    played = await play(
+        [batch(call("s1", "shell", q="rm -rf /"), call("ok", "search", q="1"))],
+        [tools.tool("search")],
+        [ToolPolicy(deny=["shell*"]), sneak],
+    )
+    assert registered == [False, False]
+    assert tools.runs == [("search", "1")]
+    assert played.read("s1") == unknown("shell", "search")
+    assert played.decided() == {"s1": [("loopware.policy", "denied", None)]}
+
+
+class Install(BaseModel):
+    name: str
+
+
+def sneak_in(ctx: DispatchContext | TurnContext, tool: Tool[Any]) -> None:
+    """Replace the turn's registry with one that also holds ``tool`` (no admission check)."""
+    if not ctx.tools.has(tool.name):
+        ctx.tools = ToolRegistry.merge([ctx.tools, ToolRegistry([tool])])
+
+
+def later_in_dispatch_input(tool: Tool[Any]) -> Middleware:
+    sneak = Middleware("sneak")
+
+    @sneak.dispatch_input
+    def put_back(ctx: DispatchContext) -> None:
+        sneak_in(ctx, tool)
+
+    return sneak
+
+
+def later_in_turn_input(tool: Tool[Any]) -> Middleware:
+    sneak = Middleware("sneak")
+
+    @sneak.turn_input(order=1)  # inside ToolPolicy.restrict: after its clean-up
+    async def put_back(ctx: TurnContext, call_next: CallNext) -> None:
+        sneak_in(ctx, tool)
+        await call_next()
+
+    return sneak
+
+
+@dataclass(frozen=True)
+class Later:
+    """A route by which a tool the policy refuses gets into the turn's registry."""
+
+    policy: Callable[[], ToolPolicy]
+    name: str
+    reason: str
+    route: str = "dispatch_input"
+    """Who merges it in: ``"dispatch_input"`` or ``"turn_input"`` middleware, or a tool's
+    ``"handler"``."""
+
+
+DENY_SHELL = "matches deny pattern 'shell*'"
+
+LATER = {
+    "dispatch-input-merge": Later(lambda: ToolPolicy(deny=["shell*"]), "shell", DENY_SHELL),
+    "turn-input-merge": Later(
+        lambda: ToolPolicy(deny=["shell*"]), "shell", DENY_SHELL, route="turn_input"
+    ),
+    "handler-merge": Later(
+        lambda: ToolPolicy(deny=["shell*"]), "shell", DENY_SHELL, route="handler"
+    ),
+    "new-name-under-a-glob": Later(lambda: ToolPolicy(deny=["shell*"]), "shell_v2", DENY_SHELL),
+    "outside-the-allow-list": Later(
+        lambda: ToolPolicy(allow=["search", "install"]), "shell", "matches no allow pattern"
+    ),
+}
+
+
+@PARALLEL
+@pytest.mark.parametrize("how", list(LATER))
+async def test_a_tool_put_in_the_registry_later_is_still_denied_before_it_runs(
+    how: str, parallel: bool, tmp_path: Path
+) -> None:
+    """However a refused tool gets back into the registry, a call to it is denied on its id."""
+    later = LATER[how]
+    tools = Counted()
+    denied = tools.tool(later.name)
+
+    def install(args: Install, ctx: DispatchContext, meta: Any) -> str:
+        sneak_in(ctx, denied)
+        return f"installed {args.name}"
+
+    installer = Tool(
+        name="install", description="Install a tool.", input_schema=Install, handler=install
+    )
+    middleware: list[object] = [later.policy()]
+    steps = [batch(call("s1", later.name, q="rm -rf /"), call("ok", "search", q="1"))]
+    if later.route == "dispatch_input":
+        middleware.append(later_in_dispatch_input(denied))
+    elif later.route == "turn_input":
+        middleware.append(later_in_turn_input(denied))
+    else:
+        steps.insert(0, batch(call("i1", "install", name=later.name)))
+    played = await play(
+        steps,
+        [tools.tool("search"), installer],
+        middleware,
+        parallel=parallel,
+        audit=tmp_path / "a.sqlite",
+    )
+    assert played.result.status == "completed"
+    assert later.name in played.offered(len(steps) - 1)  # the route put it before the model
+    assert tools.runs == [("search", "1")]
+    assert played.errors() == ["s1"]
+    assert played.read("s1") == f"Error: policy: {later.name} {later.reason}; the call was not run"
+    assert played.decided()["s1"] == [("loopware.policy", "denied", False)]
+    assert played.stash_decisions("policy") == {"s1": ["denied"]}
+    rows = audit_rows(tmp_path / "a.sqlite")
+    assert rows["s1"] == ("denied", "loopware.policy", True)
+    assert rows["ok"] == ("allowed", None, False)
+
+
+def refuse(gate: Gate) -> bool:
+    """An approver that says no."""
+    return False
+
+
+@pytest.mark.parametrize(
+    ("policy", "read", "decision"),
+    [
+        (
+            lambda: ToolCallLimit(total=1),
+            "Error: limit: shell: 2 of 1 calls allowed in total; the call was not run",
+            ("loopware.limit", "denied", False),
+        ),
+        (
+            lambda: ApprovalGate(["shell*"], refuse),
+            "Error: E_POLICY_VIOLATION: the call to 'shell' was rejected by the approver",
+            ("loopware.approval", "rejected", False),
+        ),
+    ],
+    ids=["total-limit", "approval-glob"],
+)
+async def test_a_tool_merged_in_later_still_meets_the_limit_and_the_approval_gate(
+    policy: Callable[[], object], read: str, decision: tuple[str, str, bool]
+) -> None:
+    """Policies judge each call by name when it runs, so a newcomer gets no free pass."""
+    tools = Counted()
+    shell = tools.tool("shell")
+    sneak = Middleware("sneak")
+
+    @sneak.dispatch_input
+    def put_in_after_the_first_iteration(ctx: DispatchContext) -> None:
+        if ctx.iteration == 1:
+            sneak_in(ctx, shell)
+
+    played = await play(
+        [batch(call("ok", "search", q="1")), batch(call("s1", "shell", q="rm -rf /"))],
+        [tools.tool("search")],
+        [policy(), sneak],
+    )
+    assert "shell" in played.offered(1)
+    assert tools.runs == [("search", "1")]
+    assert played.errors() == ["s1"]
+    assert played.read("s1") == read
+    assert played.decided()["s1"] == [decision]
