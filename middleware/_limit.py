@@ -192,21 +192,21 @@ class ToolCallLimit:
         if limit is None and total_limit is None:
             await call_next()
             return
-        if limit is not None:
-            used = stash[self._completed(tool)] + stash[self._pending(tool)]
-            if used >= limit:
-                self._refuse(ctx, f"{used + 1} of {limit} calls allowed")
-                return
-        if total_limit is not None:
-            used = stash[self._total_key] + stash[self._pending_total]
-            if used >= total_limit:
-                self._refuse(ctx, f"{used + 1} of {total_limit} calls allowed in total")
-                return
         # reserved before any await: parallel calls of one batch take slots in proposal order
         if limit is not None:
-            stash.increment(self._pending(tool))
+            used = stash.increment(self._pending(tool)) + stash[self._completed(tool)]
+            if used > limit:
+                stash.increment(self._pending(tool), -1)
+                self._refuse(ctx, f"{used} of {limit} calls allowed")
+                return
         if total_limit is not None:
-            stash.increment(self._pending_total)
+            used = stash.increment(self._pending_total) + stash[self._total_key]
+            if used > total_limit:
+                stash.increment(self._pending_total, -1)
+                if limit is not None:
+                    stash.increment(self._pending(tool), -1)
+                self._refuse(ctx, f"{used} of {total_limit} calls allowed in total")
+                return
         record = None
         try:
             record = await call_next()
@@ -290,8 +290,10 @@ class ToolCallLimit:
                         every_tool=True,
                     )
         # every reservation of this iteration is now a stored (and counted) call
-        stash.delete(self._pending_prefix)
-        stash.delete(self._pending_total.path)
+        if limits:
+            stash.delete(self._pending_prefix)
+        if total_limit is not None:
+            stash.delete(self._pending_total.path)
         await call_next()
 
     def _hide(

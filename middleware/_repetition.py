@@ -246,9 +246,11 @@ class RepetitionDetector:
         blocking = self._on_repeat == "block"
         blocked: set[str] = set()
         if blocking:  # every call in flight is now stored
-            blocked = set(ctx.stash.get(self._blocked) or ())
-            ctx.stash.delete(self._inflight)
-            ctx.stash.delete(self._blocked)
+            stash = ctx.stash
+            if self._window is not None:
+                blocked = set(stash.get(self._blocked) or ())
+            stash.delete(self._inflight)
+            stash.delete(self._blocked)
         flagged: set[str] = set()
         for call in ctx.new_tool_calls:
             if self._is_exempt(call.tool):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._context import TurnView
@@ -64,27 +64,29 @@ class DispatchContext(TurnView):
         """The calls stored during the current iteration, in storage order."""
         return self._state.new_calls
 
-    async def run_tool(
+    def run_tool(
         self,
         name: str,
         arguments: str | Mapping[str, Any],
         *,
         call_id: str,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
-    ) -> ToolCall:
-        """Run one call the model proposed and return its completed record (not yet stored).
+    ) -> Coroutine[Any, Any, ToolCall]:
+        """Run one call the model proposed; await it for the completed record (not yet stored).
 
-        ``arguments`` is the JSON text the provider sent (or an already parsed object). Bad
-        JSON, arguments that fail the tool's schema, an unknown tool and a raising handler all
-        give an error record the model reads next iteration; they never raise. Text and bytes
-        results up to ``inline_limit`` UTF-8 bytes are shown whole (``inline=True``); longer
-        ones are spooled and shown as an artifact handle. Store the record with
-        `store_tool_call`.
+        ``arguments`` is the JSON text the provider sent (or an already parsed object). The
+        tool is looked up among the turn's visible tools (a hidden tool is not callable), the
+        arguments are validated, the ``tool_call`` middleware run around the handler, and the
+        outcome becomes the record. Bad JSON, arguments that fail the tool's schema, an unknown
+        or hidden tool, a denial and a raising handler all give an error record the model reads
+        next iteration; they never raise. Text and bytes results up to ``inline_limit`` UTF-8
+        bytes are shown whole (``inline=True``); longer ones are spooled and shown as an
+        artifact handle. Store the record with `store_tool_call`.
 
         Raises:
-            TurnAbortedError: the handler (or a guard) aborted the turn.
+            TurnAbortedError: the handler, a guard or a ``tool_call`` hook aborted the turn.
         """
-        return await run_tool_call(
+        return run_tool_call(
             self, call_id, name, arguments, inline_limit, self._state.tool_call_stage
         )
 

@@ -31,7 +31,16 @@ DispatchOutcome = Literal["ack", "nack", "aborted"]
 class DispatchLoop:
     """Runs one dispatch of a turn to its end and reports how it ended."""
 
-    __slots__ = ("_d", "_forced", "_forged", "_forged_version", "_state", "_turn")
+    __slots__ = (
+        "_d",
+        "_forced",
+        "_forged",
+        "_forged_version",
+        "_has_input",
+        "_has_output",
+        "_state",
+        "_turn",
+    )
 
     def __init__(self, turn: Turn, state: TurnState, d: DispatchContext) -> None:
         """Prepare the dispatch ``d`` of ``turn``."""
@@ -42,6 +51,8 @@ class DispatchLoop:
         """An error that fails the dispatch even though it was acked (a raising stage)."""
         self._forged: list[str] = []
         self._forged_version = 0
+        self._has_input = turn.has_stage("dispatch_input")
+        self._has_output = turn.has_stage("dispatch_output")
 
     def __repr__(self) -> str:
         """Show the dispatch."""
@@ -93,12 +104,19 @@ class DispatchLoop:
                     turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
                 )
             )
-        if turn.has_stage("dispatch_input") and not await turn.run_stage("dispatch_input", d):
+        if self._has_input and not await turn.run_stage("dispatch_input", d):
             self._fail_with_last()
         if not self._stopped():
-            await self._execute(executor)
+            try:  # the executor, inline: one coroutine less per iteration
+                await executor(d)
+            except TurnAbortedError as exc:
+                d.abort(exc.message)
+            except (Exception, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
+                    raise
+                self._executor_failed(exc)
             if (
-                turn.has_stage("dispatch_output")
+                self._has_output
                 and not self._stopped()
                 and not await turn.run_stage("dispatch_output", d)
             ):
@@ -114,23 +132,16 @@ class DispatchLoop:
         """Acked, nacked or aborted (read fresh: awaits change it)."""
         return self._d.is_stopped
 
-    async def _execute(self, executor: Executor) -> None:
-        """Run the executor; a raise becomes an `ExecutorError` that nacks the dispatch."""
-        d, turn = self._d, self._turn
-        try:
-            await executor(d)
-        except TurnAbortedError as exc:
-            d.abort(exc.message)
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
-                raise
-            error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            turn.report(error, "executor")
-            if d.is_stopped:
-                self._forced = error
-            else:
-                d.nack(error)
+    def _executor_failed(self, exc: BaseException) -> None:
+        """The executor raised: an `ExecutorError` that nacks the dispatch (or is forced)."""
+        d = self._d
+        error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        self._turn.report(error, "executor")
+        if d.is_stopped:
+            self._forced = error
+        else:
+            d.nack(error)
 
     def _fail_with_last(self) -> None:
         """A stage failed: nack with its error, or force it as the outcome after an ``ack()``.

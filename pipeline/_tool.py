@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from typing_extensions import TypedDict
@@ -390,7 +390,7 @@ class Tool(Generic[ArgsT]):
         object.__setattr__(copy, "_guards", (*self._guards, guard))
         return copy
 
-    async def run(
+    def run(
         self,
         ctx: ToolContext,
         args: Mapping[str, Any],
@@ -398,8 +398,8 @@ class Tool(Generic[ArgsT]):
         call_id: str,
         checksum: str | None = None,
         validated: ArgsT | None = None,
-    ) -> ToolOutput:
-        """Run this tool once for ``ctx`` on the raw ``args`` and return the handler's value.
+    ) -> Coroutine[Any, Any, ToolOutput]:
+        """Run this tool once for ``ctx`` on the raw ``args``; await it for the handler's value.
 
         Per call: (1) ``checksum = tool_call_checksum(name, args)`` over the raw arguments
         (unless the caller already computed it); (2) validation (failure:
@@ -417,6 +417,10 @@ class Tool(Generic[ArgsT]):
         ``ctx`` is handed to the handler as its context: the runner passes the
         `DispatchContext`; tests may pass any `ToolContext`. ``validated`` skips step (2) for
         arguments the caller already validated with `validate_sync`.
+
+        It returns the coroutine without a coroutine of its own (the hot path): arguments that
+        are not JSON data raise `InvalidToolArgsError` at the call, everything else when the
+        coroutine is awaited.
         """
         name = self._name
         if checksum is None:
@@ -426,7 +430,7 @@ class Tool(Generic[ArgsT]):
                 raise _not_json(name, exc) from exc
             except RecursionError:
                 raise _not_json(name, "nested too deeply") from None
-        return await run_handler(
+        return run_handler(
             name,
             self._schema,
             self._guards,

@@ -67,9 +67,21 @@ async def run_tool_call(
     Raises:
         TurnAbortedError: the handler, a guard or a ``tool_call`` hook aborted the turn.
     """
-    args = _parse(call_id, name, arguments)
-    if isinstance(args, ToolCall):
-        return args
+    if type(arguments) is str and arguments[:1] == "{":  # the common case, without a frame
+        try:
+            args = json.loads(arguments)
+        except (ValueError, RecursionError):
+            args = None
+        if type(args) is not dict:
+            parsed = _parse(call_id, name, arguments)
+            if isinstance(parsed, ToolCall):
+                return parsed
+            args = parsed
+    else:
+        parsed = _parse(call_id, name, arguments)
+        if isinstance(parsed, ToolCall):
+            return parsed
+        args = parsed
     try:
         checksum = tool_call_checksum(name or UNNAMED, args)
     except (TypeError, RecursionError):
@@ -84,8 +96,16 @@ async def run_tool_call(
         validated = tool.validate_sync(args)
     except LoopError as exc:
         return build_record(call_id, name, args, checksum, f"Error: {exc}", True)
-    if stage is None:
-        return await _run(ctx, tool, call_id, args, checksum, validated, inline_limit)
+    if stage is None:  # the handler, inline (no stage: one coroutine less per call)
+        try:
+            output = await tool.run(
+                ctx, args, call_id=call_id, checksum=checksum, validated=validated
+            )
+        except TurnAbortedError:
+            raise
+        except LoopError as exc:
+            return build_record(call_id, name, args, checksum, f"Error: {exc}", True)
+        return completed(ctx, tool, call_id, args, checksum, output, inline_limit)
     call = ToolCallContext(ctx, tool, call_id, args, validated, checksum)
     return await run_stage(stage, call, args, inline_limit)
 
