@@ -24,7 +24,7 @@ from pipeline import (
     TurnAbortedError,
 )
 
-from ._decisions import Action, record_decision
+from ._decisions import Action, deny_call, record_decision
 from ._options import check_names, check_namespace
 from ._registration import tool_call
 
@@ -185,17 +185,7 @@ class ApprovalGate:
 
     def _reject(self, ctx: ToolCallContext, reason: str, error: LoopError) -> None:
         """Record the rejection and deny the call: the model reads ``error``'s message."""
-        record_decision(
-            ctx,
-            self._namespace,
-            tool=ctx.tool_name,
-            checksum=ctx.checksum,
-            call_id=ctx.call_id,
-            action="rejected",
-            reason=reason,
-            log=False,
-        )
-        ctx.deny(reason, policy=self._namespace, action="rejected", message=str(error))
+        deny_call(ctx, self._namespace, reason, message=str(error), action="rejected")
 
     async def _ask(self, gate: Gate) -> None:
         approver = self._approver

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pipeline import DispatchContext, ToolCallContext, TurnContext
 
-__all__ = ["Action", "record_decision"]
+__all__ = ["Action", "deny_call", "record_decision"]
 
 Action = Literal["allowed", "hidden", "denied", "approved", "rejected", "warned"]
 """What a policy did about a call."""
@@ -59,3 +59,29 @@ def record_decision(
         action=action,
         reason=reason,
     )
+
+
+def deny_call(
+    ctx: ToolCallContext,
+    namespace: str,
+    reason: str,
+    *,
+    message: str,
+    action: Literal["denied", "rejected"] = "denied",
+) -> None:
+    """Refuse the call a ``tool_call`` hook holds: record it in the stash, then ``ctx.deny``.
+
+    The stash gets the decision with this call's id; ``ctx.deny`` emits the one
+    ``policy.decision`` log (with ``ran``) and the model reads ``Error: <message>``.
+    """
+    record_decision(
+        ctx,
+        namespace,
+        tool=ctx.tool_name,
+        checksum=ctx.checksum,
+        call_id=ctx.call_id,
+        action=action,
+        reason=reason,
+        log=False,
+    )
+    ctx.deny(reason, policy=namespace, action=action, message=message)

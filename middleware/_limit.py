@@ -18,7 +18,7 @@ from pipeline import (
     ToolCallNext,
 )
 
-from ._decisions import record_decision
+from ._decisions import deny_call, record_decision
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call
@@ -229,20 +229,8 @@ class ToolCallLimit:
 
     def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
         tool = ctx.tool_name
-        record_decision(
-            ctx,
-            self._namespace,
-            tool=tool,
-            checksum=ctx.checksum,
-            call_id=ctx.call_id,
-            action="denied",
-            reason=reason,
-            log=False,
-        )
-        ctx.deny(
-            reason,
-            policy=self._namespace,
-            message=f"limit: {tool}: {reason}; the call was not run",
+        deny_call(
+            ctx, self._namespace, reason, message=f"limit: {tool}: {reason}; the call was not run"
         )
         d = ctx.dispatch
         if self._on_exceed == "nack" and not d.is_signalled:

@@ -16,7 +16,7 @@ from pipeline import (
     TurnContext,
 )
 
-from ._decisions import record_decision
+from ._decisions import deny_call, record_decision
 from ._options import check_names, check_namespace
 from ._registration import dispatch_output, tool_call, turn_input
 
@@ -155,19 +155,10 @@ class ToolPolicy:
             await call_next()
             return
         ctx.stash.append(self._stopped, ctx.call_id)
-        record_decision(
+        deny_call(
             ctx,
             self._namespace,
-            tool=ctx.tool_name,
-            checksum=ctx.checksum,
-            call_id=ctx.call_id,
-            action="denied",
-            reason=reason,
-            log=False,
-        )
-        ctx.deny(
             reason,
-            policy=self._namespace,
             message=f"policy: {ctx.tool_name} {reason}; the call was not run",
         )
 

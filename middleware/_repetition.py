@@ -17,7 +17,7 @@ from pipeline import (
     ToolCallNext,
 )
 
-from ._decisions import Action, record_decision
+from ._decisions import Action, deny_call, record_decision
 from ._options import check_choice, check_int, check_names, check_namespace
 from ._registration import dispatch_output, tool_call
 
@@ -212,19 +212,10 @@ class RepetitionDetector:
             await call_next()
             return
         stash.append(self._blocked, ctx.call_id)
-        record_decision(
+        deny_call(
             ctx,
             self._namespace,
-            tool=tool,
-            checksum=ctx.checksum,
-            call_id=ctx.call_id,
-            action="denied",
-            reason=reason,
-            log=False,
-        )
-        ctx.deny(
             reason,
-            policy=self._namespace,
             message=f"repetition: {tool}: {reason}; the call was not run",
         )
 
