@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._call_records import DEFAULT_INLINE_LIMIT
 from ._context import TurnView
 from ._errors import AlreadySignalledError, LoopError, NackedError
 from ._events import StageName
-from ._tool_calls import DEFAULT_INLINE_LIMIT, run_tool_call
+from ._tool_calls import run_tool_call
 
 if TYPE_CHECKING:
     from ._context import TurnContext

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._tool_calls import DEFAULT_INLINE_LIMIT, error_call
+from ._call_records import DEFAULT_INLINE_LIMIT, error_call
 from ._toolcall import ToolCall
 from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall
 

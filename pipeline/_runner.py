@@ -17,7 +17,7 @@ from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
 from ._tool import Tool
-from ._tool_calls import ToolCallStage
+from ._tool_call_stage import ToolCallStage
 from ._turn import Turn
 from ._turn_state import TurnState
 from .stores._store import MemoryStore

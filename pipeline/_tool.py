@@ -9,17 +9,25 @@ handler failure in `ToolDownstreamError`.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from typing_extensions import TypedDict
 
-from ._errors import InvalidToolArgsError, InvalidToolError, LoopError
+from ._errors import LoopError
 from ._events import Event
 from ._ids import new_id
 from ._json import tool_call_checksum
 from ._stash import Stash
+from ._tool_checks import (
+    bad,
+    check_description,
+    check_flag,
+    check_handler,
+    check_name,
+    not_json,
+    resolve_artifact_class,
+)
 from ._tool_run import run_handler
 from ._tool_schema import ArgsSchema
 from .artifacts._artifact import SpooledArtifact
@@ -55,7 +63,6 @@ OnCollision: TypeAlias = Literal["throw", "replace", "keep"]
 """How `ToolRegistry.merge` treats an incoming tool whose name is already taken."""
 
 ON_COLLISION_VALUES: Final = ("throw", "replace", "keep")
-_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolContext(Protocol):
@@ -83,60 +90,6 @@ class ToolDescription(TypedDict):
     """What the tool does."""
     input_schema: dict[str, Any]
     """The JSON Schema of the tool's arguments."""
-
-
-def _bad(tool_name: object, field: str, problem: str) -> InvalidToolError:
-    label = f"tool {tool_name!r}" if isinstance(tool_name, str) else "tool"
-    return InvalidToolError(f"{label}: {field} {problem}", field=field)
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-        raise _bad(name, "name", f"must match ^[A-Za-z0-9_-]{{1,64}}$, got {name!r}")
-
-
-def _check_description(tool_name: str, description: object) -> None:
-    if not isinstance(description, str) or not description.strip():
-        raise _bad(tool_name, "description", "must be a non-blank string")
-
-
-def _check_flag(tool_name: str, field: str, value: object) -> bool:
-    if type(value) is not bool:
-        raise _bad(tool_name, field, f"must be a bool, not {type(value).__name__}")
-    return value
-
-
-def _check_handler(tool_name: str, handler: object) -> None:
-    if not callable(handler):
-        raise _bad(tool_name, "handler", f"must be callable, not {type(handler).__name__}")
-    try:
-        signature = inspect.signature(handler)
-    except (TypeError, ValueError):  # some builtins have no signature: nothing to check
-        return
-    try:
-        signature.bind(None, None, None)
-    except TypeError as exc:
-        raise _bad(tool_name, "handler", f"must accept (args, ctx, meta): {exc}") from exc
-
-
-def _resolve_artifact_class(
-    tool_name: str, constructor: Callable[[], type[SpooledArtifact]] | None
-) -> type[SpooledArtifact]:
-    if constructor is None:
-        return SpooledArtifact
-    if not callable(constructor):
-        raise _bad(tool_name, "artifact_constructor", "must be a zero-argument callable")
-    try:
-        made: object = constructor()
-    except Exception as exc:
-        raise _bad(tool_name, "artifact_constructor", f"raised when called: {exc!r}") from exc
-    if not (isinstance(made, type) and issubclass(made, SpooledArtifact)):
-        raise _bad(
-            tool_name,
-            "artifact_constructor",
-            f"must return a SpooledArtifact subclass, returned {made!r}",
-        )
-    return made
 
 
 class Tool(Generic[ArgsT]):
@@ -223,19 +176,19 @@ class Tool(Generic[ArgsT]):
         Raises:
             InvalidToolError: a field breaks its rule; ``field`` names it.
         """
-        _check_name(name)
-        _check_description(name, description)
+        check_name(name)
+        check_description(name, description)
         schema: ArgsSchema[ArgsT] = ArgsSchema(input_schema, name)
-        _check_handler(name, handler)
-        artifact_class = _resolve_artifact_class(name, artifact_constructor)
+        check_handler(name, handler)
+        artifact_class = resolve_artifact_class(name, artifact_constructor)
         try:
             meta_stash = Stash(meta)
         except LoopError as exc:
-            raise _bad(name, "meta", f"must be a mapping of plain data: {exc.message}") from exc
-        ephemeral = _check_flag(name, "ephemeral", ephemeral)
-        trusted = _check_flag(name, "trusted", trusted)
+            raise bad(name, "meta", f"must be a mapping of plain data: {exc.message}") from exc
+        ephemeral = check_flag(name, "ephemeral", ephemeral)
+        trusted = check_flag(name, "trusted", trusted)
         if on_collision not in ON_COLLISION_VALUES:
-            raise _bad(
+            raise bad(
                 name, "on_collision", f"must be 'throw', 'replace' or 'keep', not {on_collision!r}"
             )
         init = object.__setattr__
@@ -381,7 +334,7 @@ class Tool(Generic[ArgsT]):
             InvalidToolError: ``guard`` is not callable.
         """
         if not callable(guard):
-            raise _bad(self._name, "guard", f"must be an async callable, got {guard!r}")
+            raise bad(self._name, "guard", f"must be an async callable, got {guard!r}")
         copy: Tool[ArgsT] = object.__new__(type(self))
         for klass in type(self).__mro__:  # subclasses (ArtifactTool) add slots of their own
             for slot in getattr(klass, "__slots__", ()):
@@ -427,9 +380,9 @@ class Tool(Generic[ArgsT]):
             try:
                 checksum = tool_call_checksum(name, args)
             except TypeError as exc:
-                raise _not_json(name, exc) from exc
+                raise not_json(name, exc) from exc
             except RecursionError:
-                raise _not_json(name, "nested too deeply") from None
+                raise not_json(name, "nested too deeply") from None
         return run_handler(
             name,
             self._schema,
@@ -464,14 +417,6 @@ class Tool(Generic[ArgsT]):
         "Executor" names the model seam (``TurnRunner(executor=...)``); this binds a tool.
         """
         return self.bind(ctx)
-
-
-def _not_json(tool_name: str, reason: object) -> InvalidToolArgsError:
-    """Turn a checksum failure (arguments that are not JSON data) into `InvalidToolArgsError`."""
-    errors = [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {reason}"}]
-    return InvalidToolArgsError(
-        f"invalid arguments for tool {tool_name!r}: {reason}", errors=errors, tool_name=tool_name
-    )
 
 
 for _public in (Tool, ToolContext, ToolDescription):

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._gate import Gate
     from ._registry import ToolRegistry
     from ._stash import Stash
-    from ._tool_calls import ToolCallStage
+    from ._tool_call_stage import ToolCallStage
     from ._toolcall import ToolCall
     from .models._seam import Message
     from .stores._spool import SpoolReader, SpoolStore
