@@ -69,6 +69,14 @@ from .errors import InvalidToolCallError as InvalidToolCallError
 from .errors import InvalidToolError as InvalidToolError
 from .errors import IterationLimitError as IterationLimitError
 from .errors import LoopError as LoopError
+from .errors import ModelAuthenticationError as ModelAuthenticationError
+from .errors import ModelBadRequestError as ModelBadRequestError
+from .errors import ModelContextLengthError as ModelContextLengthError
+from .errors import ModelError as ModelError
+from .errors import ModelRateLimitedError as ModelRateLimitedError
+from .errors import ModelRefusalError as ModelRefusalError
+from .errors import ModelTimeoutError as ModelTimeoutError
+from .errors import ModelUnavailableError as ModelUnavailableError
 from .errors import NackedError as NackedError
 from .errors import NextCalledTwiceError as NextCalledTwiceError
 from .errors import NotASpoolReaderError as NotASpoolReaderError
@@ -93,6 +101,7 @@ from .events import IterationStart as IterationStart
 from .events import Log as Log
 from .events import LogLevel as LogLevel
 from .events import MessageStored as MessageStored
+from .events import ModelTextDelta as ModelTextDelta
 from .events import StageName as StageName
 from .events import ToolCallStored as ToolCallStored
 from .events import ToolExecutionEnd as ToolExecutionEnd
@@ -105,6 +114,7 @@ from .models import Message as Message
 from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse
 from .models import ProposedToolCall as ProposedToolCall
+from .models import Usage as Usage
 from .models import to_anthropic_tools as to_anthropic_tools
 from .models import to_gemini_tools as to_gemini_tools
 from .models import to_openai_tools as to_openai_tools
@@ -146,6 +156,7 @@ __all__ = [
     "MemorySpoolStore",
     "MemoryStore",
     "Message",
+    "ModelError",
     "ModelRequest",
     "ModelResponse",
     "PipelineError",
@@ -178,6 +189,7 @@ __all__ = [
     "TurnRunner",
     "TurnStatus",
     "TurnStore",
+    "Usage",
     "canonical_json",
     "render_tool_result",
     "tool",

@@ -77,6 +77,12 @@ class EventBus:
 
         return unsubscribe
 
+    def wants(self, event_type: type[Event]) -> bool:
+        """True when a listener would receive an event of ``event_type`` (or on_any)."""
+        if self._any:
+            return True
+        return any(issubclass(event_type, kind) for kind in self._by_type)
+
     def _refresh(self) -> None:
         self.listening = bool(self._by_type or self._any)
 

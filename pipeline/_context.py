@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._events import Event, Log, LogLevel
+from .models._seam import Usage
 
 if TYPE_CHECKING:
     from ._gate import Gate
@@ -22,7 +23,10 @@ if TYPE_CHECKING:
     from .models._seam import Message
     from .stores._spool import SpoolReader, SpoolStore
 
-__all__ = ["ContextLog", "TurnContext", "TurnView"]
+__all__ = ["USAGE_PATH", "ContextLog", "TurnContext", "TurnView"]
+
+USAGE_PATH = "loopware.usage"
+"""Where a turn's token usage lives in its stash: the four `Usage` counts and ``calls``."""
 
 T = TypeVar("T")
 
@@ -139,6 +143,30 @@ class TurnView:
     def listening(self) -> bool:
         """True when anybody listens to events (build an event only then)."""
         return self._state.bus.listening
+
+    def listens_for(self, event_type: type[Event]) -> bool:
+        """True when a listener would receive an event of ``event_type`` (build it only then)."""
+        return self._state.bus.wants(event_type)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens this turn's model calls used so far.
+
+        Read from ``loopware.usage`` in the stash, where the executor adds each call's usage.
+        """
+        return Usage.from_mapping(self.stash.get(USAGE_PATH))
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add one model call's usage to the turn's; executors call it per model call.
+
+        It lands in ``loopware.usage`` in the stash, which `TurnResult.usage` and budget
+        middleware read.
+        """
+        stash = self.stash
+        for name, value in usage.as_dict().items():
+            if value:
+                stash.increment(f"{USAGE_PATH}.{name}", value)
+        stash.increment(f"{USAGE_PATH}.calls")
 
     def get_tool_call(self, call_id: str) -> ToolCall | None:
         """Return this turn's call with that id, if any (O(1))."""

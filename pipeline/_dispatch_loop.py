@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._errors import ExecutorError, IterationLimitError, LoopError, TurnAbortedError
+from ._errors import ExecutorError, IterationLimitError, LoopError, ModelError, TurnAbortedError
 from ._events import DispatchEnd, DispatchStart, IterationEnd, IterationStart
 
 if TYPE_CHECKING:
@@ -133,10 +133,16 @@ class DispatchLoop:
         return self._d.is_stopped
 
     def _executor_failed(self, exc: BaseException) -> None:
-        """The executor raised: an `ExecutorError` that nacks the dispatch (or is forced)."""
+        """The executor raised: an `ExecutorError` that nacks the dispatch (or is forced).
+
+        A `ModelError` (the provider failed the model call) fails the dispatch as it is.
+        """
         d = self._d
-        error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
-        error.__cause__ = exc
+        if isinstance(exc, ModelError):
+            error: LoopError = exc
+        else:
+            error = ExecutorError(f"the executor raised {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
         self._turn.report(error, "executor")
         if d.is_stopped:
             self._forced = error

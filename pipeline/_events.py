@@ -29,6 +29,7 @@ __all__ = [
     "Log",
     "LogLevel",
     "MessageStored",
+    "ModelTextDelta",
     "StageName",
     "ToolCallStored",
     "ToolExecutionEnd",
@@ -129,6 +130,18 @@ class IterationEnd(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelTextDelta(Event):
+    """A piece of the model's answer text, as it streams in (only while somebody listens)."""
+
+    dispatch_id: str
+    """Identifier of the dispatch."""
+    iteration: int
+    """The iteration whose model call is streaming."""
+    text: str
+    """The new text (append the deltas in order to get the answer so far)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolExecutionStart(Event):
     """A tool handler is about to run (arguments already validated)."""
 
@@ -223,6 +236,7 @@ class Log(Event):
 
 
 for _cls in (
+    ModelTextDelta,
     Event,
     TurnStart,
     TurnEnd,

@@ -8,12 +8,13 @@ your own executor" section shows one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ._call_records import DEFAULT_INLINE_LIMIT, error_call
+from ._events import ModelTextDelta
 from ._toolcall import ToolCall
-from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall
+from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall, Usage
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
@@ -67,13 +68,20 @@ class ToolLoopExecutor:
 
     async def __call__(self, ctx: DispatchContext) -> None:
         """Run one iteration on ``ctx``."""
+        tools = ctx.tools
         request = ModelRequest(
-            system_prompt=ctx.system_prompt,
-            messages=tuple(ctx.messages),
-            tool_calls=tuple(ctx.tool_calls),
-            tools=tuple(t.definition for t in ctx.tools.visible()),
+            ctx.system_prompt,
+            tuple(ctx.messages),
+            tuple(ctx.tool_calls),
+            tuple(t.definition for t in tools.visible()),
+            turn_id=ctx.turn_id,
+            registry=tools,
+            on_text_delta=_streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,
         )
         response = await self.model.complete(request)
+        usage = response.usage
+        if usage != _NO_USAGE:
+            ctx.add_usage(usage)
         proposed = list(response.tool_calls)
         if not proposed:
             await ctx.store_message(Message(role="assistant", content=response.text or ""))
@@ -125,6 +133,25 @@ async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]
     for task in tasks:
         if not task.cancelled() and task.exception() is None:
             await ctx.store_tool_call(task.result())
+
+
+_NO_USAGE = Usage()
+"""The usage a response reports when its model reports none (scripted models)."""
+
+
+def _streamer(ctx: DispatchContext) -> Callable[[str], None]:
+    """Emit each streamed piece of answer text as a `ModelTextDelta`."""
+    turn_id, dispatch_id, iteration, emit = ctx.turn_id, ctx.dispatch_id, ctx.iteration, ctx.emit
+
+    def on_text_delta(text: str) -> None:
+        if text:
+            emit(
+                ModelTextDelta(
+                    turn_id=turn_id, dispatch_id=dispatch_id, iteration=iteration, text=text
+                )
+            )
+
+    return on_text_delta
 
 
 def unique_call_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:

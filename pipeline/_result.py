@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import TurnAbortedError
 from ._stash_snapshot import StashSnapshot
+from .models._seam import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -78,6 +79,11 @@ class TurnResult:
         """Keep ``stash`` as a `StashSnapshot`, whatever mapping was given."""
         if type(self.stash) is not StashSnapshot:
             object.__setattr__(self, "stash", StashSnapshot(self.stash))
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens the turn's model calls used (from ``loopware.usage`` in the stash snapshot)."""
+        return Usage.from_mapping(self.stash.get("loopware", {}).get("usage"))
 
     @property
     def ok(self) -> bool:

@@ -25,6 +25,14 @@ from ._errors import InvalidToolCallError as InvalidToolCallError
 from ._errors import InvalidToolError as InvalidToolError
 from ._errors import IterationLimitError as IterationLimitError
 from ._errors import LoopError as LoopError
+from ._errors import ModelAuthenticationError as ModelAuthenticationError
+from ._errors import ModelBadRequestError as ModelBadRequestError
+from ._errors import ModelContextLengthError as ModelContextLengthError
+from ._errors import ModelError as ModelError
+from ._errors import ModelRateLimitedError as ModelRateLimitedError
+from ._errors import ModelRefusalError as ModelRefusalError
+from ._errors import ModelTimeoutError as ModelTimeoutError
+from ._errors import ModelUnavailableError as ModelUnavailableError
 from ._errors import NackedError as NackedError
 from ._errors import NextCalledTwiceError as NextCalledTwiceError
 from ._errors import NotASpoolReaderError as NotASpoolReaderError
@@ -59,6 +67,14 @@ __all__ = [
     "InvalidToolError",
     "IterationLimitError",
     "LoopError",
+    "ModelAuthenticationError",
+    "ModelBadRequestError",
+    "ModelContextLengthError",
+    "ModelError",
+    "ModelRateLimitedError",
+    "ModelRefusalError",
+    "ModelTimeoutError",
+    "ModelUnavailableError",
     "NackedError",
     "NextCalledTwiceError",
     "NotASpoolReaderError",

@@ -15,6 +15,7 @@ from ._events import IterationStart as IterationStart
 from ._events import Log as Log
 from ._events import LogLevel as LogLevel
 from ._events import MessageStored as MessageStored
+from ._events import ModelTextDelta as ModelTextDelta
 from ._events import StageName as StageName
 from ._events import ToolCallStored as ToolCallStored
 from ._events import ToolExecutionEnd as ToolExecutionEnd
@@ -35,6 +36,7 @@ __all__ = [
     "Log",
     "LogLevel",
     "MessageStored",
+    "ModelTextDelta",
     "StageName",
     "ToolCallStored",
     "ToolExecutionEnd",

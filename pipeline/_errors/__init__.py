@@ -25,6 +25,14 @@ group the errors a caller handles alike; catch a family to handle all of its mem
     │   ├── OutputPipelineError            (E_OUTPUT_PIPELINE_ERROR)
     │   ├── PipelineShortCircuitedError    (E_PIPELINE_SHORT_CIRCUITED)
     │   └── NextCalledTwiceError           (E_NEXT_CALLED_TWICE)
+    ├── ModelError                         (E_MODEL_ERROR; .provider, .model, .status_code)
+    │   ├── ModelRateLimitedError          (E_MODEL_RATE_LIMITED)
+    │   ├── ModelAuthenticationError       (E_MODEL_AUTHENTICATION)
+    │   ├── ModelBadRequestError           (E_MODEL_BAD_REQUEST)
+    │   │   └── ModelContextLengthError    (E_MODEL_CONTEXT_LENGTH)
+    │   ├── ModelUnavailableError          (E_MODEL_UNAVAILABLE)
+    │   ├── ModelTimeoutError              (E_MODEL_TIMEOUT, also TimeoutError)
+    │   └── ModelRefusalError              (E_MODEL_REFUSAL)
     ├── GateError                          (E_GATE_ERROR; .gate_id)
     │   ├── GateTimeoutError               (E_TURN_GATE_TIMEOUT, also TimeoutError)
     │   ├── GateAbortedError               (E_TURN_GATE_ABORTED)
@@ -67,6 +75,14 @@ from ._gate import GateAbortedError as GateAbortedError
 from ._gate import GateError as GateError
 from ._gate import GateTimeoutError as GateTimeoutError
 from ._gate import InvalidGateResolutionError as InvalidGateResolutionError
+from ._model import ModelAuthenticationError as ModelAuthenticationError
+from ._model import ModelBadRequestError as ModelBadRequestError
+from ._model import ModelContextLengthError as ModelContextLengthError
+from ._model import ModelError as ModelError
+from ._model import ModelRateLimitedError as ModelRateLimitedError
+from ._model import ModelRefusalError as ModelRefusalError
+from ._model import ModelTimeoutError as ModelTimeoutError
+from ._model import ModelUnavailableError as ModelUnavailableError
 from ._pipeline import DispatchPipelineError as DispatchPipelineError
 from ._pipeline import InputPipelineError as InputPipelineError
 from ._pipeline import NextCalledTwiceError as NextCalledTwiceError
@@ -99,6 +115,14 @@ __all__ = [
     "InvalidToolError",
     "IterationLimitError",
     "LoopError",
+    "ModelAuthenticationError",
+    "ModelBadRequestError",
+    "ModelContextLengthError",
+    "ModelError",
+    "ModelRateLimitedError",
+    "ModelRefusalError",
+    "ModelTimeoutError",
+    "ModelUnavailableError",
     "NackedError",
     "NextCalledTwiceError",
     "NotASpoolReaderError",

@@ -11,6 +11,7 @@ from ._seam import Message as Message
 from ._seam import ModelRequest as ModelRequest
 from ._seam import ModelResponse as ModelResponse
 from ._seam import ProposedToolCall as ProposedToolCall
+from ._seam import Usage as Usage
 from ._tool_defs import to_anthropic_tools as to_anthropic_tools
 from ._tool_defs import to_gemini_tools as to_gemini_tools
 from ._tool_defs import to_openai_tools as to_openai_tools
@@ -21,6 +22,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ProposedToolCall",
+    "Usage",
     "to_anthropic_tools",
     "to_gemini_tools",
     "to_openai_tools",

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._errors import InvalidToolCallError
 from .._ids import new_id
 
 if TYPE_CHECKING:
+    from .._registry import ToolRegistry
     from .._tool import ToolDescription
     from .._toolcall import ToolCall
 
-__all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall"]
+__all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
 
 
 def _message_id() -> str:
@@ -69,6 +72,46 @@ class ProposedToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens a model call (or a whole turn) used, as the provider reported them."""
+
+    input_tokens: int = 0
+    """Tokens of the prompt (cached ones included)."""
+    output_tokens: int = 0
+    """Tokens the model generated (reasoning ones included)."""
+    cached_tokens: int = 0
+    """Prompt tokens the provider served from its cache."""
+    reasoning_tokens: int = 0
+    """Generated tokens spent on hidden reasoning."""
+
+    def __add__(self, other: Usage) -> Usage:
+        """Sum two usages field by field."""
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        """The four counts as plain data (what the stash keeps)."""
+        return {name: getattr(self, name) for name in USAGE_FIELDS}
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> Usage:
+        """Read the four counts back from plain data (missing or non-int counts are 0)."""
+        if not data:
+            return cls()
+        values = [data.get(name, 0) for name in USAGE_FIELDS]
+        return cls(*(v if type(v) is int else 0 for v in values))
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What the executor sends to the model on one iteration."""
 
@@ -81,6 +124,16 @@ class ModelRequest:
     tools: tuple[ToolDescription, ...]
     """Descriptions of the tools the model may call (visible tools only). They are shared with
     later requests, so never change them in place: render a copy (``to_openai_tools``, ...)."""
+    _: KW_ONLY
+    turn_id: str | None = None
+    """The turn the request belongs to: a provider model keeps its converted prefix of the
+    conversation per turn, so each iteration converts only what is new."""
+    registry: ToolRegistry | None = None
+    """The turn's registry, for rendering tool results in their trust envelopes
+    (``render_tool_result(call, request.registry)``); None renders every tool untrusted."""
+    on_text_delta: Callable[[str], None] | None = None
+    """Set when somebody listens for `ModelTextDelta`: a model that can stream calls it with
+    each piece of answer text as it arrives (the final `ModelResponse` is the same)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +144,14 @@ class ModelResponse:
     """Assistant text, if any."""
     tool_calls: Sequence[ProposedToolCall] = ()
     """Proposed tool calls; empty means the model answered."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens this call used, as the provider reported them."""
+    model: str | None = None
+    """The model that answered, as the provider named it."""
+    finish_reason: str | None = None
+    """Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...), as reported."""
+    raw: Any = None
+    """The provider's payload, as plain data, for replay and audit (None for scripted models)."""
 
 
 class ChatModel(Protocol):
@@ -101,5 +162,5 @@ class ChatModel(Protocol):
         ...
 
 
-for _cls in (Message, ProposedToolCall, ModelRequest, ModelResponse, ChatModel):
+for _cls in (Message, ProposedToolCall, ModelRequest, ModelResponse, ChatModel, Usage):
     _cls.__module__ = "pipeline"

@@ -27,6 +27,14 @@ from pipeline import (
     InvalidToolError,
     IterationLimitError,
     LoopError,
+    ModelAuthenticationError,
+    ModelBadRequestError,
+    ModelContextLengthError,
+    ModelError,
+    ModelRateLimitedError,
+    ModelRefusalError,
+    ModelTimeoutError,
+    ModelUnavailableError,
     NackedError,
     NextCalledTwiceError,
     NotASpoolReaderError,
@@ -70,6 +78,14 @@ TABLE: list[tuple[type[LoopError], str, int, bool]] = [
     (InvalidMediaError, "E_INVALID_INITIAL_MEDIA_VALUE", 500, True),
     (PolicyViolationError, "E_POLICY_VIOLATION", 403, False),
     (InvalidMiddlewareConfigError, "E_INVALID_MIDDLEWARE_CONFIG", 500, True),
+    (StoreError, "E_STORE_ERROR", 503, False),
+    (ModelRateLimitedError, "E_MODEL_RATE_LIMITED", 429, False),
+    (ModelAuthenticationError, "E_MODEL_AUTHENTICATION", 401, True),
+    (ModelBadRequestError, "E_MODEL_BAD_REQUEST", 400, False),
+    (ModelContextLengthError, "E_MODEL_CONTEXT_LENGTH", 413, False),
+    (ModelUnavailableError, "E_MODEL_UNAVAILABLE", 503, False),
+    (ModelTimeoutError, "E_MODEL_TIMEOUT", 504, False),
+    (ModelRefusalError, "E_MODEL_REFUSAL", 422, False),
 ]
 CLASSES = [row[0] for row in TABLE]
 IDS = [cls.__name__ for cls in CLASSES]
@@ -210,7 +226,8 @@ def test_repr_names_the_class() -> None:
     assert repr(ToolNotFoundError("no such tool")) == "ToolNotFoundError('no such tool')"
 
 
-# The four families (issue 10) and their members; every other error is directly under LoopError.
+# The families (issue 10; the model errors of issue 12) and their members; every other error
+# is directly under LoopError.
 FAMILIES: dict[type[LoopError], list[type[LoopError]]] = {
     ConfigurationError: [
         InvalidToolError,
@@ -232,6 +249,15 @@ FAMILIES: dict[type[LoopError], list[type[LoopError]]] = {
         NextCalledTwiceError,
     ],
     GateError: [GateTimeoutError, GateAbortedError, InvalidGateResolutionError],
+    ModelError: [
+        ModelRateLimitedError,
+        ModelAuthenticationError,
+        ModelBadRequestError,
+        ModelContextLengthError,
+        ModelUnavailableError,
+        ModelTimeoutError,
+        ModelRefusalError,
+    ],
 }
 FAMILY_IDS = [family.__name__ for family in FAMILIES]
 MEMBERS = [(family, member) for family, members in FAMILIES.items() for member in members]
