@@ -15,8 +15,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Final, TextIO
 
 from middleware import (
@@ -33,10 +32,8 @@ from pipeline import (
     LoopError,
     ModelResponse,
     ProposedToolCall,
-    SpooledArtifact,
     Stash,
     Tool,
-    ToolCall,
     ToolCallStored,
     ToolLoopExecutor,
     TurnResult,
@@ -45,7 +42,7 @@ from pipeline import (
 )
 from pipeline.testing import ScriptedModel
 
-from ._replay_render import short, short_args
+from ._live import LiveOutput
 from ._style import Style
 
 __all__ = ["DEMO_AUDIT_PATH", "run_demo"]
@@ -130,85 +127,14 @@ def demo_script() -> list[ModelResponse]:
     ]
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A call stored in the current iteration, waiting for the stack's decisions."""
+def _offered_by(model: ScriptedModel) -> Callable[[int], str]:
+    def offered(iteration: int) -> str:
+        requests = model.requests
+        if iteration >= len(requests):
+            return "-"
+        return ", ".join(t["name"] for t in requests[iteration].tools)
 
-    call: ToolCall
-    decisions: list[str] = field(default_factory=list)
-
-
-class _LiveOutput:
-    """Prints each iteration when it ends: offered tools, calls, results and decisions."""
-
-    __slots__ = ("_labels", "_model", "_out", "_pending", "_style")
-
-    def __init__(
-        self, out: TextIO, style: Style, model: ScriptedModel, labels: Mapping[str, str]
-    ) -> None:
-        self._out = out
-        self._style = style
-        self._model = model
-        self._labels = labels
-        self._pending: list[_Pending] = []
-
-    def __repr__(self) -> str:
-        return f"_LiveOutput(pending={len(self._pending)})"
-
-    def _print(self, text: str = "") -> None:
-        print(text, file=self._out)
-
-    def _decision(self, payload: Mapping[str, Any]) -> str:
-        action = str(payload.get("action"))
-        label = self._labels.get(str(payload.get("policy")))
-        kind = f"{label}: " if label else ""
-        return f"{self._style.verdict(action)} - {kind}{payload.get('reason')}"
-
-    def on_log(self, event: Log) -> None:
-        if event.kind != "policy.decision":
-            return
-        payload = event.payload
-        if payload.get("iteration") is None:  # a turn-stage decision: print it at once
-            self._print(
-                f"  {self._style.paint('policy', 'magenta')} {payload.get('tool')} removed from "
-                f"the turn: {self._decision(payload)}"
-            )
-            return
-        call_id = payload.get("call_id")
-        target = next((p for p in self._pending if p.call.id == call_id), None)
-        if target is None:
-            target = next((p for p in self._pending if p.call.tool == payload.get("tool")), None)
-        if target is not None:
-            target.decisions.append(self._decision(payload))
-
-    def on_stored(self, event: ToolCallStored) -> None:
-        self._pending.append(_Pending(event.call))
-
-    def on_iteration_end(self, event: IterationEnd) -> None:
-        style = self._style
-        requests = self._model.requests
-        offered = (
-            ", ".join(t["name"] for t in requests[event.iteration].tools)
-            if event.iteration < len(requests)
-            else "-"
-        )
-        self._print(
-            style.paint(f"iteration {event.iteration}", "bold", "cyan")
-            + style.paint(f"  offered: {offered}", "dim")
-        )
-        for pending in self._pending:
-            call = pending.call
-            self._print(f"  {style.paint(call.tool, 'bold')} {short_args(json.dumps(call.args))}")
-            results = call.results
-            text = results.as_string() if isinstance(results, SpooledArtifact) else str(results)
-            if call.is_error:
-                text = text.removeprefix("Error: ")
-                self._print(f"    {style.verdict('error', key='failed')}: {short(text, 88)}")
-            else:
-                self._print(f"    result: {short(text, 88)}")
-            for decision in pending.decisions or [style.verdict("allowed")]:
-                self._print(f"    decision: {decision}")
-        self._pending.clear()
+    return offered
 
 
 def _decisions(result: TurnResult, namespace: str) -> list[dict[str, Any]]:
@@ -305,7 +231,7 @@ def run_demo(
             repetition.namespace: "repeat detected",
             limit.namespace: "limit reached",
         }
-        live = _LiveOutput(out, style, model, labels)
+        live = LiveOutput(out, style, _offered_by(model), labels)
         runner.on(Log, live.on_log)
         runner.on(ToolCallStored, live.on_stored)
         runner.on(IterationEnd, live.on_iteration_end)

@@ -1,7 +1,7 @@
-"""The ``loopware`` command: ``demo``, ``replay`` and ``pipelines``.
+"""The ``loopware`` command: ``demo``, ``run``, ``replay`` and ``pipelines``.
 
 ``main(argv)`` returns the exit status instead of exiting, so it can be called in-process; the
-console script (``loopware = "middleware._cli:main"``) exits with it. Exit statuses are listed in
+console script (``loopware = "loopware_cli._main:main"``) exits with it. Exit statuses are listed in
 `EXIT_STATUS_HELP` and shown by ``--help``.
 """
 
@@ -49,7 +49,8 @@ EXIT_STATUS_HELP: Final = """\
 exit status:
   0  success; for replay: every recorded call was allowed, warned about or hidden
      and every replayed turn completed
-  1  replay: the stack denied or rejected at least one recorded call, or a
+  1  run: the turn failed or was aborted (a policy nack, a provider error);
+     replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
      error); demo: the audit file cannot be written, the scripted turn did not
      complete, or the audit chain did not verify
@@ -59,8 +60,10 @@ exit status:
      FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong, and the readable part
      of the transcript is still replayed and reported
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
-     it is not middleware (replay) / not a TurnRunner (pipelines); a factory that
-     needs arguments or raises counts too
+     it is not middleware (replay, run) / not tools (run) / not a TurnRunner
+     (pipelines); a factory that needs arguments or raises counts too
+  5  run: the model cannot be used: its API key is not set or was refused, or the
+     model string is not one loopware knows
 When several apply, 4 wins over 3, and 3 over 1."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."
@@ -163,6 +166,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay every turn on its own (no conversation history between turns)",
     )
     replay.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    run = _subparser(
+        sub,
+        "run",
+        "run one real turn against a real model through a middleware stack",
+        "Run one turn of PROMPT against a real model (OPENAI_API_KEY or ANTHROPIC_API_KEY\n"
+        "must be set; a local OpenAI-compatible server needs none) with the tools and\n"
+        "middleware named as module:attr. The answer streams as it arrives; each iteration\n"
+        "is printed with the tools offered, every call, its result and the stack's\n"
+        "decisions, then a summary with the token usage. No key? `loopware demo` runs a\n"
+        "scripted model offline.",
+        _run_run,
+    )
+    run.add_argument("prompt", metavar="PROMPT", help="the user input of the turn")
+    run.add_argument(
+        "--model",
+        required=True,
+        metavar="SPEC",
+        help="openai:<model>, openai-responses:<model>, anthropic:<model> or "
+        "openai-compatible:<name>@<base_url>",
+    )
+    run.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="tools to offer (repeatable): a Tool, a list of tools, a ToolRegistry, or a "
+        "zero-argument factory returning one; the current directory is importable",
+    )
+    run.add_argument(
+        "-m",
+        "--middleware",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="middleware to run through (repeatable, outermost first), as for replay",
+    )
+    run.add_argument("--system", default=None, help="the system prompt")
+    run.add_argument(
+        "--max-iterations", type=int, default=20, help="the iteration cap (default 20)"
+    )
+    run.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
     pipelines = _subparser(
         sub,
         "pipelines",
@@ -186,6 +230,21 @@ def _run_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo  # its tools and stack are built only when asked for
 
     return run_demo(sys.stdout, plain=args.plain)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from ._run import RunOptions, run_turn  # provider SDKs load only when a turn runs
+
+    options = RunOptions(
+        prompt=args.prompt,
+        model=args.model,
+        tools=list(args.tools),
+        middleware=list(args.middleware),
+        system_prompt=args.system,
+        max_iterations=args.max_iterations,
+        plain=args.plain,
+    )
+    return run_turn(options, sys.stdout)
 
 
 def _run_replay(args: argparse.Namespace) -> int:

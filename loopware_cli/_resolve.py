@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from pipeline import (
     EventObserver,
@@ -20,10 +20,12 @@ from pipeline import (
     InvalidRunnerConfigError,
     LoopError,
     MiddlewareProvider,
+    Tool,
+    ToolRegistry,
     TurnRunner,
 )
 
-__all__ = ["is_middleware", "resolve_middleware", "resolve_runner"]
+__all__ = ["is_middleware", "resolve_middleware", "resolve_runner", "resolve_tools"]
 
 _SPEC: Final = re.compile(
     r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)"
@@ -154,3 +156,41 @@ def resolve_runner(spec: str) -> TurnRunner:
     if not isinstance(made, TurnRunner):
         raise error(f"{spec!r} returned {type(made).__name__}, not a TurnRunner", spec=spec)
     return made
+
+
+def _as_tools(value: object) -> list[Tool[Any]] | None:
+    if isinstance(value, Tool):
+        return [value]
+    if isinstance(value, ToolRegistry):
+        return value.all()
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Tool) for v in value):
+        return list(value)
+    return None
+
+
+def resolve_tools(spec: str) -> list[Tool[Any]]:
+    """Resolve a ``--tools module:attr`` value into tools.
+
+    It names a `Tool`, a list of tools, a `ToolRegistry`, or a zero-argument factory returning
+    one of those.
+
+    Raises:
+        InvalidRunnerConfigError: the spec is malformed, the module cannot be imported, the
+            attribute is missing, or it is not tools (nor a factory of tools).
+    """
+    error = InvalidRunnerConfigError
+    target = _import_target(spec, error)
+    tools = _as_tools(target)
+    if tools is not None:
+        return tools
+    if not callable(target):
+        raise error(
+            f"{spec!r} is {type(target).__name__}, not a Tool or a list of tools", spec=spec
+        )
+    made = _call_factory(spec, target, error)
+    tools = _as_tools(made)
+    if tools is None:
+        raise error(
+            f"{spec!r} returned {type(made).__name__}, not a Tool or a list of tools", spec=spec
+        )
+    return tools

@@ -27,6 +27,7 @@ from ._registration import turn_output as turn_output
 from ._repetition import OnRepeat as OnRepeat
 from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
+from ._token_budget import TokenBudget as TokenBudget
 from ._tracing import Tracing as Tracing
 from .audit._chain import AuditDecision as AuditDecision
 from .audit._chain import AuditEntry as AuditEntry
@@ -57,6 +58,7 @@ __all__ = [
     "OnRepeat",
     "RepetitionDetector",
     "SqliteAuditSink",
+    "TokenBudget",
     "ToolCallCounter",
     "ToolCallHook",
     "ToolCallHookMethod",

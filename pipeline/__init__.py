@@ -109,12 +109,16 @@ from .events import ToolExecutionStart as ToolExecutionStart
 from .events import TurnEnd as TurnEnd
 from .events import TurnStart as TurnStart
 from .events import TurnStatus as TurnStatus
+from .models import AnthropicModel as AnthropicModel
 from .models import ChatModel as ChatModel
 from .models import Message as Message
 from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse
+from .models import OpenAIChatModel as OpenAIChatModel
+from .models import OpenAIResponsesModel as OpenAIResponsesModel
 from .models import ProposedToolCall as ProposedToolCall
 from .models import Usage as Usage
+from .models import infer_model as infer_model
 from .models import to_anthropic_tools as to_anthropic_tools
 from .models import to_gemini_tools as to_gemini_tools
 from .models import to_openai_tools as to_openai_tools

@@ -32,7 +32,8 @@ class ToolLoopExecutor:
     text is stored as the assistant message and the dispatch is acked.
 
     Args:
-        model: Any `ChatModel`.
+        model: Any `ChatModel`, or a model string such as ``"openai:gpt-4.1-mini"`` (see
+            `pipeline.models.infer_model`).
         parallel_tool_calls: Run the calls proposed together concurrently (stored in proposal
             order either way).
         inline_limit: Text results up to this many UTF-8 bytes are shown to the model whole
@@ -44,12 +45,16 @@ class ToolLoopExecutor:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: ChatModel | str,
         *,
         parallel_tool_calls: bool = False,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
     ) -> None:
-        """Configure the executor."""
+        """Configure the executor (a model string is resolved by `pipeline.models.infer_model`)."""
+        if isinstance(model, str):
+            from .models._infer import infer_model  # provider SDKs load only when named
+
+            model = infer_model(model)
         if not callable(getattr(model, "complete", None)):
             raise TypeError(f"model must implement ChatModel.complete, got {model!r}")
         limit: object = inline_limit

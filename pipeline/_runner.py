@@ -10,8 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._bus import EventBus
 from ._compose import build_onions, resolve_item
 from ._dispatch import DispatchContext
-from ._errors import InvalidRunnerConfigError, ToolAlreadyRegisteredError
+from ._errors import (
+    ConfigurationError,
+    InvalidRunnerConfigError,
+    LoopError,
+    ToolAlreadyRegisteredError,
+)
 from ._events import Event
+from ._executor import ToolLoopExecutor
 from ._ids import new_id
 from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
@@ -24,6 +30,7 @@ from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
     from ._result import TurnResult
+    from .models._seam import ChatModel
     from .stores._spool import SpoolStore
     from .stores._store import TurnStore
 
@@ -89,6 +96,10 @@ class TurnRunner:
         executor: The model seam, an async callable ``(ctx: DispatchContext) -> None`` (an
             ``async def``, or an object with an ``async def __call__`` such as a
             `ToolLoopExecutor`).
+        model: Instead of ``executor``: a `ChatModel` or a model string
+            (``"openai:gpt-4.1-mini"``, ``"anthropic:claude-sonnet-4-5"``,
+            ``"openai-compatible:<name>@<base_url>"``, see `pipeline.models.infer_model`),
+            run by the standard `ToolLoopExecutor`.
         tools: The baseline tools; copied into every turn's registry, never mutated by a turn.
         middleware: ``middleware.Middleware`` sets and class-based middleware instances, the one
             way in for middleware: a plain ``async (ctx, call_next)`` function joins a set
@@ -122,7 +133,8 @@ class TurnRunner:
     def __init__(
         self,
         *,
-        executor: Executor,
+        executor: Executor | None = None,
+        model: ChatModel | str | None = None,
         tools: Iterable[Tool[Any]] | ToolRegistry = (),
         middleware: Sequence[object] = (),
         store: TurnStore | None = None,
@@ -136,7 +148,18 @@ class TurnRunner:
         def bad(field: str, why: str) -> None:
             problems.setdefault(field, []).append(f"{field}: {why}")
 
-        if not _is_async_callable(executor):
+        if model is not None:
+            if executor is not None:
+                bad("model", "give executor= or model=, not both")
+            else:
+                try:
+                    executor = ToolLoopExecutor(model)
+                except (TypeError, ValueError, ConfigurationError) as exc:  # a bad spec
+                    bad("model", exc.message if isinstance(exc, LoopError) else str(exc))
+        if executor is None:
+            if "model" not in problems:
+                bad("executor", "give an executor (or model= for the standard one)")
+        elif not _is_async_callable(executor):
             bad("executor", f"must be an async callable (ctx) -> None, got {executor!r}")
         if isinstance(tools, ToolRegistry):
             baseline = ToolRegistry(tools)
@@ -179,6 +202,7 @@ class TurnRunner:
                 + "; ".join(why for whys in problems.values() for why in whys),
                 fields=list(problems),
             )
+        assert executor is not None  # every path that leaves it None reported a problem
         self._executor = executor
         self._baseline = baseline
         self._middleware = tuple(items)
