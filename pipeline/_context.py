@@ -146,7 +146,8 @@ class TurnView:
 
     def listens_for(self, event_type: type[Event]) -> bool:
         """True when a listener would receive an event of ``event_type`` (build it only then)."""
-        return self._state.bus.wants(event_type)
+        bus = self._state.bus
+        return bus.listening and bus.wants(event_type)
 
     @property
     def usage(self) -> Usage:

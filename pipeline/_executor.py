@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ._call_records import DEFAULT_INLINE_LIMIT, error_call
 from ._events import ModelTextDelta
 from ._toolcall import ToolCall
-from .models._seam import ChatModel, Message, ModelRequest, ProposedToolCall, Usage
+from .models._seam import NO_USAGE, ChatModel, Message, ModelRequest, ProposedToolCall
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
@@ -85,7 +85,7 @@ class ToolLoopExecutor:
         )
         response = await self.model.complete(request)
         usage = response.usage
-        if usage != _NO_USAGE:
+        if usage is not NO_USAGE and usage != NO_USAGE:
             ctx.add_usage(usage)
         proposed = list(response.tool_calls)
         if not proposed:
@@ -138,10 +138,6 @@ async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]
     for task in tasks:
         if not task.cancelled() and task.exception() is None:
             await ctx.store_tool_call(task.result())
-
-
-_NO_USAGE = Usage()
-"""The usage a response reports when its model reports none (scripted models)."""
 
 
 def _streamer(ctx: DispatchContext) -> Callable[[str], None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .._errors import InvalidToolCallError
 from .._ids import new_id
@@ -111,6 +111,10 @@ class Usage:
         return cls(*(v if type(v) is int else 0 for v in values))
 
 
+NO_USAGE: Final = Usage()
+"""The usage of a response whose model reports none (one shared, immutable value)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """What the executor sends to the model on one iteration."""
@@ -144,8 +148,8 @@ class ModelResponse:
     """Assistant text, if any."""
     tool_calls: Sequence[ProposedToolCall] = ()
     """Proposed tool calls; empty means the model answered."""
-    usage: Usage = field(default_factory=Usage)
-    """Tokens this call used, as the provider reported them."""
+    usage: Usage = NO_USAGE
+    """Tokens this call used, as the provider reported them (`NO_USAGE` when not reported)."""
     model: str | None = None
     """The model that answered, as the provider named it."""
     finish_reason: str | None = None
