@@ -18,11 +18,13 @@ described in text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Self
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from .._errors import ModelRefusalError, ModelUnavailableError
 from ..artifacts._envelope import render_tool_result
+from ._openai_base import OpenAIBase
 from ._openai_errors import from_openai_error, from_response_error
 from ._openai_shared import (
     NO_RESULT,
@@ -31,24 +33,17 @@ from ._openai_shared import (
     ToolLookup,
     arguments_text,
     call_id,
-    check_settings,
     data_url,
     encode_args,
     int_field,
-    make_client,
     media_label,
-    provider_name,
     read_media,
     wire_name,
 )
-from ._prefix import PrefixCache
 from ._seam import ModelResponse, ProposedToolCall, Usage
 from ._tool_defs import to_openai_tools
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
-    from .._registry import ToolRegistry
     from .._tool import ToolDescription
     from .._toolcall import ToolCall
     from ..artifacts._media import Media
@@ -63,7 +58,7 @@ _FINAL_EVENTS: Final = frozenset({"response.completed", "response.incomplete"})
 Json = dict[str, Any]
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(OpenAIBase):
     """A `ChatModel` on OpenAI's Responses API.
 
     Retries and timeouts are the SDK's own: pass a ready ``client`` (or the ``max_retries``
@@ -95,55 +90,10 @@ class OpenAIResponsesModel:
         ModelAuthenticationError: no API key was given or found.
     """
 
-    __slots__ = ("_client", "_prefix", "_registry", "_settings", "_tools", "model", "provider")
+    __slots__ = ()
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        **settings: Any,
-    ) -> None:
-        """Build the model (and the client, unless one is given)."""
-        check_settings(model, settings, _RESERVED)
-        max_retries = settings.pop("max_retries", None)
-        self._client = make_client(
-            client, base_url=base_url, api_key=api_key, max_retries=max_retries, model=model
-        )
-        self.model = model
-        """The model name sent with every request."""
-        self.provider = provider_name(self._client)
-        """``"openai"``, or ``"openai-compatible"`` for another server."""
-        self._settings: Json = {"store": False, **settings}
-        self._prefix: PrefixCache[Json] = PrefixCache(self._convert)
-        self._registry: ToolRegistry | None = None
-        self._tools: tuple[tuple[ToolDescription, ...], list[Json]] = ((), [])
-
-    def __repr__(self) -> str:
-        """Show the model, the provider and the server."""
-        return (
-            f"OpenAIResponsesModel({self.model!r}, provider={self.provider!r}, "
-            f"base_url={str(self._client.base_url)!r})"
-        )
-
-    @property
-    def client(self) -> AsyncOpenAI:
-        """The SDK client the model calls."""
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections (a client you passed in too); await it when done."""
-        await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        """``async with model:`` closes the client at the end."""
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        """Close the client."""
-        await self.aclose()
+    RESERVED = _RESERVED
+    DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType({"store": False})
 
     def request_arguments(self, request: ModelRequest) -> Json:
         """The keyword arguments of ``responses.create`` for ``request`` (not streamed).
@@ -189,16 +139,12 @@ class OpenAIResponsesModel:
         """Drop a finished turn's converted conversation (it is also evicted when old)."""
         self._prefix.forget(turn_id)
 
-    def _tool_defs(self, tools: tuple[ToolDescription, ...]) -> list[Json]:
-        """Responses function tools, rendered again only when the tools change."""
-        seen, rendered = self._tools
-        if len(seen) != len(tools) or any(a is not b for a, b in zip(seen, tools, strict=True)):
-            rendered = [
-                {"type": "function", **tool["function"], "strict": False}
-                for tool in to_openai_tools(tools)
-            ]
-            self._tools = (tools, rendered)
-        return rendered
+    def _render_tools(self, tools: tuple[ToolDescription, ...]) -> list[Json]:
+        """Responses function tools (flat, ``strict: false``)."""
+        return [
+            {"type": "function", **tool["function"], "strict": False}
+            for tool in to_openai_tools(tools)
+        ]
 
     def _convert(self, step: ConversationStep) -> list[Json]:
         """One conversation step as Responses input items (see the module docstring)."""
