@@ -47,7 +47,8 @@ def _not_a_tool(value: object, where: str) -> InvalidToolError:
 class ToolRegistry:
     """A name-keyed, insertion-ordered collection of tools with a hidden-name set.
 
-    Hidden tools stay callable by name (`get`) but are not offered to the model (`visible`).
+    Hidden tools are not offered to the model (`visible`) and a turn refuses calls to them
+    (`get_visible`); `get` still finds them, for middleware that unhides or inspects.
     Iterating yields the tools in insertion order; ``name in registry`` tests a name (a `Tool`
     is also accepted: true when that very tool is registered).
     """
