@@ -169,10 +169,14 @@ def _summary(
         )
     )
     denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
+    final = {  # a call's last row is its final form (AuditLog writes a row per change)
+        row.entry.call_id: row.entry.decision
+        for row in rows
+        if row.entry.kind == "tool_call" and row.entry.decision is not None
+    }
     by_decision: dict[str, int] = {}
-    for row in rows:
-        if row.entry.kind == "tool_call" and row.entry.decision is not None:
-            by_decision[row.entry.decision] = by_decision.get(row.entry.decision, 0) + 1
+    for decision in final.values():
+        by_decision[decision] = by_decision.get(decision, 0) + 1
     duration_ms = (result.ended_at - result.started_at).total_seconds() * 1000.0
     failed = sum(1 for c in calls if c.is_error)
     status = style.verdict(result.status, key="ok" if result.ok else "failed")

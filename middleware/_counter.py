@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pipeline import CallNext, DispatchContext, StashKey, TurnContext
+from collections.abc import Sequence
+
+from pipeline import CallNext, DispatchContext, Stash, StashKey, ToolCall, TurnContext
 
 from ._keys import CountKeys, bump
 from ._options import check_namespace
-from ._registration import dispatch_output, turn_input
+from ._registration import dispatch_output, turn_input, turn_output
 
 __all__ = ["ToolCallCounter"]
 
@@ -19,8 +21,11 @@ class ToolCallCounter:
         by_tool.<tool>.completed   by_tool.<tool>.failed
         total.completed            total.failed
 
-    The totals are set to 0 when the turn starts (unless the stash seed carries them). State
-    lives only in the stash, so one instance serves any number of concurrent turns.
+    The totals are set to 0 when the turn starts (unless the stash seed carries them). Every
+    stored call is counted once, wherever it came from: calls of an iteration whose
+    ``dispatch_output`` did not run (an executor that stored calls and acked at once) are
+    counted in ``turn_output``. State lives only in the stash (and the turn's
+    `unseen_tool_calls` position), so one instance serves any number of concurrent turns.
 
     Args:
         namespace: The stash path the counts live under.
@@ -59,16 +64,24 @@ class ToolCallCounter:
 
     @dispatch_output
     async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Count the calls the executor completed in this iteration."""
-        stash = ctx.stash
-        for call in ctx.new_tool_calls:
+        """Count the calls stored in this iteration (and any stored earlier not yet counted)."""
+        self._count(ctx.stash, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    @turn_output
+    async def count_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+        """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
+        self._count(ctx.stash, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    def _count(self, stash: Stash, calls: Sequence[ToolCall]) -> None:
+        for call in calls:
             if call.is_error:
                 bump(stash, self._failed(call.tool))
                 bump(stash, self._total_failed)
             else:
                 bump(stash, self._completed(call.tool))
                 bump(stash, self._total_completed)
-        await call_next()
 
 
 ToolCallCounter.__module__ = "middleware"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal
 
@@ -14,14 +14,16 @@ from pipeline import (
     MiddlewareSpec,
     PolicyViolationError,
     StashKey,
+    ToolCall,
     ToolCallContext,
     ToolCallNext,
+    TurnContext,
 )
 
 from ._decisions import deny_call, record_decision
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
-from ._registration import dispatch_input, dispatch_output, tool_call
+from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
 
 __all__ = ["ToolCallLimit"]
 
@@ -55,8 +57,9 @@ class ToolCallLimit:
     kept when ``total`` is set), ``pending.<tool>`` and ``pending_total`` (slots reserved by
     calls of the current iteration not yet counted), ``exhausted`` (tools hidden for their own
     limit) and ``decisions``. Calls stored without passing the stage (a custom executor that
-    builds its own records) are still counted after the fact in ``dispatch_output``.
-    (`ToolCallCounter` counts every tool.)
+    builds its own records) are still counted after the fact in ``dispatch_output``, and calls
+    of an iteration whose ``dispatch_output`` did not run (an executor that stored calls and
+    acked at once) in ``turn_output``. (`ToolCallCounter` counts every tool.)
 
     Args:
         limits: Tool name to the most completed calls allowed (at least 1).
@@ -157,7 +160,11 @@ class ToolCallLimit:
         catch tools that first appear later in the turn. Leaving it out otherwise keeps a
         whole stage off the per-iteration path.
         """
-        methods: list[object] = [ToolCallLimit.reserve, ToolCallLimit.count]
+        methods: list[object] = [
+            ToolCallLimit.reserve,
+            ToolCallLimit.count,
+            ToolCallLimit.count_late,
+        ]
         if self._total is not None and self._on_exceed == "hide":
             methods.insert(0, ToolCallLimit.keep_hidden)
         return [
@@ -249,11 +256,22 @@ class ToolCallLimit:
 
     @dispatch_output
     async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Count the calls stored this iteration; hide tools whose limit is reached."""
+        """Count the calls stored this iteration (and any missed); hide tools at their limit."""
+        self._count(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    @turn_output
+    async def count_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+        """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
+        self._count(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    def _count(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
+        """Count stored calls, hide tools whose limit is reached, drop the reservations."""
         stash = ctx.stash
         limits = self._limits
         total_limit = self._total
-        for call in ctx.new_tool_calls:
+        for call in calls:
             tool = call.tool
             limit = limits.get(tool)
             if call.is_error:
@@ -282,11 +300,10 @@ class ToolCallLimit:
             stash.delete(self._pending_prefix)
         if total_limit is not None:
             stash.delete(self._pending_total.path)
-        await call_next()
 
     def _hide(
         self,
-        ctx: DispatchContext,
+        ctx: TurnContext | DispatchContext,
         tool: str,
         checksum: str,
         call_id: str,

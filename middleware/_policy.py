@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -11,6 +11,7 @@ from pipeline import (
     DispatchContext,
     PolicyViolationError,
     Tool,
+    ToolCall,
     ToolCallContext,
     ToolCallNext,
     TurnContext,
@@ -18,7 +19,7 @@ from pipeline import (
 
 from ._decisions import deny_call, record_decision
 from ._options import check_names, check_namespace
-from ._registration import dispatch_output, tool_call, turn_input
+from ._registration import dispatch_output, tool_call, turn_input, turn_output
 
 __all__ = ["ToolPolicy"]
 
@@ -46,7 +47,10 @@ class ToolPolicy:
     * dispatch output: a stored call to a tool that is not permitted that did not pass the
       stage (a custom executor's own record) is recorded as ``"denied"``; if it completed
       without error (the tool ran, so the policy was bypassed), the dispatch is nacked with
-      `PolicyViolationError`.
+      `PolicyViolationError`;
+    * turn output: the same for calls stored after the last dispatch output (an executor that
+      stored calls and acked in one invocation); the dispatch is already acked, so a denied
+      tool that ran fails the turn with `PolicyViolationError`.
 
     Args:
         allow: Patterns of tools permitted, or None for all.
@@ -169,10 +173,25 @@ class ToolPolicy:
         Calls the ``tool_call`` stage denied are already recorded and never ran; this catches
         records stored without passing the stage (a custom executor's own records).
         """
+        self._enforce(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    @turn_output
+    async def enforce_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+        """Check calls stored after the last ``dispatch_output`` (an acking executor's).
+
+        Raises:
+            PolicyViolationError: one of them is a call to a tool not permitted that ran.
+        """
+        self._enforce(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    def _enforce(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         stopped = set(ctx.stash.get(self._stopped) or ())
         if stopped:
             ctx.stash.delete(self._stopped)
-        for call in ctx.new_tool_calls:
+        violation: PolicyViolationError | None = None
+        for call in calls:
             reason = self.refusal(call.tool)
             if reason is None:
                 continue
@@ -188,20 +207,23 @@ class ToolPolicy:
                 action="denied",
                 reason=reason if not ran else f"{reason}; the call ran despite the policy",
             )
-            if ran and not ctx.is_signalled:
-                ctx.nack(
-                    PolicyViolationError(
-                        f"policy: {call.tool} {reason}",
-                        policy=self._namespace,
-                        details={
-                            "tool": call.tool,
-                            "checksum": call.checksum,
-                            "call_id": call.id,
-                            "reason": reason,
-                        },
-                    )
+            if ran and violation is None:
+                violation = PolicyViolationError(
+                    f"policy: {call.tool} {reason}",
+                    policy=self._namespace,
+                    details={
+                        "tool": call.tool,
+                        "checksum": call.checksum,
+                        "call_id": call.id,
+                        "reason": reason,
+                    },
                 )
-        await call_next()
+        if violation is None:
+            return
+        if not isinstance(ctx, DispatchContext):
+            raise violation  # after the dispatch (turn output): fail the turn
+        if not ctx.is_signalled:
+            ctx.nack(violation)
 
 
 ToolPolicy.__module__ = "middleware"

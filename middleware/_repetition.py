@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 from pipeline import (
@@ -15,11 +15,12 @@ from pipeline import (
     ToolCall,
     ToolCallContext,
     ToolCallNext,
+    TurnContext,
 )
 
 from ._decisions import Action, deny_call, record_decision
 from ._options import check_choice, check_int, check_names, check_namespace
-from ._registration import dispatch_output, tool_call
+from ._registration import dispatch_output, tool_call, turn_output
 
 __all__ = ["RepetitionDetector"]
 
@@ -72,7 +73,10 @@ class RepetitionDetector:
 
     Every trigger is recorded under ``<namespace>.decisions`` and emitted as a
     ``policy.decision`` log. Calls to tools in ``exempt`` (polling, say) are ignored entirely.
-    The recent checksums for oscillation live at ``<namespace>.recent``.
+    The recent checksums for oscillation live at ``<namespace>.recent``. Calls of an iteration
+    whose ``dispatch_output`` did not run (an executor that stored calls and acked at once) are
+    checked in ``turn_output``; there the dispatch is already acked, so ``"nack"`` fails the
+    turn with `PolicyViolationError` instead.
 
     Args:
         threshold: How many identical calls trigger (at least 2).
@@ -167,7 +171,7 @@ class RepetitionDetector:
         ``block`` is composed only for ``on_repeat="block"``: the other actions act after the
         fact and keep the per-call stage off the hot path.
         """
-        methods: list[object] = [RepetitionDetector.check]
+        methods: list[object] = [RepetitionDetector.check, RepetitionDetector.check_late]
         if self._on_repeat == "block":
             methods.insert(0, RepetitionDetector.block)
         return [
@@ -233,7 +237,21 @@ class RepetitionDetector:
 
     @dispatch_output
     async def check(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Check the calls stored in this iteration for repeats and oscillation."""
+        """Check the calls stored in this iteration (and any missed) for repeats and oscillation."""
+        self._check(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    @turn_output
+    async def check_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+        """Check calls stored after the last ``dispatch_output`` (an acking executor's).
+
+        Raises:
+            PolicyViolationError: ``on_repeat="nack"`` and one of them triggered.
+        """
+        self._check(ctx, ctx.unseen_tool_calls(self))
+        await call_next()
+
+    def _check(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         blocking = self._on_repeat == "block"
         blocked: set[str] = set()
         if blocking:  # every call in flight is now stored
@@ -243,7 +261,7 @@ class RepetitionDetector:
             stash.delete(self._inflight)
             stash.delete(self._blocked)
         flagged: set[str] = set()
-        for call in ctx.new_tool_calls:
+        for call in calls:
             if self._is_exempt(call.tool):
                 continue
             if blocking:  # repeats were denied before they ran; keep the oscillation window
@@ -258,9 +276,8 @@ class RepetitionDetector:
                 )
             if self._window is not None:
                 self._check_oscillation(ctx, call, self._window)
-        await call_next()
 
-    def _remember(self, ctx: DispatchContext, call: ToolCall, window: int) -> None:
+    def _remember(self, ctx: TurnContext | DispatchContext, call: ToolCall, window: int) -> None:
         """Add a stored call (one this detector did not block) to the recent window."""
         recent: list[str] = ctx.stash.get(self._recent) or []
         recent.append(f"{call.tool}:{call.checksum}")
@@ -268,7 +285,9 @@ class RepetitionDetector:
             del recent[: len(recent) - window]
         ctx.stash.set(self._recent, recent)
 
-    def _check_oscillation(self, ctx: DispatchContext, call: ToolCall, window: int) -> None:
+    def _check_oscillation(
+        self, ctx: TurnContext | DispatchContext, call: ToolCall, window: int
+    ) -> None:
         entry = f"{call.tool}:{call.checksum}"
         recent: list[str] = ctx.stash.get(self._recent) or []
         recent.append(entry)
@@ -287,7 +306,7 @@ class RepetitionDetector:
 
     def _act(
         self,
-        ctx: DispatchContext,
+        ctx: TurnContext | DispatchContext,
         call: ToolCall,
         reason: str,
         other: tuple[str, str] | None = None,
@@ -296,22 +315,25 @@ class RepetitionDetector:
         tools = [call.tool] if other is None or other[0] == call.tool else [other[0], call.tool]
         if action == "hide" and all(ctx.tools.is_hidden(t) for t in tools):
             return  # already hidden: the registry refused this call before it ran
+        violation: PolicyViolationError | None = None
         if action == "hide":
             ctx.tools.hide(*tools)
-        elif action == "nack" and not ctx.is_signalled:
-            ctx.nack(
-                PolicyViolationError(
-                    f"repetition: {call.tool}: {reason}",
-                    policy=self._namespace,
-                    details={
-                        "tool": call.tool,
-                        "checksum": call.checksum,
-                        "call_id": call.id,
-                        "tools": tools,
-                        "reason": reason,
-                    },
-                )
+        elif action == "nack":
+            violation = PolicyViolationError(
+                f"repetition: {call.tool}: {reason}",
+                policy=self._namespace,
+                details={
+                    "tool": call.tool,
+                    "checksum": call.checksum,
+                    "call_id": call.id,
+                    "tools": tools,
+                    "reason": reason,
+                },
             )
+            if isinstance(ctx, DispatchContext):
+                if not ctx.is_signalled:
+                    ctx.nack(violation)
+                violation = None
         elif action == "warn":
             ctx.log.warning(
                 "repetition", f"{call.tool}: {reason}", tool=call.tool, checksum=call.checksum
@@ -336,6 +358,8 @@ class RepetitionDetector:
                 action=decided,
                 reason=reason,
             )
+        if violation is not None:  # after the dispatch (turn output): fail the turn
+            raise violation
 
 
 RepetitionDetector.__module__ = "middleware"

@@ -24,12 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_INLINE_LIMIT",
+    "NAME_ECHO",
     "UNNAMED",
     "completed",
     "error_call",
     "json_kind",
     "parse_arguments",
     "run_and_record",
+    "shown_name",
 ]
 
 DEFAULT_INLINE_LIMIT: Final = 4096
@@ -37,6 +39,15 @@ DEFAULT_INLINE_LIMIT: Final = 4096
 
 UNNAMED: Final = "(unnamed)"
 """The tool name stored for a proposed call that named no tool."""
+
+NAME_ECHO: Final = 64
+"""How much of a proposed tool name a record or an error text keeps (a tool name is at most 64
+characters, so only a name no tool can have is cut: a 1 MB name must not come back whole)."""
+
+
+def shown_name(name: str) -> str:
+    """``name`` as records and error texts show it: cut to `NAME_ECHO` characters and ``...``."""
+    return name if len(name) <= NAME_ECHO else name[:NAME_ECHO] + "..."
 
 
 async def run_and_record(
@@ -71,6 +82,7 @@ async def run_and_record(
 
 def parse_arguments(call_id: str, name: str, arguments: object) -> dict[str, Any] | ToolCall:
     """The arguments as a dict, or the error record for arguments unusable as given."""
+    shown = shown_name(name)
     if isinstance(arguments, Mapping):  # a model seam that already parsed them
         text = json.dumps(dict(arguments))
     elif isinstance(arguments, str):
@@ -83,7 +95,8 @@ def parse_arguments(call_id: str, name: str, arguments: object) -> dict[str, Any
         return error_call(
             call_id,
             name,
-            f"Error: the arguments for {name!r} are nested too deeply; send a flatter JSON object.",
+            f"Error: the arguments for {shown!r} are nested too deeply; "
+            "send a flatter JSON object.",
         )
     except ValueError as exc:
         where = (
@@ -95,14 +108,14 @@ def parse_arguments(call_id: str, name: str, arguments: object) -> dict[str, Any
         return error_call(
             call_id,
             name,
-            f"Error: the arguments for {name!r} are not valid JSON ({reason}{where}); "
+            f"Error: the arguments for {shown!r} are not valid JSON ({reason}{where}); "
             "send a JSON object.",
         )
     if not isinstance(args, dict):
         return error_call(
             call_id,
             name,
-            f"Error: the arguments for {name!r} must be a JSON object, got {json_kind(args)}.",
+            f"Error: the arguments for {shown!r} must be a JSON object, got {json_kind(args)}.",
         )
     return args
 
@@ -154,7 +167,7 @@ def _fits(output: str | bytes, limit: int) -> bool:
 def error_call(call_id: str, name: str, text: str) -> ToolCall:
     """An error record for a call whose arguments are unusable as given (stored as ``{}``)."""
     return ToolCall.completed(
-        id=call_id, tool=name or UNNAMED, args={}, results=text, is_error=True
+        id=call_id, tool=shown_name(name) or UNNAMED, args={}, results=text, is_error=True
     )
 
 

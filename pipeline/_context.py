@@ -7,7 +7,7 @@ built-in machinery does. See ``docs/architecture.md``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._events import Event, Log, LogLevel
@@ -126,6 +126,19 @@ class TurnView:
         """This turn's stored calls in storage order (a read-only copy)."""
         return tuple(self._state.calls)
 
+    def unseen_tool_calls(self, reader: Hashable) -> Sequence[ToolCall]:
+        """This turn's calls stored since ``reader`` last asked (all of them the first time).
+
+        ``reader`` is any hashable naming who reads (a middleware passes itself); each reader
+        has its own position, kept by the turn. A middleware that reacts to stored calls reads
+        them through it in ``dispatch_output`` and again in ``turn_output``, so it also sees the
+        calls of an iteration whose ``dispatch_output`` did not run (an executor that stored
+        calls and acked in one invocation). In a dispatch stage the answer is
+        ``new_tool_calls`` preceded by any calls the reader missed earlier (O(1) when it missed
+        none). Calls deleted meanwhile can shift what a reader is shown.
+        """
+        return self._state.unseen_calls(reader, in_iteration=False)
+
     @property
     def history_tool_calls(self) -> Sequence[ToolCall]:
         """Stored calls of earlier turns of the conversation, loaded at turn start."""
@@ -180,7 +193,8 @@ class TurnView:
     def is_call_id_taken(self, call_id: str) -> bool:
         """True when a call with this id is stored in this turn or its conversation.
 
-        The store keys a conversation's calls by id: reusing one would replace it.
+        A provider pairs an assistant message's calls with their results by id, so one id
+        must name one call in the conversation the model reads.
         """
         return self._state.call_id_taken(call_id)
 
@@ -247,7 +261,7 @@ class TurnView:
         Raises:
             InvalidToolCallError: a call with this id was already stored this turn (use
                 `mutate_tool_call` to replace one), or in an earlier turn of the conversation
-                (the store keys a conversation's calls by id: it would be overwritten).
+                (the model would read two calls with one id).
         """
         await self._state.store_tool_call(call)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._call_records import DEFAULT_INLINE_LIMIT
@@ -64,6 +64,13 @@ class DispatchContext(TurnView):
     def new_tool_calls(self) -> Sequence[ToolCall]:
         """The calls stored during the current iteration, in storage order."""
         return self._state.new_calls
+
+    def unseen_tool_calls(self, reader: Hashable) -> Sequence[ToolCall]:
+        """This iteration's calls, preceded by any stored earlier that ``reader`` has not seen.
+
+        See `TurnView.unseen_tool_calls`; O(1) when the reader missed nothing.
+        """
+        return self._state.unseen_calls(reader, in_iteration=True)
 
     def run_tool(
         self,

@@ -33,8 +33,10 @@ class DispatchLoop:
 
     __slots__ = (
         "_d",
+        "_dropped",
         "_forced",
         "_forged",
+        "_forged_into",
         "_forged_version",
         "_has_input",
         "_has_output",
@@ -51,6 +53,10 @@ class DispatchLoop:
         """An error that fails the dispatch even though it was acked (a raising stage)."""
         self._forged: list[str] = []
         self._forged_version = 0
+        self._forged_into: object = None
+        """The registry the names in ``_forged`` were registered into."""
+        self._dropped: set[str] = set()
+        """Forged names a middleware unregistered: never forged again in this dispatch."""
         self._has_input = turn.has_stage("dispatch_input")
         self._has_output = turn.has_stage("dispatch_output")
 
@@ -201,17 +207,23 @@ class DispatchLoop:
 
         Names forged again are replaced in place, so a hidden mark a policy put on one (a
         limit reached) survives; names no longer forged are removed; a registry restriction
-        (`ToolRegistry.restrict`) may refuse any of them. Returns False when forging raised
-        (a broken artifact class): the error is reported and the dispatch nacks with it.
+        (`ToolRegistry.restrict`) may refuse any of them. A forged name that a middleware
+        unregistered stays gone for the rest of the dispatch (a later artifact does not bring it
+        back). Returns False when forging raised (a broken artifact class): the error is
+        reported and the dispatch nacks with it.
         """
         state, d = self._state, self._d
         self._forged_version = state.artifact_version
         tools = d.tools
+        dropped = self._dropped
+        if tools is self._forged_into:  # the same registry: what is missing was unregistered
+            dropped.update(name for name in self._forged if not tools.has(name))
         fresh: dict[str, Any] = {}
         try:
             for cls in dict.fromkeys(state.artifact_ids.values()):
                 for forged_tool in cls.forge_tools(d).all():
-                    fresh[forged_tool.name] = forged_tool
+                    if forged_tool.name not in dropped:
+                        fresh[forged_tool.name] = forged_tool
             for name in self._forged:
                 if name not in fresh:
                     tools.unregister(name)
@@ -220,6 +232,7 @@ class DispatchLoop:
                 for name, forged_tool in fresh.items()
                 if tools.register(forged_tool, overwrite=True)
             ]
+            self._forged_into = tools
         except Exception as exc:
             error = ExecutorError(
                 f"forging artifact query tools raised {type(exc).__name__}: {exc}"

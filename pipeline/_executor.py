@@ -12,14 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ._call_records import DEFAULT_INLINE_LIMIT, error_call
+from ._errors import TurnAbortedError
 from ._events import ModelTextDelta
 from ._toolcall import ToolCall
+from ._turn_state import uncancellable
 from .models._seam import NO_USAGE, ChatModel, Message, ModelRequest, ProposedToolCall
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
 
-__all__ = ["ToolLoopExecutor"]
+__all__ = ["DEFAULT_MAX_CALLS_PER_RESPONSE", "ToolLoopExecutor"]
+
+DEFAULT_MAX_CALLS_PER_RESPONSE = 64
+"""How many of one response's proposed calls run; the rest are answered with an error."""
 
 
 class ToolLoopExecutor:
@@ -31,6 +36,11 @@ class ToolLoopExecutor:
     next iteration; they never end the turn. No proposed calls means the model answered: the
     text is stored as the assistant message and the dispatch is acked.
 
+    Every id the assistant message announces gets a record: calls beyond
+    ``max_calls_per_response`` are answered with an error and never run, and when the turn is
+    aborted or cancelled mid-batch the running call and every later one are stored as errors
+    ("the turn was aborted while/before this call ran") before the cancellation goes on.
+
     Args:
         model: Any `ChatModel`, or a model string such as ``"openai:gpt-4.1-mini"`` (see
             `pipeline.models.infer_model`).
@@ -39,9 +49,12 @@ class ToolLoopExecutor:
         inline_limit: Text results up to this many UTF-8 bytes are shown to the model whole
             (``inline=True``); longer ones are shown as an artifact handle the model queries
             with artifact tools.
+        max_calls_per_response: How many calls of one model response run (at least 1), or
+            None for no cap; each call beyond it is stored as an error the model reads
+            (``"Error: at most N tool calls per response; this one was not run."``).
     """
 
-    __slots__ = ("inline_limit", "model", "parallel_tool_calls")
+    __slots__ = ("inline_limit", "max_calls_per_response", "model", "parallel_tool_calls")
 
     def __init__(
         self,
@@ -49,6 +62,7 @@ class ToolLoopExecutor:
         *,
         parallel_tool_calls: bool = False,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
+        max_calls_per_response: int | None = DEFAULT_MAX_CALLS_PER_RESPONSE,
     ) -> None:
         """Configure the executor (a model string is resolved by `pipeline.models.infer_model`)."""
         if isinstance(model, str):
@@ -60,15 +74,20 @@ class ToolLoopExecutor:
         limit: object = inline_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError("inline_limit must be a non-negative int")
+        cap: object = max_calls_per_response
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError("max_calls_per_response must be an int >= 1 or None")
         self.model = model
         self.parallel_tool_calls = parallel_tool_calls
         self.inline_limit = inline_limit
+        self.max_calls_per_response = max_calls_per_response
 
     def __repr__(self) -> str:
         """Show the model and options."""
         return (
             f"ToolLoopExecutor({self.model!r}, parallel_tool_calls={self.parallel_tool_calls}, "
-            f"inline_limit={self.inline_limit})"
+            f"inline_limit={self.inline_limit}, "
+            f"max_calls_per_response={self.max_calls_per_response})"
         )
 
     async def __call__(self, ctx: DispatchContext) -> None:
@@ -97,47 +116,99 @@ class ToolLoopExecutor:
             Message(role="assistant", content=response.text or "", tool_call_ids=tuple(ids))
         )
         limit = self.inline_limit
-        if self.parallel_tool_calls and len(proposed) > 1:
-            tasks = [
-                asyncio.ensure_future(
-                    ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
-                )
-                for p, cid in zip(proposed, ids, strict=True)
-            ]
-            try:
-                calls = await asyncio.gather(*tasks)
-            except asyncio.CancelledError:
-                raise  # gather has cancelled every call
-            except Exception:
-                await _settle(ctx, tasks)
-                raise
-            for call in calls:
-                await ctx.store_tool_call(call)
-            return
-        for p, cid in zip(proposed, ids, strict=True):
-            if ctx.aborted:
-                # Every id the assistant message announced gets a record, or providers refuse
-                # the conversation's next turn (a tool_use without its tool_result).
-                await ctx.store_tool_call(
-                    error_call(cid, p.name, "Error: the turn was aborted before this call ran.")
-                )
-                continue
-            call = await ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
+        cap = self.max_calls_per_response
+        run = proposed if cap is None or len(proposed) <= cap else proposed[:cap]
+        running = ""
+        try:
+            if self.parallel_tool_calls and len(run) > 1:
+                await _run_together(ctx, run, ids, limit)
+            else:
+                for p, cid in zip(run, ids, strict=False):
+                    if ctx.aborted:
+                        break
+                    running = cid
+                    call = await ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
+                    await ctx.store_tool_call(call)
+            if len(run) < len(proposed):
+                await _refuse_over_cap(ctx, proposed, ids, len(run))
+        except (asyncio.CancelledError, TurnAbortedError):
+            # Every id the assistant message announced gets a record, or providers refuse the
+            # conversation's next turn (a tool_use without its tool_result).
+            await uncancellable(_answer_unrun(ctx, proposed, ids, running))
+            raise
+        if ctx.aborted:
+            await uncancellable(_answer_unrun(ctx, proposed, ids, ""))
+
+
+async def _run_together(
+    ctx: DispatchContext, run: Sequence[ProposedToolCall], ids: Sequence[str], limit: int
+) -> None:
+    """Run one batch's calls concurrently and store them in proposal order."""
+    tasks = [
+        asyncio.ensure_future(ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit))
+        for p, cid in zip(run, ids, strict=False)
+    ]
+    try:
+        calls = await asyncio.gather(*tasks)
+        for call in calls:
             await ctx.store_tool_call(call)
+    except BaseException as exc:
+        await uncancellable(_settle(ctx, run, ids, tasks, exc))
+        raise
 
 
-async def _settle(ctx: DispatchContext, tasks: Sequence[asyncio.Future[ToolCall]]) -> None:
-    """After one parallel call raised: cancel the others and store those that completed.
+async def _settle(
+    ctx: DispatchContext,
+    run: Sequence[ProposedToolCall],
+    ids: Sequence[str],
+    tasks: Sequence[asyncio.Future[ToolCall]],
+    exc: BaseException,
+) -> None:
+    """After a parallel batch was interrupted: stop its calls, then answer each in order.
 
-    A call raising `TurnAbortedError` (or an unexpected error) must not leave its siblings
-    running after the turn ends, nor lose the calls that already finished.
+    An abort, a cancellation, a call raising `TurnAbortedError` (or an unexpected error) must
+    not leave siblings running after the turn ends, nor lose the calls that already finished:
+    those are stored as they are, every other one as an error.
     """
     for task in tasks:
         task.cancel()
     await asyncio.wait(tasks)
-    for task in tasks:
+    if isinstance(exc, asyncio.CancelledError | TurnAbortedError) or ctx.aborted:
+        unfinished = _ABORTED_WHILE
+    else:
+        unfinished = f"Error: the call did not complete ({type(exc).__name__} in its batch)."
+    for p, cid, task in zip(run, ids, tasks, strict=False):
+        if ctx.get_tool_call(cid) is not None:
+            continue
         if not task.cancelled() and task.exception() is None:
             await ctx.store_tool_call(task.result())
+        else:
+            await ctx.store_tool_call(error_call(cid, p.name, unfinished))
+
+
+async def _refuse_over_cap(
+    ctx: DispatchContext, proposed: Sequence[ProposedToolCall], ids: Sequence[str], cap: int
+) -> None:
+    """Answer every call beyond the per-response cap with an error; none of them runs."""
+    text = f"Error: at most {cap} tool calls per response; this one was not run."
+    for p, cid in zip(proposed[cap:], ids[cap:], strict=True):
+        if ctx.aborted:
+            return
+        await ctx.store_tool_call(error_call(cid, p.name, text))
+
+
+_ABORTED_WHILE = "Error: the turn was aborted while this call ran."
+_ABORTED_BEFORE = "Error: the turn was aborted before this call ran."
+
+
+async def _answer_unrun(
+    ctx: DispatchContext, proposed: Sequence[ProposedToolCall], ids: Sequence[str], running: str
+) -> None:
+    """Store an error for every announced call without a record (``running`` was in flight)."""
+    for p, cid in zip(proposed, ids, strict=True):
+        if ctx.get_tool_call(cid) is None:
+            text = _ABORTED_WHILE if cid == running else _ABORTED_BEFORE
+            await ctx.store_tool_call(error_call(cid, p.name, text))
 
 
 def _streamer(ctx: DispatchContext) -> Callable[[str], None]:
@@ -158,8 +229,10 @@ def _streamer(ctx: DispatchContext) -> Callable[[str], None]:
 def unique_call_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:
     """Keep provider ids, but never reuse an id stored in this turn or its conversation.
 
-    Missing ids are minted; a repeated one gets a ``-2``, ``-3``... suffix (the store keys a
-    conversation's calls by id, so a reused id would replace an earlier call).
+    Missing ids are minted; a repeated one gets a ``-2``, ``-3``... suffix (providers pair a
+    call with its result by id, so one id must name one call of the conversation). Turns of one
+    conversation running at the same time do not see each other's ids: the store keys calls by
+    turn and id, so neither call is lost.
     """
     ids: list[str] = []
     seen: set[str] = set()

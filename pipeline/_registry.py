@@ -17,6 +17,12 @@ incoming on_collision   merge-level on_collision  result
 ======================  =======================  =======================================
 
 A hidden mark follows the tool that survives.
+
+Admission checks (`ToolRegistry.restrict`) survive every operation: a copy keeps them, and a
+merged registry keeps the checks of every input and holds only the tools that pass all of them.
+A refused incoming tool is skipped before the precedence table applies (it takes part in no
+clash), so ``ctx.tools = ToolRegistry.merge([ctx.tools, other])`` cannot bring a denied tool
+back.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ class ToolRegistry:
     _admit: tuple[Callable[[AnyTool], bool], ...]
 
     def __init__(self, tools: Iterable[AnyTool] | ToolRegistry = ()) -> None:
-        """Build a registry from tools, or copy another registry (tools and hidden marks).
+        """Build a registry from tools, or copy another registry (tools, hidden marks, checks).
 
         Copying a registry is a dict and a set copy: a turn does it once from the baseline.
 
@@ -119,9 +125,9 @@ class ToolRegistry:
         """Admit from now on only tools for which ``admit(tool)`` is true.
 
         Registered tools that fail are removed (and returned); later `register` calls that
-        fail are refused. Checks accumulate and are copied with the registry, so a policy
-        applied to a turn's registry also holds for tools forged or added later in the turn,
-        at no cost per iteration. ``admit`` may record why it refused.
+        fail are refused. Checks accumulate, are copied with the registry and kept by `merge`,
+        so a policy applied to a turn's registry also holds for tools forged or added later in
+        the turn, at no cost per iteration. ``admit`` may record why it refused.
         """
         self._admit = (*self._admit, admit)
         refused = [tool for tool in self._tools.values() if not admit(tool)]
@@ -224,7 +230,9 @@ class ToolRegistry:
     ) -> ToolRegistry:
         """Return a new registry holding the tools of ``registries``; inputs are not changed.
 
-        See the module docs for the precedence table.
+        See the module docs for the precedence table. The result keeps the admission checks
+        (`restrict`) of every input, in first-seen order, and leaves out any tool that fails
+        one of them; later `register` calls on it are checked the same way.
 
         Raises:
             InvalidToolError: ``on_collision`` is not ``"throw"``, ``"replace"`` or ``"keep"``
@@ -236,16 +244,24 @@ class ToolRegistry:
                 f"merge on_collision must be 'throw', 'replace' or 'keep', not {on_collision!r}",
                 field="on_collision",
             )
-        tools: dict[str, AnyTool] = {}
-        hidden: set[str] = set()
-        for registry in registries:
+        inputs = list(registries)
+        admit: tuple[Callable[[AnyTool], bool], ...] = ()
+        for registry in inputs:
             if not isinstance(registry, ToolRegistry):
                 raise InvalidToolError(
                     f"merge takes ToolRegistry instances, not {type(registry).__name__}",
                     field="registries",
                 )
+            admit += tuple(check for check in registry._admit if check not in admit)
+        tools: dict[str, AnyTool] = {}
+        hidden: set[str] = set()
+        for registry in inputs:
             marks = registry._hidden
+            # checks the input already enforced held for its tools when they were registered
+            foreign = tuple(check for check in admit if check not in registry._admit)
             for name, incoming in registry._tools.items():
+                if foreign and not all(check(incoming) for check in foreign):
+                    continue
                 if name in tools:
                     policy = incoming.on_collision
                     if policy == "throw":
@@ -265,6 +281,7 @@ class ToolRegistry:
         merged._tools = tools
         merged._hidden = hidden
         merged._ephemeral = sum(tool.ephemeral for tool in tools.values())
+        merged._admit = admit
         return merged
 
     @staticmethod

@@ -12,9 +12,9 @@ records are built). Every failure the model should see becomes an error record. 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from ._call_records import UNNAMED, completed, error_call, parse_arguments
+from ._call_records import UNNAMED, completed, error_call, parse_arguments, shown_name
 from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
 from ._events import Log
 from ._json import tool_call_checksum
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from ._dispatch import DispatchContext
 
 __all__ = ["run_tool_call"]
-
-_NAME_ECHO: Final = 64
-"""How much of an unknown tool name an error echoes (a 1 MB name must not come back whole)."""
 
 
 async def run_tool_call(
@@ -63,7 +60,7 @@ async def run_tool_call(
         checksum = tool_call_checksum(name or UNNAMED, args)
     except (TypeError, RecursionError):
         return error_call(
-            call_id, name, f"Error: the arguments for {name!r} are nested too deeply."
+            call_id, name, f"Error: the arguments for {shown_name(name)!r} are nested too deeply."
         )
     tools = ctx.tools
     tool = tools.get_visible(name) if name else None
@@ -93,10 +90,13 @@ def _refused(
     """The error record for a call to a tool that is unknown or hidden (never callable).
 
     The message is the same either way (a hidden tool's existence is not revealed) and names
-    the tools the model may use; a hidden tool's refusal is logged as a decision.
+    the tools the model may use; a hidden tool's refusal is logged as a decision. A name no
+    tool could have (longer than 64 characters) is kept cut short, in the text and the record.
     """
     visible = [t.name for t in ctx.tools.visible()]
-    shown = name if len(name) <= _NAME_ECHO else name[:_NAME_ECHO] + "..."
+    shown = shown_name(name)
+    if shown is not name:
+        checksum = tool_call_checksum(shown, args)
     available = ", ".join(visible) or "(none)"
     err = ToolNotFoundError(
         f"unknown tool {shown!r}; available tools: {available}", tool_name=shown
@@ -120,4 +120,4 @@ def _refused(
                 },
             )
         )
-    return build_record(call_id, name or UNNAMED, args, checksum, f"Error: {err}", True)
+    return build_record(call_id, shown or UNNAMED, args, checksum, f"Error: {err}", True)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ._bus import drain
+from ._call_records import UNNAMED, error_call
 from ._context import TurnContext
 from ._dispatch import DispatchContext
 from ._dispatch_loop import DispatchLoop, Executor
@@ -25,6 +26,7 @@ from ._errors import (
     NextCalledTwiceError,
     OutputPipelineError,
     PipelineShortCircuitedError,
+    PolicyViolationError,
     StoreError,
     TurnAbortedError,
 )
@@ -32,6 +34,7 @@ from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
 from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
+from ._turn_state import uncancellable
 from .models._seam import Message
 from .stores._store import TurnRecord
 
@@ -48,6 +51,13 @@ _STAGE_ERRORS: dict[str, type[LoopError]] = {
     "dispatch_output": DispatchPipelineError,
     "turn_output": OutputPipelineError,
 }
+
+
+_UNANSWERED: dict[TurnStatus, str] = {
+    "aborted": "Error: the turn was aborted before this call was answered.",
+    "failed": "Error: the turn failed before this call was answered.",
+}
+"""What a call announced but never stored reads, by how the turn ended."""
 
 
 def _store_failed(what: str, exc: Exception) -> StoreError:
@@ -155,7 +165,8 @@ class Turn:
         except TurnAbortedError as exc:
             state.abort(exc.message)
             return True
-        except (NextCalledTwiceError, PipelineShortCircuitedError) as exc:
+        except (NextCalledTwiceError, PipelineShortCircuitedError, PolicyViolationError) as exc:
+            # a policy's verdict fails the stage as it is (turn output cannot nack any more)
             self.report(exc, stage)
             return False
         except (Exception, asyncio.CancelledError) as exc:
@@ -208,6 +219,11 @@ class Turn:
         self._finishing = True
         if state.aborted:
             status = "aborted"
+        if status != "completed":
+            try:
+                await self._answer_announced(first_message, status)
+            except asyncio.CancelledError as exc:  # the caller's: propagated after finishing
+                cancelled = cancelled or exc
         return await self._finish(status, started_at, t0, first_message, cancelled)
 
     async def _start(self, conversation_id: str | None) -> int:
@@ -255,6 +271,49 @@ class Turn:
         if not await self.run_stage("turn_output", ctx):
             return "aborted" if self._aborted() else "failed"
         return "aborted" if self._aborted() else "completed"
+
+    async def _answer_announced(self, first_message: int, status: TurnStatus) -> None:
+        """Store an error for every call this turn announced that has no record.
+
+        The conversation's next turn must pair every tool-call id of an assistant message with
+        a result, or providers refuse it. The standard executor answers its own calls when
+        interrupted; this covers any executor (the tool is unknown here: stored unnamed). The
+        writes finish even if the caller cancels again (then re-raised); a failing store is
+        logged, as for the turn record.
+        """
+        state = self.state
+        by_id, history = state.by_id, state.history_ids
+        missing = {
+            cid: None
+            for message in state.messages[first_message:]
+            for cid in message.tool_call_ids
+            if cid not in by_id and cid not in history
+        }
+        if not missing:
+            return
+        text = _UNANSWERED.get(status, _UNANSWERED["failed"])
+
+        async def answer() -> None:
+            for cid in missing:
+                await state.store_tool_call(error_call(cid, UNNAMED, text))
+
+        try:
+            await uncancellable(answer())
+        except Exception as exc:  # the turn already ended; never lose the result over this
+            self._log_store_error(f"answering announced tool calls failed: {exc!r}")
+
+    def _log_store_error(self, message: str) -> None:
+        state = self.state
+        if state.bus.listening:
+            state.emit(
+                Log(
+                    turn_id=state.turn_id,
+                    level="error",
+                    kind="store_error",
+                    message=message,
+                    payload={},
+                )
+            )
 
     async def _finish(
         self,
@@ -322,13 +381,4 @@ class Turn:
         try:
             await state.store.save_turn(record)
         except Exception as exc:  # the turn already happened; never lose the result over this
-            if state.bus.listening:
-                state.emit(
-                    Log(
-                        turn_id=state.turn_id,
-                        level="error",
-                        kind="store_error",
-                        message=f"saving the turn record failed: {exc!r}",
-                        payload={},
-                    )
-                )
+            self._log_store_error(f"saving the turn record failed: {exc!r}")

@@ -11,8 +11,8 @@ persist first and then update every index together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
 from ._events import (
@@ -37,7 +37,30 @@ if TYPE_CHECKING:
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
 
-__all__ = ["TurnState"]
+__all__ = ["TurnState", "uncancellable"]
+
+T = TypeVar("T")
+
+
+async def uncancellable(work: Awaitable[T]) -> T:
+    """Run ``work`` to its end even if the awaiting task is cancelled meanwhile.
+
+    Used for the writes that answer announced calls after an abort: a cancellation arriving
+    while they run (the caller cancelling again, a deferred abort) waits for them, then is
+    re-raised, so it still propagates and no write is cut in half.
+    """
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        if not task.cancelled() and task.exception() is not None:
+            raise cancelled from task.exception()
+        raise cancelled
+    return task.result()
 
 
 class TurnState:
@@ -58,6 +81,7 @@ class TurnState:
         "calls",
         "checksums",
         "conversation_id",
+        "cursors",
         "deferred_cancel",
         "errors",
         "history_calls",
@@ -73,6 +97,7 @@ class TurnState:
         "spool_keys",
         "stash",
         "store",
+        "stored",
         "system_prompt",
         "tool_call_stage",
         "tools",
@@ -112,6 +137,10 @@ class TurnState:
         self.history_ids: set[str] = set()
         self.new_calls: tuple[ToolCall, ...] = ()
         """The calls stored during the current iteration (what dispatch output reacts to)."""
+        self.stored = 0
+        """How many calls ``store_tool_call`` stored in this turn (never decreases)."""
+        self.cursors: dict[Hashable, int] = {}
+        """Per reader of ``unseen_tool_calls``, the value of ``stored`` it has seen up to."""
         self.artifact_ids: dict[str, type[SpooledArtifact]] = {}
         """Ids of this turn's calls whose result is a non-inline artifact, with its class."""
         self.artifact_version = 0
@@ -259,6 +288,7 @@ class TurnState:
             self.by_id[call.id] = call
             self.count(call, 1)
             self.new_calls = (*self.new_calls, call)
+            self.stored += 1
         finally:
             self._unshield()
         if self.bus.listening:
@@ -301,6 +331,28 @@ class TurnState:
         finally:
             self._unshield()
         return True
+
+    def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
+        """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).
+
+        In an iteration the answer is the iteration's calls (``new_calls``, no copy), preceded
+        by any stored earlier that the reader missed; O(1) when it missed none.
+        """
+        stored = self.stored
+        cursors = self.cursors
+        unseen = stored - cursors.get(reader, 0)
+        cursors[reader] = stored
+        calls = self.calls
+        if in_iteration:
+            new = self.new_calls
+            missed = unseen - len(new)
+            if missed <= 0:
+                return new
+            end = len(calls) - len(new)
+            return (*calls[max(end - missed, 0) : end], *new)
+        if unseen <= 0:
+            return ()
+        return tuple(calls[max(len(calls) - unseen, 0) :])
 
     def count(self, call: ToolCall, delta: int) -> None:
         """Keep the checksum counts and the artifact index current for one added/removed call."""

@@ -26,6 +26,7 @@ __all__ = [
     "AuditDecision",
     "AuditEntry",
     "AuditHead",
+    "AuditKind",
     "AuditRow",
     "AuditSink",
     "entry_from_fields",
@@ -53,22 +54,29 @@ GENESIS_HASH = "0" * 64
 
 TurnStatus = Literal["completed", "failed", "aborted"]
 
-_KINDS = ("tool_call", "turn")
+AuditKind = Literal["tool_call", "turn", "repair"]
+"""What a row records (see `AuditEntry.kind`)."""
+
+_KINDS = ("tool_call", "turn", "repair")
 _STATUSES = ("completed", "failed", "aborted")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """What one audit row records: a completed tool call, or a finished turn."""
+    """What one audit row records: a tool call, a finished turn, or a sink's repair."""
 
-    kind: Literal["tool_call", "turn"]
-    """``"tool_call"`` or ``"turn"``."""
+    kind: AuditKind
+    """``"tool_call"``: a call as stored, with the decision known then; a call gets another
+    row when it is stored again (mutated) or a later decision changes its decision, so the
+    **last** row of a call id is its final form. ``"turn"``: a finished turn. ``"repair"``: a
+    sink cut a torn tail left by a killed writer (``args`` says where and how much,
+    ``checksum`` is the SHA-256 of the cut bytes, ``turn_id`` is empty)."""
     turn_id: str
-    """The turn."""
+    """The turn (empty for repair rows)."""
     conversation_id: str | None
     """The turn's conversation, if any."""
     recorded_at: datetime
-    """When the call was stored or the turn ended (the event's timestamp, aware)."""
+    """When the call was stored or decided, the turn ended or the repair was made (aware)."""
     call_id: str | None = None
     """The call's id (tool call rows)."""
     tool: str | None = None

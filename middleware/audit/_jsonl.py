@@ -1,16 +1,29 @@
-"""`JsonlAuditSink`: an audit chain in a JSON Lines file (see `middleware._audit_sinks`)."""
+"""`JsonlAuditSink`: an audit chain in a JSON Lines file (see ``middleware/audit/_sqlite.py``).
+
+A row is a complete line. A writer killed in the middle of an append (SIGKILL, a crash) can
+leave a torn tail: bytes after the last newline. The next sink to write (on opening, or before
+an append when another process grew the file) cuts that tail and appends a ``"repair"`` row
+recording where it was, how long, its SHA-256 and (up to `_KEPT_BYTES`) the bytes themselves,
+so the chain goes on and verifies. Reads (``rows()``, ``verify()``) never count a tail that has
+no newline. The cut is reported once, by that row; nothing is hidden by it: a torn row that had
+already been acknowledged (counted in ``<path>.head``) stays a missing row for ``verify()``, and
+a damaged line before the tail is reported as before.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline import InvalidMiddlewareConfigError, canonical_json
 
 from ._chain import (
     GENESIS_HASH,
@@ -27,6 +40,8 @@ from ._sqlite import SQL_COLUMNS, Synchronous, Worker, check_options, resume
 __all__ = ["JsonlAuditSink"]
 
 _HEAD_SIZE = 128  # bytes of the head record: {"count": ..., "hash": ...} padded with spaces
+_KEPT_BYTES = 64 * 1024
+"""A repair row keeps the cut bytes themselves (base64) up to this size; hash and length always."""
 _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
 
 _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
@@ -74,6 +89,36 @@ def _json_line(row: AuditRow) -> bytes:
         return (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     except UnicodeEncodeError:  # a lone surrogate: \u escapes keep it exactly, in valid UTF-8
         return (json.dumps(fields, separators=(",", ":")) + "\n").encode()
+
+
+def _tail_start(handle: Any, size: int) -> int:
+    """Return the offset just past the last newline of the file (0 when it has none)."""
+    pos = size
+    while pos > 0:
+        step = min(4096, pos)
+        pos -= step
+        handle.seek(pos)
+        cut: int = handle.read(step).rfind(b"\n")
+        if cut >= 0:
+            return pos + cut + 1
+    return 0
+
+
+def _repair_entry(offset: int, torn: bytes) -> AuditEntry:
+    digest = hashlib.sha256(torn).hexdigest()
+    details: dict[str, Any] = {"offset": offset, "length": len(torn), "sha256": digest}
+    if len(torn) <= _KEPT_BYTES:
+        details["base64"] = base64.b64encode(torn).decode("ascii")
+    return AuditEntry(
+        kind="repair",
+        turn_id="",
+        conversation_id=None,
+        recorded_at=datetime.now(UTC),
+        checksum=digest,
+        args=canonical_json(details),
+        is_error=True,
+        reason=f"cut a torn tail of {len(torn)} bytes at offset {offset} (an unfinished append)",
+    )
 
 
 def _last_line(path: str) -> bytes | None:
@@ -137,8 +182,7 @@ class JsonlAuditSink:
         try:
             self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
             with _locked(self._head_fd):
-                self._head = self._read_head(handle)
-                self._size = os.fstat(handle.fileno()).st_size
+                self._catch_up(handle)
         except BaseException:
             handle.close()
             if self._head_fd >= 0:
@@ -147,18 +191,37 @@ class JsonlAuditSink:
             raise
         return handle
 
-    def _read_head(self, handle: Any) -> AuditHead:
-        """Where the next row goes, as the files hold it now (a torn last line is ended)."""
-        row: AuditRow | None = None
+    def _catch_up(self, handle: Any) -> None:
+        """Find where the chain ends now, first cutting and recording a torn tail (locked)."""
+        repair = self._cut_torn_tail(handle)
+        self._head = self._read_head(handle)
+        self._size = os.fstat(handle.fileno()).st_size
+        if repair is not None:
+            self._append_locked(handle, [repair])
+
+    def _cut_torn_tail(self, handle: Any) -> AuditEntry | None:
+        """Cut the bytes after the last newline (a killed writer's unfinished append)."""
         size = handle.seek(0, os.SEEK_END)
-        if size:
-            handle.seek(size - 1)
-            if handle.read(1) != b"\n":  # a torn last line: end it, verify() reports it
-                handle.write(b"\n")
-                handle.flush()
+        if not size:
+            return None
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return None
+        offset = _tail_start(handle, size)
+        handle.seek(offset)
+        torn = handle.read(size - offset)
+        os.ftruncate(handle.fileno(), offset)
+        if self._fsync:
+            _sync(handle.fileno())
+        return _repair_entry(offset, torn)
+
+    def _read_head(self, handle: Any) -> AuditHead:
+        """Where the next row goes, as the files hold it now (the file ends with a newline)."""
+        row: AuditRow | None = None
+        if handle.seek(0, os.SEEK_END):
             line = _last_line(self._path)
             row = None if line is None else _json_row(line)
-            if row is None:  # damaged tail: continue after the last row that parses
+            if row is None:  # damaged last row: continue after the last row that parses
                 for candidate in self._iter_rows():
                     row = candidate or row
         last = None if row is None else AuditHead(row.index + 1, row.hash)
@@ -171,20 +234,23 @@ class JsonlAuditSink:
         with _locked(self._head_fd):
             if os.fstat(handle.fileno()).st_size != self._size:
                 # another sink (process) appended to this file since: chain after its rows
-                self._head = self._read_head(handle)
-            rows = seal(entries, self._head)
-            handle.write(b"".join(_json_line(row) for row in rows))
-            handle.flush()
-            if self._fsync:
-                _sync(handle.fileno())
-            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-            # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
-            record = json.dumps({"count": head.count, "hash": head.hash}).encode()
-            os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
-            if self._fsync:
-                _sync(self._head_fd)
-            self._head = head
-            self._size = os.fstat(handle.fileno()).st_size
+                self._catch_up(handle)
+            return self._append_locked(handle, entries)
+
+    def _append_locked(self, handle: Any, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        rows = seal(entries, self._head)
+        handle.write(b"".join(_json_line(row) for row in rows))
+        handle.flush()
+        if self._fsync:
+            _sync(handle.fileno())
+        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+        # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
+        record = json.dumps({"count": head.count, "hash": head.hash}).encode()
+        os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+        if self._fsync:
+            _sync(self._head_fd)
+        self._head = head
+        self._size = os.fstat(handle.fileno()).st_size
         return rows
 
     def _stored_head(self) -> AuditHead | None:
@@ -196,8 +262,11 @@ class JsonlAuditSink:
             return None
 
     def _iter_rows(self) -> Iterator[AuditRow | None]:
+        """Parse every complete line; a torn tail (no newline) is not a row (see the module)."""
         with open(self._path, "rb") as f:
             for line in f:
+                if not line.endswith(b"\n"):
+                    return
                 yield _json_row(line)
 
     def _verify(self, head: AuditHead | None) -> int | None:
@@ -212,13 +281,14 @@ class JsonlAuditSink:
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are written."""
-        return self._worker.schedule(self._write, tuple(entries))
+        return self._worker.append(self._write, tuple(entries))
 
     def rows(self) -> list[AuditRow]:
-        """Return every row in chain order.
+        """Return every row in chain order (a torn tail is not a row: see the module docs).
 
         Raises:
-            ValueError: a line does not parse (it was tampered with; `verify` locates it).
+            ValueError: a complete line does not parse (it was tampered with; `verify` locates
+                it).
         """
         rows = self._worker.call(self._all_rows)
         for i, row in enumerate(rows):

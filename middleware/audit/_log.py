@@ -1,20 +1,28 @@
-"""`AuditLog`: a tamper-evident row per completed tool call and per turn (DESIGN 8.3).
+"""`AuditLog`: a tamper-evident row per stored tool call (and per change of it) and per turn.
 
 `AuditLog` is an event observer, not a stage middleware: hand it to
 ``TurnRunner(middleware=[...])`` and it subscribes to the runner's events, so no middleware can
-skip it by short-circuiting a stage. Per turn it collects, in event order:
+skip it by short-circuiting a stage. It reads:
 
-- ``ToolExecutionEnd``: how long each handler ran (matched to calls by checksum);
-- ``ToolCallStored``: the calls completed this iteration;
+- ``ToolExecutionEnd``: how long each handler ran (matched to its call by call id);
+- ``ToolCallStored``: a call was persisted. Its row is appended **at once**, with the decision
+  known by then, so every stored call has a row as soon as the store returned (a process
+  killed later in the iteration keeps it), not only at the iteration's end;
 - ``Log`` records of kind ``"policy.decision"``: what policy middleware decided about a call,
-  matched by ``call_id`` when given, else by ``checksum`` (``allowed`` when nobody decided;
-  when several decisions hit one call the strongest wins, in the order of `DECISIONS`);
+  matched by ``call_id`` when given, else by ``checksum`` (within the iteration). A decision
+  taken before the store (the ``tool_call`` stage) is part of the call's row. A decision
+  taken after it (``dispatch_output``: a repetition hide, a warning, a policy's record of a
+  custom executor's call) that changes the call's decision (at least as strong, in the order
+  of `DECISIONS`; ``allowed`` when nobody decided) appends the call's row again with the new
+  decision, stamped with the decision's time;
+- ``TurnEnd``: the turn's row.
 
-and appends one row per call when the iteration ends (``IterationEnd``), and one row for the
-turn at ``TurnEnd``. Every row is chained to the previous one by its hash (see
-``sink.verify()``). The ``TurnEnd`` listener returns an awaitable that the runner awaits before
-``run()`` returns, so the turn's rows are written by then. Appends of concurrent turns go to
-the sink in event order and form one chain per sink.
+So a call has one row per change: stored, stored again (``mutate_tool_call``: the new form),
+decided. **The last row of a call id is the call's final form**; count distinct call ids to
+count calls. Every row is chained to the previous one by its hash (see ``sink.verify()``). The
+``TurnEnd`` listener returns an awaitable that the runner awaits before ``run()`` returns, so
+the turn's rows are written by then. Appends of concurrent turns go to the sink in event order
+and form one chain per sink.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import Any
 
 from pipeline import (
@@ -55,23 +64,32 @@ class _TurnAudit:
     """What the log has collected about one in-flight turn."""
 
     __slots__ = (
-        "by_call",
         "by_checksum",
-        "calls",
         "conversation_id",
         "durations",
         "input",
+        "iteration",
+        "pending",
         "writes",
+        "written",
     )
 
     def __init__(self, conversation_id: str | None, input: str | None) -> None:
         self.conversation_id = conversation_id
         self.input = input
-        self.calls: dict[str, tuple[ToolCall, ToolCallStored, float | None]] = {}
         self.durations: dict[str, deque[float]] = {}
-        self.by_call: dict[str, Decision] = {}
+        self.pending: dict[str, Decision] = {}
+        """Decisions by call id about calls not stored yet."""
         self.by_checksum: dict[str, Decision] = {}
+        """Decisions by checksum this iteration (for calls stored later in it)."""
+        self.iteration: dict[str, list[str]] = {}
+        """Ids of the calls stored this iteration, by checksum."""
+        self.written: dict[str, tuple[ToolCall, Decision, float | None]] = {}
+        """Calls with a row: the call as last written, its decision so far, its duration."""
         self.writes: list[asyncio.Future[list[AuditRow]]] = []
+
+
+_ALLOWED: Decision = ("allowed", None, None)
 
 
 def _stronger(old: Decision | None, new: Decision) -> Decision:
@@ -79,7 +97,12 @@ def _stronger(old: Decision | None, new: Decision) -> Decision:
 
 
 class AuditLog:
-    """Writes a hash-chained audit row per completed tool call and per turn.
+    """Writes a hash-chained audit row per stored tool call (and per change of it) and per turn.
+
+    A call's row is appended when the call is stored (``ToolCallStored``), with the decisions
+    taken before the store. A decision taken after it that changes the call's decision, or a
+    new store of the call (mutated), appends the call's row again: the last row of a call id
+    is its final form. See the module docstring for the whole protocol.
 
     Args:
         sink: Where rows go (`SqliteAuditSink`, `JsonlAuditSink`, or anything implementing
@@ -149,10 +172,46 @@ class AuditLog:
         duration = queue.popleft() if queue else None
         if queue is not None and not queue:
             del state.durations[call.id]
-        previous = state.calls.pop(call.id, None)  # mutated in the same iteration: keep one row
-        if duration is None and previous is not None:
-            duration = previous[2]
-        state.calls[call.id] = (call, event, duration)
+        decision = _ALLOWED
+        previous = state.written.get(call.id)  # stored again (mutated): keep what we knew
+        if previous is not None:
+            decision = previous[1]
+            if duration is None:
+                duration = previous[2]
+        for earlier in (state.by_checksum.get(call.checksum), state.pending.pop(call.id, None)):
+            if earlier is not None:
+                decision = _stronger(decision, earlier)
+        ids = state.iteration.setdefault(call.checksum, [])
+        if call.id not in ids:
+            ids.append(call.id)
+        self._write_call(event.turn_id, state, call, decision, duration, event.timestamp)
+
+    def _write_call(
+        self,
+        turn_id: str,
+        state: _TurnAudit,
+        call: ToolCall,
+        decision: Decision,
+        duration: float | None,
+        at: datetime,
+    ) -> None:
+        state.written[call.id] = (call, decision, duration)
+        entry = AuditEntry(
+            kind="tool_call",
+            turn_id=turn_id,
+            conversation_id=state.conversation_id,
+            recorded_at=at,
+            call_id=call.id,
+            tool=call.tool,
+            checksum=call.checksum,
+            args=canonical_json(call.args),
+            is_error=call.is_error,
+            duration_ms=duration,
+            decision=decision[0],
+            policy=decision[1],
+            reason=decision[2],
+        )
+        state.writes.append(self._sink_append([entry]))
 
     def _on_log(self, event: Log) -> None:
         if event.kind != "policy.decision":
@@ -170,33 +229,43 @@ class AuditLog:
         state = self._turn(event.turn_id)
         call_id, checksum = payload.get("call_id"), payload.get("checksum")
         if isinstance(call_id, str):
-            state.by_call[call_id] = _stronger(state.by_call.get(call_id), decision)
+            if call_id in state.written:
+                self._decided(event, state, call_id, decision)
+            else:
+                state.pending[call_id] = _stronger(state.pending.get(call_id), decision)
         elif isinstance(checksum, str):
             state.by_checksum[checksum] = _stronger(state.by_checksum.get(checksum), decision)
+            for written_id in state.iteration.get(checksum, ()):
+                self._decided(event, state, written_id, decision)
+
+    def _decided(self, event: Log, state: _TurnAudit, call_id: str, decision: Decision) -> None:
+        """A decision about a call that has a row: write the row again if its decision changes."""
+        call, current, duration = state.written[call_id]
+        stronger = _stronger(current, decision)
+        if stronger != current:
+            self._write_call(event.turn_id, state, call, stronger, duration, event.timestamp)
 
     def _on_iteration_end(self, event: IterationEnd) -> None:
         state = self._turns.get(event.turn_id)
-        if state is not None and state.calls:
-            state.writes.append(self._sink_append(self._flush_calls(event.turn_id, state)))
+        if state is not None:
+            state.by_checksum.clear()
+            state.iteration.clear()
 
     def _on_turn_end(self, event: TurnEnd) -> Awaitable[None]:
         state = self._turns.pop(event.turn_id, None) or _TurnAudit(None, None)
-        entries = self._flush_calls(event.turn_id, state)
         error = event.error
-        entries.append(
-            AuditEntry(
-                kind="turn",
-                turn_id=event.turn_id,
-                conversation_id=state.conversation_id,
-                recorded_at=event.timestamp,
-                is_error=event.status == "failed",
-                duration_ms=event.duration_ms,
-                status=event.status,
-                error=None if error is None else str(error),
-                input=state.input,
-            )
+        entry = AuditEntry(
+            kind="turn",
+            turn_id=event.turn_id,
+            conversation_id=state.conversation_id,
+            recorded_at=event.timestamp,
+            is_error=event.status == "failed",
+            duration_ms=event.duration_ms,
+            status=event.status,
+            error=None if error is None else str(error),
+            input=state.input,
         )
-        state.writes.append(self._sink_append(entries))
+        state.writes.append(self._sink_append([entry]))
         return self._settle(state.writes)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -209,36 +278,6 @@ class AuditLog:
         for outcome in await asyncio.gather(*writes, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 raise outcome
-
-    @staticmethod
-    def _flush_calls(turn_id: str, state: _TurnAudit) -> list[AuditEntry]:
-        entries: list[AuditEntry] = []
-        for call, stored, duration in state.calls.values():
-            decision = _stronger(
-                state.by_checksum.get(call.checksum) or ("allowed", None, None),
-                state.by_call.get(call.id) or ("allowed", None, None),
-            )
-            entries.append(
-                AuditEntry(
-                    kind="tool_call",
-                    turn_id=turn_id,
-                    conversation_id=state.conversation_id,
-                    recorded_at=stored.timestamp,
-                    call_id=call.id,
-                    tool=call.tool,
-                    checksum=call.checksum,
-                    args=canonical_json(call.args),
-                    is_error=call.is_error,
-                    duration_ms=duration,
-                    decision=decision[0],
-                    policy=decision[1],
-                    reason=decision[2],
-                )
-            )
-        state.calls.clear()
-        state.by_call.clear()
-        state.by_checksum.clear()
-        return entries
 
 
 AuditLog.__module__ = "middleware"

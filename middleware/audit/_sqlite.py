@@ -2,7 +2,10 @@
 
 The built-in sinks (this one and `JsonlAuditSink`) run their I/O on one worker thread of their
 own, so the event loop never waits on disk and appends are chained strictly in the order
-``append`` was called, whichever turn they come from.
+``append`` was called, whichever turn they come from. Appends queued while the thread is busy
+are written together, in one transaction (one ``fsync``), each append still getting its own
+rows: `AuditLog` appends a row per stored call, and this group commit keeps that as cheap as
+one append per iteration. (A failed write fails every append of its group.)
 ``synchronous="full"`` (the default) makes every append survive power loss (SQLite
 ``synchronous=FULL``; ``fsync`` for JSON Lines); ``"normal"`` survives a process kill.
 ``rows()``, ``head()`` and ``verify()`` are synchronous: they wait for queued appends first.
@@ -13,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from pipeline import InvalidMiddlewareConfigError
@@ -36,24 +40,52 @@ P = ParamSpec("P")
 R = TypeVar("R")
 Synchronous = Literal["full", "normal"]
 
-class Worker:
-    """One thread running a sink's jobs in submission order."""
+Write = Callable[[Sequence[AuditEntry]], list[AuditRow]]
 
-    __slots__ = ("_closed", "_executor")
+
+class Worker:
+    """One thread running a sink's jobs in submission order, with group commit for appends."""
+
+    __slots__ = ("_closed", "_executor", "_lock", "_queued")
 
     def __init__(self, name: str) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._closed = False
+        self._lock = threading.Lock()
+        self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
 
     def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self._closed:
             raise ValueError("the audit sink is closed")
         return self._executor.submit(fn, *args, **kwargs).result()
 
-    def schedule(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[R]:
+    def append(
+        self, write: Write, entries: tuple[AuditEntry, ...]
+    ) -> asyncio.Future[list[AuditRow]]:
+        """Queue ``entries`` for ``write``; appends queued before it runs are written with them."""
         if self._closed:
             raise ValueError("the audit sink is closed")
-        return asyncio.wrap_future(self._executor.submit(fn, *args, **kwargs))
+        done: Future[list[AuditRow]] = Future()
+        with self._lock:
+            self._queued.append((entries, done))
+            first = len(self._queued) == 1
+        if first:  # later appends join this job until it takes the queue
+            self._executor.submit(self._drain, write)
+        return asyncio.wrap_future(done)
+
+    def _drain(self, write: Write) -> None:
+        with self._lock:
+            group, self._queued = self._queued, []
+        try:
+            rows = write([entry for entries, _ in group for entry in entries])
+        except BaseException as exc:
+            for _, done in group:
+                _settle(done, exc)
+            return
+        start = 0
+        for entries, done in group:
+            _settle(done, rows[start : start + len(entries)])
+            start += len(entries)
 
     def close(self, last: Callable[[], None]) -> None:
         if self._closed:
@@ -61,6 +93,17 @@ class Worker:
         self._closed = True
         self._executor.submit(last).result()
         self._executor.shutdown(wait=True)
+
+
+def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
+    """Complete an append's future (the rows are written even if its caller stopped waiting)."""
+    try:
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+    except InvalidStateError:  # cancelled by the caller
+        pass
 
 
 def check_options(owner: str, path: object, synchronous: object) -> str:
@@ -282,7 +325,7 @@ class SqliteAuditSink:
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are committed."""
-        return self._worker.schedule(self._write, tuple(entries))
+        return self._worker.append(self._write, tuple(entries))
 
     def rows(self) -> list[AuditRow]:
         """Return every row in chain order.

@@ -8,15 +8,13 @@ line number from one query can be fed to ``cat`` directly.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
-from itertools import compress, islice
+from itertools import islice
 from time import monotonic
-from typing import TYPE_CHECKING, ClassVar, Literal
-
-import regex
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
+from ._args import CatArgs, CountArgs, NoArgs, TokenArgs
+from ._grep import GrepArgs, compile_grep, grep_budget, grep_timeout_error, search_lines
 from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import ToolMethod
 
@@ -25,7 +23,7 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
     from ._forge import ArtifactContext
 
-__all__ = ["SpooledArtifact", "compile_grep", "install_forger", "own_tool_methods"]
+__all__ = ["SpooledArtifact", "install_forger", "own_tool_methods"]
 
 Forger = Callable[[type["SpooledArtifact"], "ArtifactContext"], "ToolRegistry"]
 """Builds the query tools of an artifact class for a turn (``pipeline/artifacts/_forge.py``)."""
@@ -41,50 +39,11 @@ def install_forger(forger: Forger) -> None:
     """
     _forger[:] = [forger]
 
+
 _READER_METHODS = ("line", "byte_length", "line_count", "read_all")
-_FLAG_BITS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
-
-GREP_TIME_LIMIT = 2.0
-"""Seconds one `SpooledArtifact.grep` may spend matching, plus `GREP_SECONDS_PER_MB` per
-megabyte of body: a model-supplied pattern that backtracks catastrophically (``(a|aa)+$``) is
-stopped instead of freezing every turn, while an ordinary search of a large body completes."""
-
-GREP_SECONDS_PER_MB = 1.0
-"""The time allowance `grep` adds per megabyte of body (see `GREP_TIME_LIMIT`)."""
 _SAMPLE_ABOVE = 4 << 20
 _WINDOWS = 8
 _WINDOW_LINES = 512
-
-
-def compile_grep(pattern: str, flags: str = "") -> regex.Pattern[str]:
-    """Compile a grep pattern with flags from ``i``, ``m``, ``s``.
-
-    Raises:
-        InvalidToolArgsError: the flags hold another character, or the pattern is not a valid
-            Python regular expression; the message says which and where.
-    """
-    if not isinstance(pattern, str):
-        raise InvalidToolArgsError(
-            f"pattern must be a string, not {type(pattern).__name__}", field="pattern"
-        )
-    if not isinstance(flags, str):
-        raise InvalidToolArgsError(
-            f"flags must be a string, not {type(flags).__name__}", field="flags"
-        )
-    bits = 0
-    for char in flags:
-        bit = _FLAG_BITS.get(char)
-        if bit is None:
-            raise InvalidToolArgsError(
-                f"unknown grep flag {char!r}: flags are made of 'i', 'm' and 's'", field="flags"
-            )
-        bits |= bit
-    try:
-        return regex.compile(pattern, bits)
-    except regex.error as exc:
-        raise InvalidToolArgsError(
-            f"invalid regular expression {pattern!r}: {exc}", field="pattern"
-        ) from exc
 
 
 def _check_count(n: object, name: str = "n") -> int:
@@ -103,62 +62,6 @@ def _check_index(value: object, name: str) -> int | None:
             f"{name} must be an integer or null, not {type(value).__name__}", field=name
         )
     return value
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoArgs(_Args):
-    """No arguments besides ``call_id``."""
-
-
-class CountArgs(_Args):
-    """How many lines to return."""
-
-    n: int = Field(default=10, ge=0, description="Number of lines to return.")
-
-
-class GrepArgs(_Args):
-    """A per-line regular expression search."""
-
-    pattern: str = Field(description="Python regular expression, matched against each line.")
-    flags: str = Field(
-        default="",
-        pattern=r"^[ims]*$",
-        description="Any of 'i' (ignore case), 'm' (multiline), 's' (dot matches all).",
-    )
-    max_matches: int | None = Field(
-        default=None, ge=1, description="Stop after this many matching lines (null: no limit)."
-    )
-
-    @field_validator("pattern")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
-        try:
-            regex.compile(value)
-        except regex.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from exc
-        return value
-
-
-class CatArgs(_Args):
-    """A range of lines with Python slice semantics."""
-
-    start: int | None = Field(
-        default=None, description="First line index (0-based; negative counts from the end)."
-    )
-    end: int | None = Field(
-        default=None, description="Index after the last line (exclusive; null: to the end)."
-    )
-
-
-class TokenArgs(_Args):
-    """The tokenizer to estimate for."""
-
-    encoding: Literal["cl100k_base", "o200k_base", "p50k_base", "r50k_base"] = Field(
-        default="cl100k_base", description="Tokenizer encoding name."
-    )
 
 
 class SpooledArtifact:
@@ -207,6 +110,8 @@ class SpooledArtifact:
 
     def lines(self, start: int = 0, end: int | None = None) -> Iterator[str]:
         """Yield lines ``start`` (>= 0) to ``end`` (exclusive; None: to the end), streaming."""
+        if self._is_empty():
+            return iter(())
         if self._iter_lines is not None:
             return iter(self._iter_lines(start, end))
         reader = self._reader
@@ -229,7 +134,7 @@ class SpooledArtifact:
             InvalidToolArgsError: ``n`` is not an integer >= 0.
         """
         n = _check_count(n)
-        if n == 0:
+        if n == 0 or self._is_empty():
             return []
         if self._tail_lines is not None:
             return self._tail_lines(n)
@@ -240,42 +145,37 @@ class SpooledArtifact:
         """Return the lines matching ``pattern``, each prefixed with its 0-based index: ``"12:x"``.
 
         The pattern is searched in each line separately (the `regex` module, with ``re``
-        syntax) and the whole search is stopped after `GREP_TIME_LIMIT` seconds; ``flags`` combines
-        ``i`` (ignore case), ``m`` (multiline) and ``s`` (dot matches all).
+        syntax); ``flags`` combines ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches
+        all) and ``u`` (Unicode: accepted, always on). The whole search must end within
+        `grep_time_limit` seconds: past that deadline it stops with an error and returns nothing.
 
         Raises:
             InvalidToolArgsError: the pattern is not a valid regular expression, a flag is not
-                one of ``i``, ``m``, ``s``, or ``max_matches`` is below 1.
+                one of ``i``, ``m``, ``s``, ``u``, ``max_matches`` is below 1, or the search
+                did not end within the time limit.
         """
-        search = compile_grep(pattern, flags).search
+        compiled = compile_grep(pattern, flags)
         if max_matches is not None and _check_count(max_matches, "max_matches") == 0:
             raise InvalidToolArgsError("max_matches must be 1 or more", field="max_matches")
-        limit = max_matches if max_matches is not None else -1
-        found: list[str] = []
-        base = 0
-        budget = GREP_TIME_LIMIT + GREP_SECONDS_PER_MB * self.byte_length() / 1_000_000
+        budget = self.grep_time_limit()
         deadline = monotonic() + budget
         try:
-            for batch in self._line_batches():
-                remaining = deadline - monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                # compress/map keep the per-line loop in C; only matching lines reach Python.
-                matches = map(partial(search, timeout=remaining), batch)
-                for offset in compress(range(len(batch)), matches):
-                    found.append(f"{base + offset}:{batch[offset]}")
-                    if len(found) == limit:
-                        return found
-                base += len(batch)
+            return search_lines(
+                compiled, self._line_batches(), deadline=deadline, max_matches=max_matches
+            )
         except TimeoutError:
-            raise InvalidToolArgsError(
-                f"the pattern {pattern!r} took longer than {budget:.1f} s to search; "
-                "simplify it (overlapping alternatives such as (a|aa)+ backtrack catastrophically)",
-                field="pattern",
-            ) from None
-        return found
+            raise grep_timeout_error(pattern, budget) from None
+
+    def grep_time_limit(self) -> float:
+        """Return the seconds a `grep` of this body may take.
+
+        That is `GREP_TIME_LIMIT` plus `GREP_SECONDS_PER_MB` per megabyte of body.
+        """
+        return grep_budget(self.byte_length())
 
     def _line_batches(self) -> Iterable[list[str]]:
+        if self._is_empty():
+            return ()
         if self._batches is not None:
             return self._batches(0)
         return ([line] for line in self.lines())
@@ -292,7 +192,7 @@ class SpooledArtifact:
         end = _check_index(end, "end")
         if start is not None and start >= 0 and end is not None and end >= 0:
             return list(self.lines(start, end)) if end > start else []
-        first, stop, _ = slice(start, end).indices(self._reader.line_count())
+        first, stop, _ = slice(start, end).indices(self.line_count())
         return list(self.lines(first, stop)) if stop > first else []
 
     def byte_length(self) -> int:
@@ -300,8 +200,15 @@ class SpooledArtifact:
         return self._reader.byte_length()
 
     def line_count(self) -> int:
-        """Return the number of lines (a trailing newline ends with an empty line)."""
-        return self._reader.line_count()
+        """Return the number of lines.
+
+        An empty body has 0 lines; otherwise a body ending in a newline ends with an empty
+        line (``a``, newline is two lines; ``a`` alone is one).
+        """
+        return 0 if self._is_empty() else self._reader.line_count()
+
+    def _is_empty(self) -> bool:
+        return self._reader.byte_length() == 0
 
     def estimate_tokens(self, encoding: str = "cl100k_base") -> int:
         """Estimate the number of tokens of the body for ``encoding``.
@@ -322,7 +229,7 @@ class SpooledArtifact:
         size = self._reader.byte_length()
         if size <= _SAMPLE_ABOVE or exact_tokens_available(encoding):
             return estimate_tokens(self.lines(), encoding)
-        count = self._reader.line_count()
+        count = self.line_count()
         step = max(count // _WINDOWS, 1)
         tokens = sampled = 0
         for first in range(0, count, step)[:_WINDOWS]:
@@ -379,6 +286,11 @@ def own_tool_methods(klass: type[SpooledArtifact]) -> tuple[ToolMethod, ...]:
     return tuple(m for m in declared if m.name not in inherited)
 
 
+def _grep_time_limit(artifact: Any) -> float:
+    limit: float = artifact.grep_time_limit()
+    return limit
+
+
 SpooledArtifact.tool_methods = (
     ToolMethod(
         name="artifact_head",
@@ -400,6 +312,7 @@ SpooledArtifact.tool_methods = (
             "returns the matching lines as 'INDEX:line' with 0-based line indexes."
         ),
         args_schema=GrepArgs,
+        time_limit=_grep_time_limit,
     ),
     ToolMethod(
         name="artifact_cat",

@@ -1,4 +1,4 @@
-"""Trust rendering: what the model reads for a tool call (DESIGN 10.4).
+r"""Trust rendering: what the model reads for a tool call (DESIGN 10.4).
 
 Every result is wrapped in an envelope whose tag carries a nonce (the call's checksum)::
 
@@ -12,11 +12,18 @@ text), ``artifact-handle`` (a spooled artifact shown as metadata plus the tools 
 always untrusted) and ``media`` / ``trusted-media`` (one placeholder per media item, trusted only
 for first-party media, whatever the tool's flag says).
 
-The body can never close or open an envelope: every ``<`` that starts something that reads as an
-envelope tag (``<``, optional spaces, optional ``/``, optional spaces, then ``trusted_content`` or
-``untrusted_content`` in any letter case, complete or not) is written as ``&lt;``. That is the
-only change made to a body. Attribute values are HTML-escaped, control characters included. The
-nonce is not a secret (checksums are computable), so the neutralising does not depend on it.
+The body can never close or open an envelope. Every ``<`` that starts something a model could
+read as an envelope tag is written as ``&lt;`` (a look-alike of ``<`` as a numeric character
+reference, ``&#xFF1C;``); nothing else in a body changes. What reads as a tag is decided on the
+text folded for detection, character by character: compatibility decomposition (NFKD, so
+full-width and small forms count), format and zero-width characters, combining marks, NUL and
+other control characters dropped, case folded, Cyrillic, Greek and Armenian look-alikes of the
+tag's letters, and look-alikes of ``<``, ``/`` and ``\`` mapped to them. On that text a tag is
+``<``, optional spaces and backslashes, an optional ``/`` (``<\/`` counts), optional spaces and
+backslashes, then ``trusted`` or ``untrusted``, any run of ``_``, ``-`` or spaces, and
+``content`` (no nonce or ``>`` needed). Ordinary text, markup included, is left as it is.
+Attribute values are HTML-escaped (control characters included) and neutralised the same way.
+The nonce is not a secret (checksums are computable), so the neutralising does not depend on it.
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ import hashlib
 import html
 import json
 import re
+import unicodedata
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 from ._artifact import SpooledArtifact
@@ -38,7 +48,76 @@ if TYPE_CHECKING:
 
 __all__ = ["RenderedResult", "neutralise", "render_tool_result"]
 
-_NEUTRAL = re.compile(r"<(?=\s*/?\s*(?:un)?trusted_content)", re.IGNORECASE)
+_LESS_THAN = "<\ufe64\uff1c\u226e\u2039\u276e\u3008\u2329\u27e8\u276c\u2770\u29fc\u1438\u02c2"
+"""``<`` and what a model could read as one: small, full-width, not-less-than (``<`` with a
+stroke), single angle quotation marks and brackets, ornaments, arrowheads. (A test checks that
+every character whose NFKD form holds ``<`` is here.)"""
+
+
+def _candidates() -> re.Pattern[str]:
+    """Match the openers worth a closer look.
+
+    An opener is skipped at C speed when what follows it (past spaces, backslashes and a
+    ``/``) is printable ASCII that cannot begin ``trusted`` or ``untrusted`` (``<td>``, ``<ul>``).
+    """
+    gap = r"[ \t\n\r\f\v\\]*(?:/[ \t\n\r\f\v\\]*)?"
+
+    def other(letters: str) -> str:
+        return rf"(?![{letters}])[\x21-\x7e]"
+
+    first = other(r"tTuU/\\")
+    tr = rf"[tT](?:{other('rR')}|[rR]{other('uU')})"
+    un = rf"[uU](?:{other('nN')}|[nN]{other('tT')})"
+    return re.compile(rf"[{_LESS_THAN}](?!{gap}(?:{first}|{tr}|{un}))")
+
+
+_CANDIDATES = _candidates()
+
+
+def _ascii_prefix() -> re.Pattern[str]:
+    """Match the longest start of a tag in ASCII text, folded the way `_reads_as_tag` folds it."""
+    dropped = r"[\x00-\x08\x0e-\x1b\x7f]*"
+    gap = rf"(?:[\t-\r\x1c-\x20\\]|{dropped[:-1]})*"
+
+    def chain(word: str, tail: str = "") -> str:
+        out = tail
+        for letter in reversed(word):
+            out = f"(?:{letter}{dropped}{out})?"
+        return out
+
+    def name(group: str) -> str:
+        content = chain("conten", f"(?P<{group}>t){dropped}")
+        return chain("trusted", rf"(?:[\t-\r\x1c-\x20_-]|{dropped[:-1]})*{content}")
+
+    words = rf"(?:u{dropped}(?:n{dropped}{name('untrusted')})?|{name('trusted')})"
+    return re.compile(rf"[{_LESS_THAN}]{gap}(?:/{gap})?{words}", re.ASCII | re.IGNORECASE)
+
+
+_ASCII_PREFIX = _ascii_prefix()
+"""Decides most candidates at C speed; where it stops at a non-ASCII character (which may
+fold to a letter of the tag), `_reads_as_tag` decides."""
+_LOOKALIKES: dict[str, str] = {
+    **dict.fromkeys(_LESS_THAN, "<"),
+    **dict.fromkeys("\u2044\u2215\u29f8\u2571\u27cb\u3033\u30ce\u4e3f", "/"),
+    **dict.fromkeys("\u2216\u29f5\u29f9", "\\"),
+    **dict.fromkeys("\u02cd\u23bd\u2017", "_"),
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212", "-"),
+    **dict.fromkeys("\u2800\u3164\u115f\u1160\uffa0", " "),
+    # letters of "untrusted content": Latin small capitals, Cyrillic, Greek, Armenian, Cherokee
+    **dict.fromkeys("\u1d1c\u028b\u03c5\u057d\u054d", "u"),
+    **dict.fromkeys("\u0274\u043f\u03b7\u0578\u057c\u039d", "n"),
+    **dict.fromkeys("\u1d1b\u0442\u0422\u03c4\u03a4", "t"),
+    **dict.fromkeys("\u0280\u0433\u1d26\u2c85\u13a1", "r"),
+    **dict.fromkeys("\ua731\u0455\u0405\u13da", "s"),
+    **dict.fromkeys("\u1d07\u0435\u0415\u04bd\u03b5\u0395", "e"),
+    **dict.fromkeys("\u1d05\u0501\u13a0", "d"),
+    **dict.fromkeys("\u1d04\u0441\u0421\u03f2\u03f9", "c"),
+    **dict.fromkeys("\u1d0f\u043e\u041e\u03bf\u039f\u0585\u0555", "o"),
+}
+"""Characters a model could read as one of the tag's, checked before and after NFKD."""
+_DROPPED = frozenset(("Cf", "Cn", "Cs", "Mn", "Mc", "Me"))
+_NAME = "trusted"
+_SUFFIX = "content"
 _TAG_SAFE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PREVIEW_LINES = 5
@@ -67,13 +146,99 @@ class _ToolLookup(Protocol):
 
 
 def neutralise(body: str) -> str:
-    """Return ``body`` with every ``<`` that could start an envelope tag written as ``&lt;``."""
-    return _NEUTRAL.sub("&lt;", body)
+    """Return ``body`` with every ``<`` (or look-alike) that could start an envelope tag escaped.
+
+    ``<`` becomes ``&lt;``; a look-alike becomes its numeric character reference. See the
+    module docstring for what counts as a tag.
+    """
+    if "<" not in body and (body.isascii() or not any(c in body for c in _LESS_THAN)):
+        return body
+    parts: list[str] = []
+    done = 0
+    for match in _CANDIDATES.finditer(body):
+        start = match.start()
+        prefix = _ASCII_PREFIX.match(body, start)
+        end = start + 1 if prefix is None else prefix.end()
+        if prefix is not None and (prefix["trusted"] or prefix["untrusted"]):
+            pass  # an ASCII tag
+        elif end >= len(body) or body[end].isascii():
+            continue  # what stopped the tag is plain ASCII (or the end): not a tag
+        elif not _reads_as_tag(_folded(body, start + 1)):
+            continue
+        char = match.group()
+        parts += (body[done:start], "&lt;" if char == "<" else f"&#x{ord(char):X};")
+        done = start + 1
+    if not parts:
+        return body
+    parts.append(body[done:])
+    return "".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def _fold(char: str) -> str:
+    """What ``char`` reads as for tag detection (empty when a model would not see it)."""
+    mapped = _LOOKALIKES.get(char)
+    if mapped is not None:
+        return mapped
+    out: list[str] = []
+    for part in unicodedata.normalize("NFKD", char):
+        mapped = _LOOKALIKES.get(part)
+        if mapped is not None:
+            out.append(mapped)
+            continue
+        for folded in part.casefold():
+            category = unicodedata.category(folded)
+            if category in _DROPPED or (category == "Cc" and not folded.isspace()):
+                continue
+            out.append(_LOOKALIKES.get(folded, folded))
+    return "".join(out)
+
+
+def _folded(body: str, start: int) -> Iterator[str]:
+    for index in range(start, len(body)):
+        yield from _fold(body[index])
+
+
+def _skip_gap(chars: Iterator[str]) -> str:
+    """Return the next character that is neither a space nor a backslash ("" at the end)."""
+    for char in chars:
+        if char != "\\" and not char.isspace():
+            return char
+    return ""
+
+
+def _reads_as_tag(chars: Iterator[str]) -> bool:
+    """Whether the folded text after a ``<`` reads as the rest of an envelope tag.
+
+    Linear: it stops at the first character that cannot continue a tag, and a gap of spaces,
+    backslashes or dropped characters ends at the next ``<``, so gaps are scanned once.
+    """
+    char = _skip_gap(chars)
+    if char == "/":
+        char = _skip_gap(chars)
+    if char == "u":
+        if next(chars, "") != "n":
+            return False
+        char = next(chars, "")
+    for index, expected in enumerate(_NAME):
+        if index:
+            char = next(chars, "")
+        if char != expected:
+            return False
+    char = next(chars, "")
+    while char == "_" or char == "-" or char.isspace():
+        char = next(chars, "")
+    for index, expected in enumerate(_SUFFIX):
+        if index:
+            char = next(chars, "")
+        if char != expected:
+            return False
+    return True
 
 
 def _attr(value: str) -> str:
     escaped = html.escape(value, quote=True)
-    return _CONTROL.sub(lambda m: f"&#{ord(m.group())};", escaped)
+    return neutralise(_CONTROL.sub(lambda m: f"&#{ord(m.group())};", escaped))
 
 
 def _nonce(checksum: str) -> str:

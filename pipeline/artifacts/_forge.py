@@ -11,6 +11,11 @@ Forging runs whenever the turn's artifacts change, so it is cached: the tools fo
 one tuple of ids are built once (schemas and validators included) and reused. Tools are
 immutable values whose handlers find the artifact through the context they are called with, so
 sharing them between turns is safe.
+
+Every query runs in a worker thread (``asyncio.to_thread``), whatever the body's size: a query
+parses, scans or searches a body a model chose, and the event loop must keep serving every other
+turn meanwhile. A tool method with a ``time_limit`` (``artifact_grep``) also has a wall-clock
+deadline: past it the call ends with an error, and the thread's late outcome is dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, create_model
 
-from .._errors import InvalidToolError
+from .._errors import InvalidToolArgsError, InvalidToolError
 from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
@@ -33,8 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ArtifactContext", "ArtifactTool", "forge_tools"]
 
-_THREAD_BYTES = 1 << 20
-"""Bodies larger than this are queried in a worker thread so the event loop keeps running."""
+_GRACE = 0.25
+"""Seconds a time-limited query's thread gets past its limit to report its own (clearer) error."""
 
 
 class ArtifactContext(Protocol):
@@ -146,9 +151,20 @@ def _handler(
         def run() -> str:
             return serialise(bound(**kwargs))
 
-        if artifact.byte_length() > _THREAD_BYTES:
+        if method.time_limit is None:
             return await asyncio.to_thread(run)
-        return run()
+        limit = method.time_limit(artifact)
+        scope = asyncio.timeout(limit + _GRACE)
+        try:
+            async with scope:
+                return await asyncio.to_thread(run)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # the method's own TimeoutError
+            raise InvalidToolArgsError(
+                f"{method.name} did not finish within its {limit:.1f} s time limit for this "
+                "artifact; narrow or simplify the query"
+            ) from None
 
     handle.__qualname__ = handle.__name__ = f"{owner.__name__}.{method.name}"
     return handle

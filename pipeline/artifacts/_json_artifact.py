@@ -9,22 +9,31 @@ line indexes, as everywhere in the artifact API.
 Errors: a path that does not parse, or a query that does not fit the document (``json_keys`` of
 a number, ``json_get`` with no match), raises `InvalidToolArgsError`; content that does not parse
 in its format raises `ToolDownstreamError` naming the line (``.line``, 0-based) and the format.
+A body that does not parse is not parsed again: later queries raise the same error. Parsing
+and format inference live in ``_json_formats`` (JSON5 is only tried up to a size bound,
+``json5_max_bytes``, since its parser is slow and cannot be interrupted).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
-import json5
 from jsonpath_ng.ext.parser import parse as _parse_jsonpath
 from jsonpath_ng.jsonpath import JSONPath
 from pydantic import Field, field_validator
 
 from .._errors import InvalidToolArgsError, ToolDownstreamError
-from ._artifact import NoArgs, SpooledArtifact, _Args
+from ._args import ArgsModel, NoArgs
+from ._artifact import SpooledArtifact
+from ._json_formats import (
+    JSON5_MAX_BYTES,
+    infer_json,
+    json5_size_error,
+    parse_json,
+    parse_json5,
+    parse_lines,
+)
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
@@ -34,7 +43,6 @@ __all__ = ["JsonFormat", "SpooledJsonArtifact", "compile_jsonpath"]
 
 JsonFormat = Literal["json", "jsonl", "ndjson", "json5"]
 _FORMATS: frozenset[str] = frozenset(get_args(JsonFormat))
-_JSON5_LINE = re.compile(r"<string>:(\d+)")
 _NOT_PARSED = object()
 
 
@@ -68,30 +76,22 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _content_error(
-    fmt: str, line: int | None, detail: str, cause: BaseException
-) -> ToolDownstreamError:
-    where = f" at line {line}" if line is not None else ""
-    error = ToolDownstreamError(
-        f"the artifact is not valid {fmt}{where}: {detail}", line=line, format=fmt
-    )
-    error.__cause__ = cause
-    return error
-
-
 class SpooledJsonArtifact(SpooledArtifact):
     """A spooled result holding JSON (``json``), JSON Lines (``jsonl``/``ndjson``) or JSON5.
 
     ``format`` may be given; when None (the default, or the class's ``json_format``), it is
     inferred on first use: the whole body as JSON, else every non-blank line as JSON (JSON
     Lines), else JSON5. Subclass and set ``json_format`` to fix the format for a tool's
-    ``artifact_constructor``.
+    ``artifact_constructor``. JSON5 is only parsed up to ``json5_max_bytes``.
     """
 
-    __slots__ = ("_document", "_format")
+    __slots__ = ("_document", "_error", "_format")
 
     json_format: ClassVar[JsonFormat | None] = None
     """The format instances use when none is given; None means inferred."""
+
+    json5_max_bytes: ClassVar[int] = JSON5_MAX_BYTES
+    """The largest body parsed as JSON5 (a subclass may raise it, at the cost of slow parses)."""
 
     def __init__(self, reader: SpoolReader, format: JsonFormat | None = None) -> None:
         """Wrap ``reader``; ``format`` fixes the format instead of inferring it."""
@@ -104,6 +104,7 @@ class SpooledJsonArtifact(SpooledArtifact):
             )
         self._format: str | None = chosen
         self._document: Any = _NOT_PARSED
+        self._error: ToolDownstreamError | None = None
 
     @property
     def format(self) -> str:
@@ -116,95 +117,36 @@ class SpooledJsonArtifact(SpooledArtifact):
         """Return the parsed document (JSON Lines: the list of records), parsing it once.
 
         Raises:
-            ToolDownstreamError: the body does not parse; the message names the line.
+            ToolDownstreamError: the body does not parse (the message names the line), or is
+                too large for JSON5 (see ``json5_max_bytes``).
         """
         document = self._document
-        if document is _NOT_PARSED:
+        if document is not _NOT_PARSED:
+            return document
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        try:
             document = self._document = self._parse()
+        except ToolDownstreamError as exc:
+            self._error = exc
+            raise
         return document
 
     def _parse(self) -> Any:
         fmt = self._format
         if fmt == "json":
-            return self._parse_json()
+            return parse_json(self.as_string())
         if fmt in ("jsonl", "ndjson"):
-            return self._parse_lines(fmt)
+            return parse_lines(self.lines(), fmt)
         if fmt == "json5":
-            return self._parse_json5()
-        return self._infer()
-
-    def _parse_json(self) -> Any:
-        try:
-            return json.loads(self.as_string())
-        except json.JSONDecodeError as exc:
-            raise _content_error(
-                "json", exc.lineno - 1, f"{exc.msg} (column {exc.colno})", exc
-            ) from exc
-        except (ValueError, RecursionError) as exc:
-            raise _content_error("json", None, str(exc) or type(exc).__name__, exc) from exc
-
-    def _parse_lines(self, fmt: str) -> list[Any]:
-        records: list[Any] = []
-        loads = json.loads
-        for index, line in enumerate(self.lines()):
-            if not line.strip():
-                continue
-            try:
-                records.append(loads(line))
-            except json.JSONDecodeError as exc:
-                raise _content_error(fmt, index, f"{exc.msg} (column {exc.colno})", exc) from exc
-            except (ValueError, RecursionError) as exc:
-                raise _content_error(fmt, index, str(exc) or type(exc).__name__, exc) from exc
-        return records
-
-    def _parse_json5(self) -> Any:
-        try:
-            return json5.loads(self.as_string())
-        except (ValueError, RecursionError) as exc:
-            text = str(exc) or type(exc).__name__
-            found = _JSON5_LINE.search(text)
-            line = int(found.group(1)) - 1 if found else None
-            detail = _JSON5_LINE.sub("", text).strip() or text
-            raise _content_error("json5", line, detail, exc) from exc
-
-    def _infer(self) -> Any:
-        text = self.as_string()
-        if not text.strip():
-            raise ToolDownstreamError("the artifact is empty, not JSON", line=None, format=None)
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            json_error: BaseException = exc
-        else:
-            self._format = "json"
-            return value
-        lines_error: ToolDownstreamError | None = None
-        if text.strip().count("\n"):
-            try:
-                value = self._parse_lines("jsonl")
-            except ToolDownstreamError as exc:
-                lines_error = exc
-            else:
-                self._format = "jsonl"
-                return value
-        try:
-            value = json5.loads(text)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            self._format = "json5"
-            return value
-        first = next(i for i, line in enumerate(text.split("\n")) if line.strip())
-        if lines_error is not None and (getattr(lines_error, "line", None) or 0) > first:
-            # Its first line parsed alone: the body is meant as JSON Lines; report that line.
-            raise lines_error
-        raise self._json_failure(json_error) from json_error
-
-    @staticmethod
-    def _json_failure(exc: BaseException) -> ToolDownstreamError:
-        if isinstance(exc, json.JSONDecodeError):
-            return _content_error("json", exc.lineno - 1, f"{exc.msg} (column {exc.colno})", exc)
-        return _content_error("json", None, str(exc) or type(exc).__name__, exc)
+            too_large = json5_size_error(self.byte_length(), self.json5_max_bytes)
+            if too_large is not None:
+                raise ToolDownstreamError(too_large, line=None, format="json5")
+            return parse_json5(self.as_string())
+        self._format, document = infer_json(
+            self.as_string(), self.byte_length(), self.json5_max_bytes
+        )
+        return document
 
     def json_type(self) -> str:
         """Return the JSON type of the document: object, array, string, number, boolean, null."""
@@ -304,7 +246,7 @@ class SpooledJsonArtifact(SpooledArtifact):
         return f"<{type(self).__name__}{fmt} {self.byte_length()} bytes, {self.line_count()} lines>"
 
 
-class PathArgs(_Args):
+class PathArgs(ArgsModel):
     """A JSONPath expression."""
 
     path: str = Field(description="JSONPath expression (extended syntax), e.g. $.items[0].name.")
@@ -319,7 +261,7 @@ class PathArgs(_Args):
         return value
 
 
-class SliceArgs(_Args):
+class SliceArgs(ArgsModel):
     """A range of array items with Python slice semantics."""
 
     start: int | None = Field(default=None, description="First item index (negative: from end).")

@@ -11,6 +11,11 @@ Markdown query. Rules:
   document is read as Markdown from line 0 (its ``---`` is a thematic break).
 - Headings, links and images inside code are not reported (they are code). An unterminated
   fence runs to the end of the document.
+- ``md_links``, ``md_images``, ``md_text`` and ``md_ast`` take ``start_line``/``end_line``
+  (0-based, end exclusive; None: to the end): they report only what starts on a line in that
+  range, so a section's ``body_start_line``/``body_end_line`` select its links or its text. A
+  link or image starts on its own line within its paragraph, a text block or tree node on its
+  first line.
 
 Invalid YAML in a closed front matter block raises `ToolDownstreamError` naming the line, and so
 does front matter whose aliases expand to more than ten times its own size (an "alias bomb": a
@@ -19,17 +24,18 @@ few hundred bytes of anchors that would serialise to gigabytes).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from markdown_it.tree import SyntaxTreeNode
 from pydantic import Field
 
-from .._errors import InvalidToolArgsError, ToolDownstreamError
-from ._artifact import NoArgs, SpooledArtifact, _Args
+from .._errors import InvalidToolArgsError
+from ._args import ArgsModel, LineRangeArgs, NoArgs
+from ._artifact import SpooledArtifact
+from ._md_frontmatter import front_matter_end, load_front_matter
+from ._md_tokens import in_range, inline_lines, line_range, node_dict, plain
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
@@ -37,52 +43,11 @@ if TYPE_CHECKING:
 
 __all__ = ["SpooledMarkdownArtifact"]
 
-_OPEN_FM = re.compile(r"---[ \t]*")
-_CLOSE_FM = re.compile(r"(?:---|\.\.\.)[ \t]*")
 _NO_FRONT_MATTER = object()
 
 
 def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable(["table", "strikethrough"])
-
-
-def _plain(children: list[Token] | None) -> str:
-    """Return the plain text of inline tokens (markup dropped, image alt text kept)."""
-    parts: list[str] = []
-    for child in children or ():
-        kind = child.type
-        if kind in ("text", "code_inline"):
-            parts.append(child.content)
-        elif kind in ("softbreak", "hardbreak"):
-            parts.append("\n")
-        elif kind == "image":
-            parts.append(_plain(child.children))
-    return "".join(parts)
-
-
-def _check_expansion(value: Any, budget: int) -> None:
-    """Raise when ``value`` (YAML, aliases expanded) exceeds ``budget`` characters and nodes.
-
-    Each string (or ``!!binary`` bytes) counts its length, at least one, any other node one;
-    shared (aliased) and cyclic parts count every time they are reached, as serialising them
-    would.
-    """
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        budget -= max(len(node), 1) if isinstance(node, str | bytes) else 1
-        if budget < 0:
-            raise ToolDownstreamError(
-                "the front matter expands to too much data (YAML aliases repeat more than ten "
-                "times its size)",
-                line=None,
-                format="yaml",
-            )
-        if isinstance(node, dict):
-            stack.extend(node.keys())
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple | set):
-            stack.extend(node)
 
 
 def _check_depth(depth: object) -> int:
@@ -91,25 +56,6 @@ def _check_depth(depth: object) -> int:
             f"depth must be an integer from 1 to 6, got {depth!r}", field="depth"
         )
     return depth
-
-
-def _node_dict(node: SyntaxTreeNode) -> dict[str, Any]:
-    if node.is_root:
-        return {"type": "root", "children": [_node_dict(child) for child in node.children]}
-    record: dict[str, Any] = {"type": node.type}
-    if node.tag:
-        record["tag"] = node.tag
-    if node.map is not None:
-        record["map"] = list(node.map)
-    if node.attrs:
-        record["attrs"] = {str(k): v for k, v in node.attrs.items()}
-    if node.info:
-        record["info"] = node.info
-    if node.children:
-        record["children"] = [_node_dict(child) for child in node.children]
-    elif node.content:
-        record["content"] = node.content
-    return record
 
 
 class SpooledMarkdownArtifact(SpooledArtifact):
@@ -136,13 +82,7 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             return tokens
         text = self.as_string()
         lines = text.split("\n")
-        front_end = 0
-        if lines and _OPEN_FM.fullmatch(lines[0]):
-            for index in range(1, len(lines)):
-                if _CLOSE_FM.fullmatch(lines[index]):
-                    front_end = index + 1
-                    break
-        self._front_end = front_end
+        front_end = self._front_end = front_matter_end(lines)
         if front_end:
             # Blank the front matter so markdown-it's line maps stay absolute.
             text = "\n" * front_end + "\n".join(lines[front_end:])
@@ -165,18 +105,7 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             self._front = None
             return None
         body = "\n".join(self.lines(1, self._front_end - 1))
-        try:
-            value = yaml.safe_load(body)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else None
-            where = f" at line {line}" if line is not None else ""
-            detail = getattr(exc, "problem", None) or str(exc).split("\n", 1)[0]
-            raise ToolDownstreamError(
-                f"the front matter is not valid YAML{where}: {detail}", line=line, format="yaml"
-            ) from exc
-        _check_expansion(value, 10 * len(body) + 1024)
-        self._front = {} if value is None else value
+        self._front = load_front_matter(body)
         return self._front
 
     def _headings(self) -> list[dict[str, Any]]:
@@ -188,7 +117,7 @@ class SpooledMarkdownArtifact(SpooledArtifact):
                 found.append(
                     {
                         "depth": int(token.tag[1]),
-                        "text": _plain(inline.children).strip(),
+                        "text": plain(inline.children).strip(),
                         "start_line": token.map[0],
                         "end_line": token.map[1],
                     }
@@ -260,16 +189,24 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             )
         return blocks
 
-    def md_links(self) -> list[dict[str, Any]]:
-        """Return the links as ``{text, url, title}`` (``title`` None when absent)."""
+    def md_links(self, start_line: int = 0, end_line: int | None = None) -> list[dict[str, Any]]:
+        """Return the links as ``{text, url, title}`` (``title`` None when absent).
+
+        Only links starting on a line in ``[start_line, end_line)`` are returned.
+
+        Raises:
+            InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
+        """
+        start, end = line_range(start_line, end_line)
         links: list[dict[str, Any]] = []
         for token in self._parse():
             if token.type != "inline" or not token.children:
                 continue
             children = token.children
-            for index, child in enumerate(children):
-                if child.type != "link_open":
+            for index, line in inline_lines(token, "link_open"):
+                if not in_range(line, start, end):
                     continue
+                child = children[index]
                 depth, stop = 1, index + 1
                 while stop < len(children) and depth:
                     kind = children[stop].type
@@ -278,40 +215,58 @@ class SpooledMarkdownArtifact(SpooledArtifact):
                 title = child.attrs.get("title")
                 links.append(
                     {
-                        "text": _plain(children[index + 1 : stop - 1]),
+                        "text": plain(children[index + 1 : stop - 1]),
                         "url": str(child.attrs.get("href", "")),
                         "title": str(title) if title else None,
                     }
                 )
         return links
 
-    def md_images(self) -> list[dict[str, Any]]:
-        """Return the images as ``{alt, url, title}`` (``title`` None when absent)."""
+    def md_images(
+        self, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Return the images as ``{alt, url, title}`` (``title`` None when absent).
+
+        Only images on a line in ``[start_line, end_line)`` are returned.
+
+        Raises:
+            InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
+        """
+        start, end = line_range(start_line, end_line)
         images: list[dict[str, Any]] = []
         for token in self._parse():
-            if token.type != "inline":
+            if token.type != "inline" or not token.children:
                 continue
-            for child in token.children or ():
-                if child.type == "image":
-                    title = child.attrs.get("title")
-                    images.append(
-                        {
-                            "alt": _plain(child.children),
-                            "url": str(child.attrs.get("src", "")),
-                            "title": str(title) if title else None,
-                        }
-                    )
+            for index, line in inline_lines(token, "image"):
+                if not in_range(line, start, end):
+                    continue
+                child = token.children[index]
+                title = child.attrs.get("title")
+                images.append(
+                    {
+                        "alt": plain(child.children),
+                        "url": str(child.attrs.get("src", "")),
+                        "title": str(title) if title else None,
+                    }
+                )
         return images
 
-    def md_text(self) -> str:
+    def md_text(self, start_line: int = 0, end_line: int | None = None) -> str:
         """Return the plain text: paragraphs, headings, list items and code, without markup.
 
-        Blocks are separated by a blank line; raw HTML and front matter are left out.
+        Blocks are separated by a blank line; raw HTML and front matter are left out. Only
+        blocks whose first line is in ``[start_line, end_line)`` are included.
+
+        Raises:
+            InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
         """
+        start, end = line_range(start_line, end_line)
         blocks: list[str] = []
         for token in self._parse():
+            if not in_range(token.map[0] if token.map else None, start, end):
+                continue
             if token.type == "inline":
-                text = _plain(token.children)
+                text = plain(token.children)
             elif token.type in ("fence", "code_block"):
                 text = token.content.rstrip("\n")
             else:
@@ -320,22 +275,34 @@ class SpooledMarkdownArtifact(SpooledArtifact):
                 blocks.append(text)
         return "\n\n".join(blocks)
 
-    def md_ast(self) -> dict[str, Any]:
+    def md_ast(self, start_line: int = 0, end_line: int | None = None) -> dict[str, Any]:
         """Return the syntax tree as nested dicts, the root of type ``"root"``.
 
         Nodes have ``type`` and, when not empty, ``tag``, ``map`` (a line range), ``attrs``,
-        ``info``, and ``children`` or ``content``.
+        ``info``, and ``children`` or ``content``. The root keeps only the top-level nodes whose
+        first line is in ``[start_line, end_line)`` (whole, with all their children).
+
+        Raises:
+            InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
         """
-        return _node_dict(SyntaxTreeNode(self._parse()))
+        start, end = line_range(start_line, end_line)
+        tree = node_dict(SyntaxTreeNode(self._parse()))
+        if start or end is not None:
+            tree["children"] = [
+                node
+                for node in tree["children"]
+                if in_range(node["map"][0] if "map" in node else None, start, end)
+            ]
+        return tree
 
 
-class DepthArgs(_Args):
+class DepthArgs(ArgsModel):
     """The deepest heading level to include."""
 
     depth: int = Field(default=6, ge=1, le=6, description="Deepest heading level (1 to 6).")
 
 
-class LangArgs(_Args):
+class LangArgs(ArgsModel):
     """An optional language filter."""
 
     lang: str | None = Field(default=None, description="Only blocks of this language (null: all).")
@@ -370,26 +337,30 @@ SpooledMarkdownArtifact.tool_methods = (
     ToolMethod(
         "artifact_md_links",
         "md_links",
-        "List the links (text, url, title) of a spooled Markdown result.",
-        NoArgs,
+        "List the links (text, url, title) of a spooled Markdown result, optionally only "
+        "those on lines [start_line, end_line) (e.g. a section's body lines).",
+        LineRangeArgs,
     ),
     ToolMethod(
         "artifact_md_images",
         "md_images",
-        "List the images (alt, url, title) of a spooled Markdown result.",
-        NoArgs,
+        "List the images (alt, url, title) of a spooled Markdown result, optionally only "
+        "those on lines [start_line, end_line).",
+        LineRangeArgs,
     ),
     ToolMethod(
         "artifact_md_text",
         "md_text",
-        "Return the plain text of a spooled Markdown result, without markup.",
-        NoArgs,
+        "Return the plain text of a spooled Markdown result, without markup; optionally only "
+        "the blocks starting on lines [start_line, end_line).",
+        LineRangeArgs,
     ),
     ToolMethod(
         "artifact_md_ast",
         "md_ast",
-        "Return the Markdown syntax tree of a spooled Markdown result as JSON.",
-        NoArgs,
+        "Return the Markdown syntax tree of a spooled Markdown result as JSON; optionally only "
+        "the top-level nodes starting on lines [start_line, end_line).",
+        LineRangeArgs,
     ),
 )
 

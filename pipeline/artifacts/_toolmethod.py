@@ -50,6 +50,14 @@ class ToolMethod:
     serialise: Callable[[Any], str] = field(default=default_serialise)
     """Turns the method's return value into the tool's text result."""
 
+    time_limit: Callable[[Any], float] | None = None
+    """Seconds a call may take on a given artifact (a cheap function of it), or None: no limit.
+
+    Forged tools run every query in a worker thread; with a limit, the call ends with an
+    `InvalidToolArgsError` once that much wall-clock time (and a short grace) has passed, even
+    when the thread is still at work. A thread cannot be stopped from outside, so the method
+    should stop by itself too, as ``grep`` does at its own deadline."""
+
     def bind(self, artifact: object) -> Callable[..., Any]:
         """Return the method bound to ``artifact``."""
         method = self.method

@@ -79,6 +79,38 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        2,
+        (
+            # a call is keyed by its turn too: concurrent turns of one conversation may store
+            # the same provider id (issue 18); SQLite cannot drop a UNIQUE constraint, so the
+            # table is rebuilt with its rows (seq kept, so the results still point at them)
+            """CREATE TABLE tool_calls_v2 (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                scope TEXT NOT NULL,
+                conversation_id TEXT,
+                turn_id TEXT NOT NULL,
+                id TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                args TEXT NOT NULL,
+                checksum TEXT NOT NULL,
+                is_complete INTEGER NOT NULL,
+                is_error INTEGER NOT NULL,
+                from_artifact_tool INTEGER NOT NULL,
+                inline INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                completed_at TEXT,
+                results_kind TEXT NOT NULL,
+                results_text TEXT,
+                UNIQUE (scope, turn_id, id)
+            )""",
+            "INSERT INTO tool_calls_v2 SELECT * FROM tool_calls ORDER BY seq",
+            "DROP TABLE tool_calls",
+            "ALTER TABLE tool_calls_v2 RENAME TO tool_calls",
+            "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
@@ -87,6 +119,9 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
 def migrate(cur: sqlite3.Cursor, path: str) -> None:
     """Bring the database to `SCHEMA_VERSION` (inside the caller's transaction).
+
+    Foreign keys must be off while it runs (a rebuilt table is dropped and renamed; its
+    dependent rows must stay); the store turns them on afterwards.
 
     Raises:
         InvalidRunnerConfigError: the database's schema is newer than this code's.

@@ -12,9 +12,10 @@ transaction that has committed before the coroutine returns. With ``synchronous=
 default) a commit also survives an OS crash or power loss; ``"normal"`` survives the process
 being killed at any point, and is several times faster.
 
-Tool calls and messages are keyed by (conversation, id) inside a conversation, as `MemoryStore`
-keys them, and by (turn, id) for turns without a conversation, which are stored too so that they
-can be audited or recovered (`tool_calls_for_turn`).
+Messages are keyed by (conversation, id) inside a conversation, and tool calls by
+(conversation, turn, id), as `MemoryStore` keys them: concurrent turns of one conversation may
+store the same provider id and neither call is lost. Turns without a conversation are stored
+too, keyed by turn, so that they can be audited or recovered (`tool_calls_for_turn`).
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        self._migrate()  # with foreign keys off: a migration may rebuild a referenced table
         conn.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
 
     def _migrate(self) -> None:
         with self._transaction() as cur:
@@ -256,15 +257,18 @@ class SqliteStore:
     async def save_tool_call(
         self, conversation_id: str | None, turn_id: str, call: ToolCall
     ) -> None:
-        """Insert or replace a call by id, keeping its position (committed before returning)."""
+        """Insert or replace a turn's call by id, keeping its position (committed first)."""
         await self._run(self._write_call, conversation_id, turn_id, call)
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
-        """Delete a call by id (committed before returning); return whether it existed."""
+        """Delete a turn's call by id (committed before returning); return whether it existed."""
         return await self._run(
-            self._delete_call, _scope(conversation_id, turn_id), sql_text(call_id)
+            self._delete_call,
+            _scope(conversation_id, turn_id),
+            sql_text(turn_id),
+            sql_text(call_id),
         )
 
     async def load_conversation(
@@ -303,7 +307,8 @@ class SqliteStore:
         ids = _ids(conversation_id, turn_id)
         with self._transaction() as cur:
             found = cur.execute(
-                "SELECT seq FROM tool_calls WHERE scope = ? AND id = ?", (scope, row[0])
+                "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
+                (scope, ids[1], row[0]),
             ).fetchone()
             if found is None:
                 cur.execute(_CALL_INSERT, (scope, *ids, *row))
@@ -315,9 +320,14 @@ class SqliteStore:
             if parts:
                 cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
 
-    def _delete_call(self, scope: str | bytes, call_id: str | bytes) -> bool:
+    def _delete_call(
+        self, scope: str | bytes, turn_id: str | bytes, call_id: str | bytes
+    ) -> bool:
         with self._transaction() as cur:
-            cur.execute("DELETE FROM tool_calls WHERE scope = ? AND id = ?", (scope, call_id))
+            cur.execute(
+                "DELETE FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
+                (scope, turn_id, call_id),
+            )
             return cur.rowcount > 0
 
     def _read_conversation(self, scope: str | bytes) -> tuple[list[Message], list[ToolCall]]:

@@ -61,13 +61,17 @@ class TurnStore(Protocol):
     async def save_tool_call(
         self, conversation_id: str | None, turn_id: str, call: ToolCall
     ) -> None:
-        """Persist a tool call (insert or replace by id; a replaced call keeps its position)."""
+        """Persist a tool call (insert or replace by turn and id; a replaced one keeps its place).
+
+        Calls are keyed by their turn and id, never by id alone: concurrent turns of one
+        conversation may store the same provider id (``call_0``), and both calls are kept.
+        """
         ...
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
-        """Delete a tool call by id; return whether it existed."""
+        """Delete a turn's tool call by id; return whether it existed."""
         ...
 
     async def load_conversation(
@@ -90,7 +94,8 @@ class MemoryStore:
         """Create an empty store."""
         self._turns: dict[str, TurnRecord] = {}
         self._messages: dict[str | None, dict[str, Message]] = {}
-        self._calls: dict[str | None, dict[str, ToolCall]] = {}
+        self._calls: dict[str | None, dict[tuple[str, str], ToolCall]] = {}
+        """Per conversation, calls keyed by (turn id, call id), in storage order."""
 
     def __repr__(self) -> str:
         """Show how much the store holds."""
@@ -113,17 +118,17 @@ class MemoryStore:
     async def save_tool_call(
         self, conversation_id: str | None, turn_id: str, call: ToolCall
     ) -> None:
-        """Keep a tool call under its conversation, replacing one with the same id in place."""
+        """Keep a call under its conversation, replacing its turn's call of that id in place."""
         if conversation_id is None:
             return
-        self._calls.setdefault(conversation_id, {})[call.id] = call
+        self._calls.setdefault(conversation_id, {})[turn_id, call.id] = call
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
-        """Forget a tool call; return whether it was there."""
+        """Forget a turn's tool call; return whether it was there."""
         calls = self._calls.get(conversation_id)
-        return calls is not None and calls.pop(call_id, None) is not None
+        return calls is not None and calls.pop((turn_id, call_id), None) is not None
 
     async def load_conversation(
         self, conversation_id: str

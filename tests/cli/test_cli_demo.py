@@ -61,7 +61,7 @@ summary
   repeats caught  1 (search_kb)
   tools hidden    2 (search_kb, issue_refund)
   calls denied    1 (shell_exec)
-  audit rows      8 in loopware-demo-audit.sqlite (4 allowed, 1 denied, 2 hidden)
+  audit rows      11 in loopware-demo-audit.sqlite (4 allowed, 1 denied, 2 hidden)
   audit verified  yes
 done in N ms
 """  # noqa: E501
@@ -105,8 +105,9 @@ def test_demo_audit_file_verifies_and_is_recreated_each_run(tmp_path: Path) -> N
         assert sink.verify() is None
     finally:
         sink.close()
-    assert [r.entry.kind for r in rows] == ["tool_call"] * 7 + ["turn"]
-    assert [r.entry.decision for r in rows[:7]] == [
+    assert [r.entry.kind for r in rows] == ["tool_call"] * 10 + ["turn"]
+    final = {r.entry.call_id: r.entry.decision for r in rows if r.entry.kind == "tool_call"}
+    assert list(final.values()) == [
         "allowed",
         "allowed",
         "allowed",

@@ -89,7 +89,8 @@ def test_pipelines_prints_every_stage_in_order(capsys: pytest.CaptureFixture[str
         "  1. ToolPolicy.enforce",
         "  2. ToolCallLimit.count",
         "turn_output:",
-        "  (none)",
+        "  1. ToolPolicy.enforce_late",
+        "  2. ToolCallLimit.count_late",
     ]
 
 
@@ -101,7 +102,7 @@ def test_pipelines_json_is_describe_pipelines(capsys: pytest.CaptureFixture[str]
         "dispatch_input": [],
         "tool_call": ["ToolPolicy.deny_call", "ToolCallLimit.reserve"],
         "dispatch_output": ["ToolPolicy.enforce", "ToolCallLimit.count"],
-        "turn_output": [],
+        "turn_output": ["ToolPolicy.enforce_late", "ToolCallLimit.count_late"],
     }
 
 

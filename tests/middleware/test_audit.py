@@ -76,6 +76,11 @@ def entries(sink: SqliteAuditSink | JsonlAuditSink) -> list[AuditEntry]:
     return [row.entry for row in sink.rows()]
 
 
+def final_calls(sink: SqliteAuditSink | JsonlAuditSink) -> dict[str, AuditEntry]:
+    """Each call's final form, as a reader computes it: the last row of its call id."""
+    return {e.call_id: e for e in entries(sink) if e.kind == "tool_call" and e.call_id}
+
+
 async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
     sink: SqliteAuditSink,
 ) -> None:
@@ -116,7 +121,11 @@ async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
 
 
 async def test_policy_decisions_are_recorded_on_their_calls(sink: SqliteAuditSink) -> None:
-    """A RepetitionDetector hide decision lands on the call that triggered it, by call id."""
+    """A RepetitionDetector hide decision lands on the call that triggered it, by call id.
+
+    The hide is taken in dispatch_output, after the call's row was written at its store
+    (issue 18), so the call's row is written again with the decision: its last row says hidden.
+    """
     same = {"q": "loop"}
     runner = runner_for(
         AuditLog(sink),
@@ -126,13 +135,21 @@ async def test_policy_decisions_are_recorded_on_their_calls(sink: SqliteAuditSin
     result = await runner.run("go")
     assert result.status == "completed"
     calls = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert [(e.call_id, e.decision) for e in calls] == [("a", "allowed"), ("b", "hidden")]
-    assert calls[1].policy == "loopware.repetition"
-    assert calls[1].reason
+    assert [(e.call_id, e.decision) for e in calls] == [
+        ("a", "allowed"), ("b", "allowed"), ("b", "hidden")
+    ]
+    assert calls[2].policy == "loopware.repetition"
+    assert calls[2].reason
+    assert (calls[2].args, calls[2].duration_ms) == (calls[1].args, calls[1].duration_ms)
+    assert {k: e.decision for k, e in final_calls(sink).items()} == {"a": "allowed", "b": "hidden"}
 
 
 async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAuditSink) -> None:
-    """Decisions without a call id match by checksum; denied outranks approved and warned."""
+    """Decisions without a call id match by checksum; denied outranks approved and warned.
+
+    Taken after the store, each one that raises the call's decision writes the call's row
+    again (approved, then denied; the weaker warned changes nothing).
+    """
 
     async def judge(ctx: DispatchContext, call_next: CallNext) -> None:
         for call in ctx.new_tool_calls:
@@ -148,7 +165,9 @@ async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAudit
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
                         middleware=[plain])
     await runner.run("go")
-    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
+    calls = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert [e.decision for e in calls] == ["allowed", "approved", "denied"]
+    call = final_calls(sink)["a"]
     assert (call.decision, call.policy, call.reason) == ("denied", "judge", "because denied")
 
 
@@ -233,8 +252,14 @@ async def test_concurrent_turns_share_one_intact_chain(tmp_path: Path) -> None:
     sink.close()
 
 
-async def test_mutated_call_in_one_iteration_gives_one_row(sink: SqliteAuditSink) -> None:
-    """A call replaced by id within its iteration is audited once, in its final form."""
+async def test_a_mutated_call_gets_a_row_per_store_the_last_in_its_final_form(
+    sink: SqliteAuditSink,
+) -> None:
+    """A call replaced by id is audited at each store; its last row holds its final form.
+
+    (Issue 18: rows are written when a call is stored, so the replacement is a second row,
+    no longer a single row written at the iteration's end.)
+    """
 
     async def redact(ctx: DispatchContext, call_next: CallNext) -> None:
         for call in ctx.new_tool_calls:
@@ -247,9 +272,12 @@ async def test_mutated_call_in_one_iteration_gives_one_row(sink: SqliteAuditSink
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "secret"}, "a"))],
                         middleware=[plain])
     await runner.run("go")
-    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert call.args == canonical_json({"q": "[redacted]"})
-    assert call.duration_ms is not None  # the handler's time survives the replacement
+    first, last = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert (first.call_id, last.call_id) == ("a", "a")
+    assert first.args == canonical_json({"q": "secret"})
+    assert last.args == canonical_json({"q": "[redacted]"})
+    assert last.duration_ms is not None  # the handler's time survives the replacement
+    assert last.duration_ms == first.duration_ms
 
 
 async def test_a_decision_log_with_a_non_text_action_is_ignored_quietly(

@@ -109,7 +109,7 @@ async def test_a_forged_denied_tool_in_a_replaced_registry_is_still_denied_at_ca
     @swap.dispatch_input
     def replace_registry(ctx: DispatchContext) -> None:
         if ctx.iteration == 1:
-            ctx.tools = ToolRegistry.merge([ctx.tools])
+            ctx.tools = ToolRegistry(ctx.tools.all())  # a fresh registry: no admission checks
 
     played = await play(
         [
@@ -164,7 +164,7 @@ class Install(BaseModel):
 def sneak_in(ctx: DispatchContext | TurnContext, tool: Tool[Any]) -> None:
     """Replace the turn's registry with one that also holds ``tool`` (no admission check)."""
     if not ctx.tools.has(tool.name):
-        ctx.tools = ToolRegistry.merge([ctx.tools, ToolRegistry([tool])])
+        ctx.tools = ToolRegistry([*ctx.tools.all(), tool])  # a fresh registry: no checks
 
 
 def later_in_dispatch_input(tool: Tool[Any]) -> Middleware:

@@ -70,7 +70,7 @@ async def test_describe_pipelines_lists_every_stage_including_class_based_items(
             "ToolCallCounter.count",
             "RepetitionDetector.check",
         ],
-        "turn_output": [],
+        "turn_output": ["ToolCallCounter.count_late", "RepetitionDetector.check_late"],
     }
 
 

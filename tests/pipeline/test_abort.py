@@ -156,7 +156,8 @@ async def test_raising_turn_aborted_error_in_a_tool_aborts_the_turn() -> None:
     result = await runner.run("go")
     assert result.status == "aborted"
     assert result.abort_reason == "tool said stop"
-    assert result.tool_calls == ()
+    # the announced call is answered with an error record (issue 18, item 1)
+    assert [(c.id, c.is_error) for c in result.tool_calls] == [("c0", True)]
     assert len(model.requests) == 1
 
 
@@ -214,9 +215,10 @@ async def test_outside_abort_keeps_calls_stored_before_it(
     handle.abort("stop")
     result = await handle
     assert result.status == "aborted"
-    assert [c.tool for c in result.tool_calls] == ["echo"]
+    # the interrupted call is answered with an error record (issue 18, item 1)
+    assert [(c.tool, c.is_error) for c in result.tool_calls] == [("echo", False), ("nap", True)]
     _, stored = await store.load_conversation("c")
-    assert [c.tool for c in stored] == ["echo"]
+    assert [(c.tool, c.is_error) for c in stored] == [("echo", False), ("nap", True)]
 
 
 class SlowStore(MemoryStore):
@@ -250,8 +252,9 @@ async def test_outside_abort_never_cuts_a_store_write_in_half(echo_tool: Tool[Ba
     result = await handle
     assert time.perf_counter() - t0 < 0.1
     assert result.status == "aborted"
-    assert store.written == ["c0"]
-    assert [c.id for c in result.tool_calls] == ["c0"]
+    # c0's write finished whole; c1 never ran and is answered with an error (issue 18, item 1)
+    assert store.written == ["c0", "c1"]
+    assert [(c.id, c.is_error) for c in result.tool_calls] == [("c0", False), ("c1", True)]
 
 
 class SlowSecondWriteStore(MemoryStore):

@@ -20,7 +20,9 @@ from pipeline import (
     SpooledMarkdownArtifact,
     ToolMethod,
 )
-from pipeline.artifacts._artifact import CountArgs, own_tool_methods
+from pipeline.artifacts._args import CountArgs, TokenArgs
+from pipeline.artifacts._artifact import own_tool_methods
+from pipeline.artifacts._tokens import ENCODINGS, exact_tokens_available
 
 STORES = ["memory", "file"]
 TEXT = "alpha\nBeta\ngamma delta\n\nepsilon\nalphabet"
@@ -124,6 +126,43 @@ def test_grep_rejects_bad_patterns_and_flags(
     assert info.value.code == "E_INVALID_TOOL_ARGS"
 
 
+def test_grep_accepts_the_u_flag_as_a_no_op(artifact: SpooledArtifact) -> None:
+    """The seeds' ``u`` flag is accepted and changes nothing (str patterns are Unicode)."""
+    assert artifact.grep("bet", flags="iu") == artifact.grep("bet", flags="i")
+    assert artifact.grep("^alpha", flags="u") == ["0:alpha", "5:alphabet"]
+
+
+@pytest.mark.parametrize("kind", READERS)
+def test_an_empty_body_has_no_lines(tmp_path: Path, kind: str) -> None:
+    """An empty result has 0 lines: every line query gives [] (as the seeds do)."""
+    artifact = build(kind, tmp_path, "")
+    assert artifact.line_count() == 0
+    assert artifact.head() == []
+    assert artifact.tail() == []
+    assert artifact.cat() == []
+    assert artifact.cat(-1) == []
+    assert artifact.grep("") == []
+    assert list(artifact.lines()) == []
+    assert repr(artifact) == "<SpooledArtifact 0 bytes, 0 lines>"
+
+
+@pytest.mark.parametrize("kind", READERS)
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [("\n", ["", ""]), ("a\n", ["a", ""]), ("a", ["a"]), (" ", [" "])],
+    ids=["newline", "trailing-newline", "one-line", "one-space"],
+)
+def test_a_non_empty_body_keeps_its_final_empty_line(
+    tmp_path: Path, kind: str, text: str, lines: list[str]
+) -> None:
+    """Only the empty body is special: a trailing newline still gives a final empty line."""
+    artifact = build(kind, tmp_path, text)
+    assert artifact.line_count() == len(lines)
+    assert artifact.head() == lines
+    assert artifact.tail() == lines
+    assert artifact.cat() == lines
+
+
 def test_grep_rejects_zero_max_matches(artifact: SpooledArtifact) -> None:
     """max_matches below 1 is an argument error."""
     with pytest.raises(InvalidToolArgsError, match="max_matches"):
@@ -156,9 +195,12 @@ def test_cat_rejects_non_integer_bounds(artifact: SpooledArtifact) -> None:
 def test_queries_agree_with_python_lists(
     tmp_path: Path, kind: str, text: str, start: int | None, end: int | None, n: int
 ) -> None:
-    """cat, head and tail agree with list slicing over str.split for any text and range."""
+    """cat, head and tail agree with list slicing over str.split for any text and range.
+
+    The one exception to str.split: an empty body has no lines (split gives ``[""]``).
+    """
     artifact = build(kind, tmp_path, text)
-    lines = text.split("\n")
+    lines = text.split("\n") if text else []
     assert artifact.cat(start, end) == lines[start:end]
     assert artifact.head(n) == lines[:n]
     assert artifact.tail(n) == (lines[-n:] if n else [])
@@ -201,6 +243,33 @@ def test_large_bodies_are_estimated_from_samples(
     sampled = artifact.estimate_tokens()
     assert sampled != full
     assert abs(sampled - full) / full < 0.05
+
+
+SEED_ENCODINGS = ["claude", "gemini", "llama2", "llama3", "mistral", "gpt2", "p50k_edit"]
+
+
+@pytest.mark.parametrize("encoding", SEED_ENCODINGS)
+def test_estimate_tokens_accepts_the_seeds_encoding_names(tmp_path: Path, encoding: str) -> None:
+    """The seeds' model family names are accepted and estimated offline near cl100k's count."""
+    prose = ("The quick brown fox jumps over the lazy dog near the river bank. " * 200).strip()
+    artifact = build("memory", tmp_path, prose)
+    baseline = artifact.estimate_tokens()
+    assert encoding in ENCODINGS
+    assert 0.8 * baseline <= artifact.estimate_tokens(encoding) <= 1.3 * baseline
+    assert build("memory", tmp_path, "").estimate_tokens(encoding) == 0
+
+
+@pytest.mark.parametrize("encoding", ["claude", "gemini", "llama2", "llama3", "mistral"])
+def test_model_family_names_always_fall_back_to_the_estimator(encoding: str) -> None:
+    """No local tokenizer data exists for the model families, so they are never exact."""
+    assert not exact_tokens_available(encoding)
+
+
+def test_the_token_tool_lists_every_accepted_encoding() -> None:
+    """The artifact_estimate_tokens schema offers exactly ENCODINGS, cl100k_base by default."""
+    schema = TokenArgs.model_json_schema()["properties"]["encoding"]
+    assert schema["enum"] == list(ENCODINGS)
+    assert schema["default"] == "cl100k_base"
 
 
 def test_estimate_tokens_rejects_unknown_encodings(artifact: SpooledArtifact) -> None:

@@ -373,4 +373,6 @@ async def test_a_parallel_call_aborting_cancels_its_siblings_and_keeps_finished_
     result = await asyncio.wait_for(runner.run("go"), 1.0)
     assert result.status == "aborted"
     assert cancelled == ["slow"]
-    assert [c.id for c in result.tool_calls] == ["f"]
+    # the cancelled and the aborting calls are answered with errors (issue 18, item 1)
+    answered = [(c.id, c.is_error) for c in result.tool_calls]
+    assert answered == [("f", False), ("s", True), ("x", True)]

@@ -25,7 +25,7 @@ from pipeline import (
     TurnRunner,
 )
 from pipeline import tool as tool_from_function
-from pipeline.artifacts._artifact import NoArgs
+from pipeline.artifacts._args import NoArgs
 from pipeline.artifacts._toolmethod import default_serialise
 from pipeline.testing import ScriptedModel
 
@@ -269,6 +269,61 @@ async def test_custom_subclass_methods_are_forged() -> None:
     assert enum_of(shout_tool) == ["l1"]
     assert enum_of(head) == ["l1", "t9"]
     assert await shout_tool.executor(context)({"call_id": "l1"}) == "HEY"
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args", "expected"),
+    [
+        ("artifact_grep", {"call_id": "t1", "pattern": "^T", "flags": "iu"}, "1:two\n2:three"),
+        ("artifact_estimate_tokens", {"call_id": "t1", "encoding": "claude"}, None),
+        ("artifact_estimate_tokens", {"call_id": "t1", "encoding": "llama2"}, None),
+        ("artifact_md_links", {"call_id": "m2", "start_line": 2, "end_line": 3}, "[\n  {\n"
+         '    "text": "b",\n    "url": "b.test",\n    "title": null\n  }\n]'),
+        ("artifact_md_images", {"call_id": "m2", "start_line": 3}, "(empty list)"),
+        ("artifact_md_text", {"call_id": "m2", "end_line": 1}, "[a](a.test)"),
+        ("artifact_md_text", {"call_id": "m2", "start_line": 2}, "b"),
+        ("artifact_md_ast", {"call_id": "m2", "start_line": 5}, '{\n  "type": "root",\n'
+         '  "children": []\n}'),
+    ],
+    ids=["grep-u-flag", "tokens-claude", "tokens-llama2", "md-links-range", "md-images-range",
+         "md-text-end", "md-text-start", "md-ast-range"],
+)
+async def test_forged_tools_take_the_seeds_arguments(
+    tool_name: str, args: dict[str, Any], expected: str | None
+) -> None:
+    """The seeds' arguments pass validation: grep's u flag, model family encodings, md ranges."""
+    context = FakeContext(
+        call("t1", SpooledArtifact(STORE.write("t1x", "one\ntwo\nthree"))),
+        md_call("m2", "\\[a](a.test)\n\n[b](b.test)\n"),
+    )
+    tool = SpooledMarkdownArtifact.forge_tools(context).get(tool_name)
+    assert tool is not None
+    got = await tool.executor(context)(args)
+    if expected is None:
+        assert int(str(got)) > 0
+    else:
+        assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "args"),
+    [
+        ("artifact_md_links", {"call_id": "m1", "start_line": -1}),
+        ("artifact_md_text", {"call_id": "m1", "end_line": "2"}),
+        ("artifact_estimate_tokens", {"call_id": "t1", "encoding": "gpt-9000"}),
+        ("artifact_grep", {"call_id": "t1", "pattern": "a", "flags": "x"}),
+    ],
+    ids=["negative-start", "string-end", "unknown-encoding", "unknown-flag"],
+)
+async def test_seed_arguments_are_still_validated(
+    ctx: FakeContext, tool_name: str, args: dict[str, Any]
+) -> None:
+    """Bad line ranges, encodings and flags fail validation before the handler runs."""
+    tool = SpooledMarkdownArtifact.forge_tools(ctx).get(tool_name)
+    assert tool is not None
+    with pytest.raises(InvalidToolArgsError):
+        await tool.executor(ctx)(args)
+    assert ctx.lookups == []
 
 
 def test_artifact_tool_refuses_an_artifact_constructor() -> None:

@@ -182,6 +182,61 @@ def test_ast_is_nested_plain_data(make: Any) -> None:
     assert bullet_list["children"][0]["type"] == "list_item"
 
 
+RANGED = """# One
+
+See [a](a.test) and ![i1](1.png).
+
+# Two
+
+Text [b](b.test),
+then [c](c.test) ![i2](2.png).
+
+```
+[not](a link)
+```
+"""
+
+
+def test_links_images_text_and_ast_take_a_line_range(make: Any) -> None:
+    """start_line/end_line (0-based, end exclusive) keep what starts on those lines."""
+    artifact = make(RANGED)
+    two = artifact.md_sections()[1]
+    body = (two["body_start_line"], two["body_end_line"])
+    assert [link["url"] for link in artifact.md_links(*body)] == ["b.test", "c.test"]
+    assert [link["url"] for link in artifact.md_links(0, 4)] == ["a.test"]
+    assert [link["url"] for link in artifact.md_links(7, 8)] == ["c.test"]  # its own line
+    assert [image["url"] for image in artifact.md_images(*body)] == ["2.png"]
+    assert [image["url"] for image in artifact.md_images(end_line=4)] == ["1.png"]
+    assert artifact.md_text(*body) == "Text b,\nthen c i2.\n\n[not](a link)"
+    assert artifact.md_text(0, 1) == "One"
+    ast = artifact.md_ast(4, 5)
+    assert [node["type"] for node in ast["children"]] == ["heading"]
+    assert ast["children"][0]["map"] == [4, 5]
+
+
+def test_the_default_range_is_the_whole_document(make: Any) -> None:
+    """Without a range (or with 0..None) nothing is left out."""
+    artifact = make(RANGED)
+    assert artifact.md_links(0, None) == artifact.md_links()
+    assert len(artifact.md_links()) == 3
+    assert artifact.md_text(0) == artifact.md_text()
+    assert artifact.md_ast(0, None) == artifact.md_ast()
+    assert artifact.md_images(3, 3) == []  # an empty range
+
+
+@pytest.mark.parametrize("method", ["md_links", "md_images", "md_text", "md_ast"])
+@pytest.mark.parametrize(
+    ("start", "end"), [(-1, None), (0, -2), ("1", None), (True, None), (0, 1.5)],
+    ids=["negative-start", "negative-end", "str", "bool", "float"],
+)
+def test_line_ranges_must_be_integers_from_zero(
+    make: Any, method: str, start: object, end: object
+) -> None:
+    """A line bound that is not an integer >= 0 is an argument error naming it."""
+    with pytest.raises(InvalidToolArgsError, match="_line must be an integer >= 0"):
+        getattr(make(RANGED), method)(start, end)
+
+
 @pytest.mark.parametrize("depth", [0, 7, -1, "2", True], ids=["zero", "seven", "neg", "str",
                                                               "bool"])
 def test_depth_must_be_1_to_6(make: Any, depth: object) -> None:

@@ -123,9 +123,16 @@ def test_harmless_bodies_are_left_unchanged() -> None:
     assert text == envelope("untrusted", "tool-result", "plain", body)
 
 
+def unescape_openers(text: str) -> str:
+    """Undo the neutraliser: ``&lt;`` is ``<``, a look-alike of ``<`` is a ``&#x...;`` reference."""
+    text = re.sub(r"&#x([0-9A-F]+);", lambda m: chr(int(m.group(1), 16)), text)
+    return text.replace("&lt;", "<")
+
+
 FRAGMENTS = st.sampled_from([
     "<", "/", " ", "\n", ">", "untrusted_content_", "trusted_content_", "UnTrUsTeD_CoNtEnT_",
     NONCE, f"</untrusted_content_{NONCE}>", "&lt;", "&", "\u017f", "nonce=\"", "\t",
+    "\uff1c", "\u200b", "\\", "&#xFF1C;",
 ])
 
 
@@ -141,7 +148,7 @@ def test_rendered_envelope_always_parses_back_to_exactly_the_body(body: str) -> 
     tags = list(ANY_TAG.finditer(text))
     assert [m.start() for m in tags] == [0, len(text) - len(closing) + 1]
     inner = text[len(opening):-len(closing)]
-    assert inner.replace("&lt;", "<") == body.replace("&lt;", "<")
+    assert unescape_openers(inner) == unescape_openers(body)
 
 
 def test_non_inline_artifact_renders_as_an_untrusted_handle() -> None:

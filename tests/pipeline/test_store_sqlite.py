@@ -59,14 +59,14 @@ def echo(text: str) -> str:
 
 
 def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
-    """A new database records schema version 1 in its migration table and runs in WAL mode."""
+    """A new database records each schema version in its migration table and runs in WAL mode."""
     path = tmp_path / "s.db"
     SqliteStore(path).close()
     SqliteStore(path).close()  # reopening applies nothing twice
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    assert versions == [(1,)]
+    assert versions == [(1,), (2,)]
     assert mode == "wal"
 
 
