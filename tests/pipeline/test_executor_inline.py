@@ -84,16 +84,22 @@ async def test_large_result_forges_artifact_tools_for_the_next_iteration() -> No
     ]
 
 
-class CountingSpool(MemorySpoolStore):
+class CountingSpool:
     """A memory spool that counts the bodies written to it."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.inner = MemorySpoolStore()
         self.writes = 0
 
     def write(self, id: str, data: str | bytes) -> SpoolReader:
         self.writes += 1
-        return super().write(id, data)
+        return self.inner.write(id, data)
+
+    def read(self, id: str) -> SpoolReader | None:
+        return self.inner.read(id)
+
+    def delete(self, id: str) -> bool:
+        return self.inner.delete(id)
 
 
 async def test_results_within_inline_limit_are_never_spooled() -> None:
