@@ -388,6 +388,16 @@ class Stash:
     __iter__ = None
     """A stash is not iterable (it is not a dict): use `keys` or `all`."""
 
+    def finish(self) -> dict[str, Any]:
+        """End the stash's turn: make it read-only and return its data, not a copy.
+
+        The turn calls this when it ends and its result takes the data as its snapshot, so a
+        turn pays nothing for its stash however large it grew. Afterwards reads still work
+        (as copies) and every write raises `InvalidStashValueError`.
+        """
+        self.__class__ = _EndedStash  # same slots: only the write methods change
+        return self._data
+
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
         return f"Stash({short_repr(self._data)})"
@@ -405,16 +415,6 @@ class _EndedStash(Stash):
     __slots__ = ()
 
     set = delete = increment = append = update = __setitem__ = __delitem__ = _ended
-
-
-def hand_over(stash: Stash) -> dict[str, Any]:
-    """End ``stash``'s turn: return its data without copying it, and make it read-only.
-
-    The turn's result takes the data as its snapshot, so a turn that ends pays nothing for
-    its stash, however large; nobody can change the stash afterwards (``TurnResult.stash``).
-    """
-    stash.__class__ = _EndedStash  # same slots: only the write methods change
-    return stash._data
 
 
 def _not_a_key(key: object, method: str) -> str:
