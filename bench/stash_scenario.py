@@ -242,6 +242,26 @@ async def scaling(sizes: Sequence[int], budget_iterations: int) -> dict[int, flo
     return out
 
 
+def sync_turns(turns: int) -> tuple[float, float]:
+    """µs per one-call turn from synchronous code: ``run_sync`` against ``asyncio.run`` per turn."""
+    script = [*steps(2), ModelResponse(text="done")]
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel(script, cycle=True, record=False)),
+        tools=[ECHO_TOOL],
+    )
+    runner.run_sync("warm up")
+    start = time.perf_counter()
+    for _ in range(turns):
+        runner.run_sync("go")
+    shared = (time.perf_counter() - start) / turns * 1e6
+    start = time.perf_counter()
+    for _ in range(turns):
+        asyncio.run(runner.run("go"))
+    fresh = (time.perf_counter() - start) / turns * 1e6
+    runner.close()
+    return shared, fresh
+
+
 def rss_bytes() -> int:
     """The process's resident set size now (Linux)."""
     with open("/proc/self/statm") as f:
@@ -270,7 +290,7 @@ async def memory(turns: int) -> tuple[int, int]:
     return first, rss_bytes()
 
 
-async def main(quick: bool) -> int:
+async def main(quick: bool, sync: tuple[float, float]) -> int:
     turns, repeats = (10, 3) if quick else (150, 9)
     print(f"Python {platform.python_version()} on {platform.machine()}, {sys.platform}")
     print(f"{ITERATIONS} model calls per turn, {turns} turns per repeat, {repeats} repeats")
@@ -296,6 +316,10 @@ async def main(quick: bool) -> int:
         f"\nRSS after {n_turns // 10} turns {first / 2**20:.1f} MiB, after {n_turns} turns "
         f"{last / 2**20:.1f} MiB (+{(last - first) / 2**10:.0f} KiB)"
     )
+    print(
+        f"\nsynchronous callers, a one-call turn: run_sync {sync[0]:.0f} µs, "
+        f"asyncio.run per turn {sync[1]:.0f} µs"
+    )
     growth = scale[sizes[-1]] / scale[sizes[0]]
     verdicts = [
         ("5 layers", med["5 layers"] <= TARGET_FIVE_US, f"<= {TARGET_FIVE_US}"),
@@ -313,4 +337,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     args = parser.parse_args()
-    raise SystemExit(asyncio.run(main(args.quick)))
+    sync = sync_turns(200 if args.quick else 2_000)  # before any loop runs in this process
+    raise SystemExit(asyncio.run(main(args.quick, sync)))
