@@ -16,6 +16,7 @@ import math
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol
 
 from pipeline import canonical_json
@@ -29,6 +30,7 @@ __all__ = [
     "AuditKind",
     "AuditRow",
     "AuditSink",
+    "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
     "row_hash",
@@ -248,12 +250,69 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_MAX_SAFE_INTEGER = 2**53 - 1
+_ROW_ORDER = (
+    "args", "call_id", "checksum", "conversation_id", "decision", "duration_ms", "error",
+    "index", "input", "is_error", "kind", "policy", "prev_hash", "reason", "recorded_at",
+    "status", "tool", "turn_id",
+)  # every key is ASCII, so sorted() is canonical JSON's key order (UTF-16 code units)
+assert list(_ROW_ORDER) == sorted(_ROW_ORDER)
+_ROW_TEMPLATE = "{" + ",".join(f'"{name}":%s' for name in _ROW_ORDER) + "}"
+
+
+def _number(value: object) -> str:
+    """Canonical JSON for a duration: ``repr`` where it is JavaScript's text, else the slow way."""
+    if value is None:
+        return "null"
+    if type(value) is float and 1e-4 <= abs(value) < 1e16 and not value.is_integer():
+        return float.__repr__(value)
+    return canonical_json(value)
+
+
+def canonical_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
+    """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
+
+    Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
+    prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
+    C string encoder, whose escapes are canonical JSON's for every string without a lone
+    surrogate; a row with anything else (a surrogate, an unusual type) is built the slow way.
+    """
+    q = encode_basestring
+    try:
+        text = _ROW_TEMPLATE % (
+            "null" if entry.args is None else q(entry.args),
+            "null" if entry.call_id is None else q(entry.call_id),
+            "null" if entry.checksum is None else q(entry.checksum),
+            "null" if entry.conversation_id is None else q(entry.conversation_id),
+            "null" if entry.decision is None else q(entry.decision),
+            _number(entry.duration_ms),
+            "null" if entry.error is None else q(entry.error),
+            int.__repr__(index) if 0 <= index <= _MAX_SAFE_INTEGER else canonical_json(index),
+            "null" if entry.input is None else q(entry.input),
+            "true" if entry.is_error is True else "false" if entry.is_error is False
+            else canonical_json(entry.is_error),
+            q(entry.kind),
+            "null" if entry.policy is None else q(entry.policy),
+            q(prev_hash),
+            "null" if entry.reason is None else q(entry.reason),
+            q(entry.recorded_at.isoformat()),
+            "null" if entry.status is None else q(entry.status),
+            "null" if entry.tool is None else q(entry.tool),
+            q(entry.turn_id),
+        )
+        return text.encode("utf-8")  # a lone surrogate cannot be encoded: the slow way
+    except (TypeError, UnicodeEncodeError):
+        fields = {**entry_to_fields(entry), "index": index, "prev_hash": prev_hash}
+        return canonical_json(fields).encode("utf-8")
+
+
 def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
     """Chain ``entries`` after ``head``; return the new rows (the caller writes them)."""
     rows: list[AuditRow] = []
     index, prev = head.count, head.hash
+    sha256 = hashlib.sha256
     for entry in entries:
-        digest = row_hash(index, entry_to_fields(entry), prev)
+        digest = sha256(canonical_row(entry, index, prev)).hexdigest()
         rows.append(AuditRow(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
@@ -275,7 +334,7 @@ def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int 
             row is None
             or row.index != i
             or row.prev_hash != prev
-            or row_hash(i, entry_to_fields(row.entry), prev) != row.hash
+            or hashlib.sha256(canonical_row(row.entry, i, prev)).hexdigest() != row.hash
         ):
             return i
         if i == anchor:
