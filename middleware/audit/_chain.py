@@ -251,15 +251,6 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
 
 
 _MAX_SAFE_INTEGER = 2**53 - 1
-_ROW_ORDER = (
-    "args", "call_id", "checksum", "conversation_id", "decision", "duration_ms", "error",
-    "index", "input", "is_error", "kind", "policy", "prev_hash", "reason", "recorded_at",
-    "status", "tool", "turn_id",
-)  # every key is ASCII, so sorted() is canonical JSON's key order (UTF-16 code units)
-assert list(_ROW_ORDER) == sorted(_ROW_ORDER)
-_ROW_TEMPLATE = "{" + ",".join(f'"{name}":%s' for name in _ROW_ORDER) + "}"
-
-
 def _number(value: object) -> str:
     """Canonical JSON for a duration: ``repr`` where it is JavaScript's text, else the slow way."""
     if value is None:
@@ -267,6 +258,12 @@ def _number(value: object) -> str:
     if type(value) is float and 1e-4 <= abs(value) < 1e16 and not value.is_integer():
         return float.__repr__(value)
     return canonical_json(value)
+
+
+def _bool(value: object) -> str:
+    if value is True:
+        return "true"
+    return "false" if value is False else canonical_json(value)
 
 
 def canonical_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
@@ -278,27 +275,31 @@ def canonical_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
     surrogate; a row with anything else (a surrogate, an unusual type) is built the slow way.
     """
     q = encode_basestring
+    e = entry
     try:
-        text = _ROW_TEMPLATE % (
-            "null" if entry.args is None else q(entry.args),
-            "null" if entry.call_id is None else q(entry.call_id),
-            "null" if entry.checksum is None else q(entry.checksum),
-            "null" if entry.conversation_id is None else q(entry.conversation_id),
-            "null" if entry.decision is None else q(entry.decision),
-            _number(entry.duration_ms),
-            "null" if entry.error is None else q(entry.error),
-            int.__repr__(index) if 0 <= index <= _MAX_SAFE_INTEGER else canonical_json(index),
-            "null" if entry.input is None else q(entry.input),
-            "true" if entry.is_error is True else "false" if entry.is_error is False
-            else canonical_json(entry.is_error),
-            q(entry.kind),
-            "null" if entry.policy is None else q(entry.policy),
-            q(prev_hash),
-            "null" if entry.reason is None else q(entry.reason),
-            q(entry.recorded_at.isoformat()),
-            "null" if entry.status is None else q(entry.status),
-            "null" if entry.tool is None else q(entry.tool),
-            q(entry.turn_id),
+        if type(index) is not int or not 0 <= index <= _MAX_SAFE_INTEGER:
+            raise TypeError(index)
+        a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
+        r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
+        text = (
+            f'{{"args":{"null" if a is None else q(a)}'
+            f',"call_id":{"null" if c is None else q(c)}'
+            f',"checksum":{"null" if k is None else q(k)}'
+            f',"conversation_id":{"null" if v is None else q(v)}'
+            f',"decision":{"null" if d is None else q(d)}'
+            f',"duration_ms":{_number(e.duration_ms)}'
+            f',"error":{"null" if r is None else q(r)}'
+            f',"index":{int.__repr__(index)}'
+            f',"input":{"null" if i is None else q(i)}'
+            f',"is_error":{_bool(e.is_error)}'
+            f',"kind":{q(e.kind)}'
+            f',"policy":{"null" if p is None else q(p)}'
+            f',"prev_hash":{q(prev_hash)}'
+            f',"reason":{"null" if o is None else q(o)}'
+            f',"recorded_at":{q(e.recorded_at.isoformat())}'
+            f',"status":{"null" if s is None else q(s)}'
+            f',"tool":{"null" if t is None else q(t)}'
+            f',"turn_id":{q(e.turn_id)}}}'
         )
         return text.encode("utf-8")  # a lone surrogate cannot be encoded: the slow way
     except (TypeError, UnicodeEncodeError):

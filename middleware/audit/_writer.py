@@ -20,6 +20,7 @@ fails every append of its group. The thread settles the awaiting futures with on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,14 +38,21 @@ Write = Callable[[Sequence[AuditEntry]], list[AuditRow]]
 TryWrite = Callable[[Sequence[AuditEntry]], "list[AuditRow] | None"]
 """Write entries now if that needs no waiting and return the rows; else return None."""
 
+_Settled = tuple["asyncio.Future[list[AuditRow]]", object]
 _Queued = tuple[Sequence[AuditEntry], "asyncio.Future[list[AuditRow]]", asyncio.AbstractEventLoop]
 
 
 class ChainWriter:
-    """Runs one sink's storage work: on the calling thread when it cannot wait, else on one
-    writer thread in submission order, with group commit (see the module docstring)."""
+    """Runs one sink's storage work in append order, without blocking the event loop.
 
-    __slots__ = ("_closed", "_executor", "_io", "_lock", "_queue", "_try_write", "_write")
+    On the calling thread when that cannot wait, else on one writer thread in submission
+    order, with group commit (see the module docstring).
+    """
+
+    __slots__ = (
+        "_burst", "_closed", "_executor", "_io", "_lock", "_pending", "_queue", "_task",
+        "_try_write", "_write",
+    )
 
     def __init__(self, name: str, write: Write, try_write: TryWrite | None = None) -> None:
         """Start the writer thread; ``try_write`` enables writes on the calling thread."""
@@ -52,9 +60,12 @@ class ChainWriter:
         self._write = write
         self._try_write = try_write
         self._closed = False
-        self._lock = threading.Lock()  # guards _queue
+        self._lock = threading.Lock()  # guards _queue, _pending and _burst
         self._io = threading.Lock()  # held while storage is used (by either thread)
-        self._queue: list[_Queued] = []
+        self._queue: list[_Queued] = []  # for the writer thread
+        self._pending: list[_Queued] = []  # the calling loop's group, written when it yields
+        self._burst: asyncio.AbstractEventLoop | None = None  # wrote since it last had control
+        self._task: asyncio.Task[object] | None = None  # the task that wrote last in the burst
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Write ``entries`` as the next rows; the future completes once they are written.
@@ -69,26 +80,69 @@ class ChainWriter:
         if not entries:
             done.set_result([])
             return done
-        if self._try_write is not None:
-            with self._lock:
-                free = not self._queue and self._io.acquire(blocking=False)
-            if free:
-                try:
-                    rows = self._try_write(entries)
-                except Exception as exc:  # noqa: BLE001 - the append's awaiter gets it
-                    done.set_exception(exc)
-                    return done
-                finally:
-                    self._io.release()
-                if rows is not None:
-                    done.set_result(rows)
-                    return done
+        item = (entries, done, loop)
+        if self._try_write is None:
+            self._enqueue([item])
+            return done
+        task = asyncio.current_task(loop)
         with self._lock:
-            self._queue.append((entries, done, loop))
-            first = len(self._queue) == 1
+            if self._burst is loop and (self._pending or task is not self._task):
+                # Another task appends before the loop got control back (concurrent turns):
+                # written together when it does (group commit), after the appends before it.
+                self._pending.append(item)
+                return done
+            free = (
+                (self._burst is None or self._burst is loop)
+                and not self._queue
+                and self._io.acquire(blocking=False)
+            )
+        if free and self._write_now([item]):
+            if self._burst is None:
+                self._burst = loop
+                loop.call_soon(self._end_burst)
+            self._task = task
+            return done
+        self._enqueue([item])
+        return done
+
+    def _write_now(self, group: list[_Queued]) -> bool:
+        """Write ``group`` with ``try_write`` (``_io`` held, released here); False if it waits."""
+        try:
+            entries = group[0][0] if len(group) == 1 else [e for g in group for e in g[0]]
+            outcome: list[AuditRow] | BaseException | None = self._try_write(entries)  # type: ignore[misc]
+        except Exception as exc:  # the appends' awaiters get it
+            outcome = exc
+        finally:
+            self._io.release()
+        if outcome is None:
+            return False
+        _settle(_split(group, outcome))
+        return True
+
+    def _end_burst(self) -> None:
+        """The loop got control back: write the appends gathered meanwhile, as one group."""
+        with self._lock:
+            group, self._pending, self._burst, self._task = self._pending, [], None, None
+            free = bool(group) and not self._queue and self._io.acquire(blocking=False)
+        if group and not (free and self._write_now(group)):
+            self._enqueue(group)
+
+    def _flush(self) -> None:
+        """Write the calling loop's gathered appends now (before a synchronous call)."""
+        with self._lock:
+            if not self._pending:
+                return
+            group, self._pending = self._pending, []
+            free = not self._queue and self._io.acquire(blocking=False)
+        if not (free and self._write_now(group)):
+            self._enqueue(group)
+
+    def _enqueue(self, group: list[_Queued]) -> None:
+        with self._lock:
+            first = not self._queue
+            self._queue.extend(group)
         if first:  # later appends join this group until the thread takes the queue
             self._executor.submit(self._drain)
-        return done
 
     def _drain(self) -> None:
         with self._io:
@@ -99,23 +153,14 @@ class ChainWriter:
             entries = group[0][0] if len(group) == 1 else [e for g in group for e in g[0]]
             try:
                 outcome: list[AuditRow] | BaseException = self._write(entries)
-            except BaseException as exc:  # noqa: BLE001 - every append of the group gets it
+            except BaseException as exc:  # every append of the group gets it
                 outcome = exc
-        loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[AuditRow]], object]]]
-        loops = {}
-        start = 0
-        for queued, done, loop in group:
-            if isinstance(outcome, BaseException):
-                result: object = outcome
-            else:
-                result = outcome[start : start + len(queued)]
-                start += len(queued)
-            loops.setdefault(loop, []).append((done, result))
-        for loop, settled in loops.items():
-            try:
-                loop.call_soon_threadsafe(_settle, settled)
-            except RuntimeError:  # the loop is closed: nobody awaits these appends any more
-                pass
+        loops: dict[asyncio.AbstractEventLoop, list[_Settled]] = {}
+        for settled in _split(group, outcome):
+            loops.setdefault(settled[0].get_loop(), []).append(settled)
+        for loop, settle in loops.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody awaits them any more
+                loop.call_soon_threadsafe(_settle, settle)
 
     def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn`` on the writer thread after the queued appends; return its result.
@@ -125,16 +170,27 @@ class ChainWriter:
         """
         if self._closed:
             raise ValueError("the audit sink is closed")
-        return self._executor.submit(self._locked, fn, *args, **kwargs).result()
+        self._flush()
+        return self._executor.submit(self._locked, lambda: fn(*args, **kwargs)).result()
 
-    def _locked(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    def submit(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` on the writer thread after the queued appends, without waiting for it.
+
+        Its outcome is dropped (housekeeping such as a WAL checkpoint); nothing runs once the
+        writer is closed.
+        """
+        if not self._closed:
+            self._executor.submit(fn)
+
+    def _locked(self, job: Callable[[], R]) -> R:
         with self._io:
-            return fn(*args, **kwargs)
+            return job()
 
     def close(self, last: Callable[[], None]) -> None:
         """Finish queued appends, run ``last`` on the writer thread, stop it (idempotent)."""
         if self._closed:
             return
+        self._flush()
         self._closed = True
         try:
             self._executor.submit(self._locked, last).result()
@@ -142,7 +198,19 @@ class ChainWriter:
             self._executor.shutdown(wait=True)
 
 
-def _settle(settled: list[tuple[asyncio.Future[list[AuditRow]], object]]) -> None:
+def _split(group: list[_Queued], outcome: list[AuditRow] | BaseException) -> list[_Settled]:
+    """Pair each append's future with its rows (or the group's exception)."""
+    if isinstance(outcome, BaseException):
+        return [(done, outcome) for _, done, _ in group]
+    settled: list[_Settled] = []
+    start = 0
+    for entries, done, _ in group:
+        settled.append((done, outcome[start : start + len(entries)]))
+        start += len(entries)
+    return settled
+
+
+def _settle(settled: list[_Settled]) -> None:
     """Complete appends' futures (their rows are written even if a caller stopped waiting)."""
     for done, result in settled:
         if done.done():  # cancelled by its caller
