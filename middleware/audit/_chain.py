@@ -266,8 +266,12 @@ def _bool(value: object) -> str:
     return "false" if value is False else canonical_json(value)
 
 
-def canonical_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
+def canonical_row(
+    entry: AuditEntry, index: int, prev_hash: str, recorded_at: str | None = None
+) -> bytes:
     """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
+
+    ``recorded_at``: ``entry.recorded_at.isoformat()`` when the caller has it already.
 
     Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
     prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
@@ -296,7 +300,7 @@ def canonical_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
             f',"policy":{"null" if p is None else q(p)}'
             f',"prev_hash":{q(prev_hash)}'
             f',"reason":{"null" if o is None else q(o)}'
-            f',"recorded_at":{q(e.recorded_at.isoformat())}'
+            f',"recorded_at":{q(e.recorded_at.isoformat() if recorded_at is None else recorded_at)}'
             f',"status":{"null" if s is None else q(s)}'
             f',"tool":{"null" if t is None else q(t)}'
             f',"turn_id":{q(e.turn_id)}}}'

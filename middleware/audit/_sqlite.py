@@ -195,13 +195,14 @@ def _chain_values(
     index, prev = head.count, head.hash
     sha256 = hashlib.sha256
     for e in entries:
-        data = canonical_row(e, index, prev)
+        recorded = e.recorded_at.isoformat()
+        data = canonical_row(e, index, prev, recorded)
         digest = sha256(data).hexdigest()
         row = AuditRow(index, e, prev, digest)
         rows.append(row)
         if data.isascii():  # no text to store as bytes (see _sql_text)
             values.append((
-                index, e.kind, e.turn_id, e.conversation_id, e.recorded_at.isoformat(), e.call_id,
+                index, e.kind, e.turn_id, e.conversation_id, recorded, e.call_id,
                 e.tool, e.checksum, e.args, int(e.is_error), e.duration_ms, e.decision, e.policy,
                 e.reason, e.status, e.error, e.input, prev, digest,
             ))
@@ -369,7 +370,11 @@ class SqliteAuditSink:
         return rows
 
     def _checkpoint(self) -> None:
-        """Copy the WAL into the database (the writer thread; appends go on meanwhile)."""
+        """Copy the WAL into the database, so that the next commit starts it over.
+
+        The writer thread runs it holding the storage, so it completes: no append writes
+        meanwhile (appends made then wait for it on the writer thread).
+        """
         if self._conn is not None:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 

@@ -176,11 +176,12 @@ class ChainWriter:
     def submit(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on the writer thread after the queued appends, without waiting for it.
 
-        Its outcome is dropped (housekeeping such as a WAL checkpoint); nothing runs once the
-        writer is closed.
+        Housekeeping (a WAL checkpoint): it holds the storage, so appends made meanwhile wait
+        for it on the writer thread (never on the event loop). Its outcome is dropped; nothing
+        runs once the writer is closed.
         """
         if not self._closed:
-            self._executor.submit(fn)
+            self._executor.submit(self._locked, fn)
 
     def _locked(self, job: Callable[[], R]) -> R:
         with self._io:
