@@ -80,7 +80,7 @@ class ChainWriter:
         if not entries:
             done.set_result([])
             return done
-        item = (entries, done, loop)
+        item = (tuple(entries), done, loop)  # a copy: the caller may reuse its list
         if self._try_write is None:
             self._enqueue([item])
             return done
