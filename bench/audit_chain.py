@@ -1,6 +1,6 @@
 """Audit sinks against a raw write with the same durability, measured paired in one run.
 
-Run: ``python -m bench.audit_chain [--rows 2000] [--repeats 5]`` (``--quick``: a smoke run).
+Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100]`` (``--quick``: a smoke run).
 For `SqliteAuditSink` and `JsonlAuditSink`, with ``synchronous="full"`` (every append survives
 power loss) and ``"normal"`` (every append survives a process kill), rows are appended three
 ways:
@@ -20,11 +20,13 @@ database with the same ``synchronous`` setting (one row per write for ``1``, 100
 ``100``). It does its I/O on the event loop thread, blocking it (for the whole
 ``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
 
-Each repeat runs the raw write and the sink back to back (alternating which goes first) on
-fresh files; the table shows the medians of µs per row and the median of the paired ratios,
-plus the longest time one ``append`` call held the event loop (the sink's, and the raw
-write's). Every sink's chain is verified (it fails loudly if it does not verify or has the
-wrong length) and the time of ``verify()`` on the last repeat's chain is shown.
+Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
+chunks of ``--chunk`` rows (a fifth of that for one-row appends with ``full``) with each in
+turn, alternating which goes first, so that both see the same load on a shared machine. The
+table shows the medians of µs per row and of the paired ratios (sink / raw) over the rounds,
+and the 99th percentile of how long one ``append`` call held the event loop (the sink's, and
+the raw write's). Each sink's chain is verified at the end (the run fails loudly if it does
+not verify or has the wrong length), and the time ``verify()`` took is shown.
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from middleware import AuditEntry, AuditRow, JsonlAuditSink, SqliteAuditSink
+from middleware import AuditEntry, JsonlAuditSink, SqliteAuditSink
 from pipeline import canonical_json
 
 Sync = Literal["full", "normal"]
@@ -172,8 +174,8 @@ class RawGroup:
         self._raw = raw
         self._rows: list[AuditEntry] = []
         self._waits: list[asyncio.Future[None]] = []
-        self.hold = 0.0
-        """The longest write, in seconds (it runs on the event loop)."""
+        self.holds: list[float] = []
+        """How long each write took, in seconds (it runs on the event loop)."""
 
     def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
         """Gather ``entries``; the future completes when the group is written."""
@@ -189,7 +191,7 @@ class RawGroup:
         rows, waits, self._rows, self._waits = self._rows, self._waits, [], []
         s = time.perf_counter()
         self._raw.append(rows)
-        self.hold = max(self.hold, time.perf_counter() - s)
+        self.holds.append(time.perf_counter() - s)
         for done in waits:
             done.set_result(None)
 
@@ -198,25 +200,23 @@ class RawGroup:
         self._raw.close()
 
 
-async def _write(writer: Writer, rows: list[AuditEntry], mode: str) -> tuple[float, float]:
-    """Append ``rows`` as ``mode`` says; return (seconds, longest append call in seconds)."""
+async def _write(writer: Writer, rows: list[AuditEntry], mode: str, holds: list[float]) -> float:
+    """Append ``rows`` as ``mode`` says; return the seconds taken, add each append's hold."""
     clock = time.perf_counter
-    hold = 0.0
     t0 = clock()
     if mode == "1":
         for entry in rows:
             s = clock()
             pending = writer.append([entry])
-            hold = max(hold, clock() - s)
+            holds.append(clock() - s)
             await pending
     elif mode == "100":
         for start in range(0, len(rows), 100):
             s = clock()
             pending = writer.append(rows[start : start + 100])
-            hold = max(hold, clock() - s)
+            holds.append(clock() - s)
             await pending
     else:  # 100x1: 100 tasks append one row each (concurrent turns), gathered
-        holds: list[float] = []
 
         async def one(entry: AuditEntry) -> None:
             s = clock()
@@ -226,81 +226,87 @@ async def _write(writer: Writer, rows: list[AuditEntry], mode: str) -> tuple[flo
 
         for start in range(0, len(rows), 100):
             await asyncio.gather(*(one(entry) for entry in rows[start : start + 100]))
-        hold = max(holds)
-        if isinstance(writer, RawGroup):
-            hold = max(hold, writer.hold)
-    return clock() - t0, hold
+    return clock() - t0
 
 
-def _run(make: Callable[[Path], Writer], rows: list[AuditEntry], mode: str) -> tuple[float, ...]:
-    """Write ``rows`` with a fresh writer; for sinks, check and time ``verify()``."""
-    with tempfile.TemporaryDirectory() as folder:
-        writer = make(Path(folder))
-        try:
-            seconds, hold = asyncio.run(_write(writer, rows, mode))
-            verified = 0.0
-            if isinstance(writer, SqliteAuditSink | JsonlAuditSink):
-                t0 = time.perf_counter()
-                broken = writer.verify()
-                verified = time.perf_counter() - t0
-                count = writer.head().count
-                if broken is not None or count != len(rows):
-                    raise SystemExit(f"{writer!r}: chain broken at {broken} or {count} rows")
-        finally:
-            writer.close()
-    return seconds / len(rows) * 1e6, hold * 1e6, verified
-
-
-def _maker(name: str, sync: Sync, raw: bool, mode: str) -> Callable[[Path], Writer]:
-    def make(folder: Path) -> Writer:
-        if not raw:
-            if name == "sqlite":
-                return SqliteAuditSink(folder / "audit.sqlite", synchronous=sync)
-            return JsonlAuditSink(folder / "audit.jsonl", synchronous=sync)
-        writer = (
-            RawSqlite(folder / "audit.sqlite", sync) if name == "sqlite"
-            else RawJsonl(folder / "audit.jsonl", sync)
+async def _case(
+    name: str, sync: Sync, mode: str, rounds: int, chunk: int, folder: Path
+) -> list[float]:
+    """Write ``rounds`` chunks with the raw writer and the sink in turn (alternating which goes
+    first); return the medians and figures of one table line (see the module docstring)."""
+    rows = entries(rounds * chunk)
+    if name == "sqlite":
+        sink: SqliteAuditSink | JsonlAuditSink = SqliteAuditSink(
+            folder / "audit.sqlite", synchronous=sync
         )
-        return RawGroup(writer) if mode == "100x1" else writer
+        raw: Writer = RawSqlite(folder / "raw.sqlite", sync)
+    else:
+        sink = JsonlAuditSink(folder / "audit.jsonl", synchronous=sync)
+        raw = RawJsonl(folder / "raw.jsonl", sync)
+    if mode == "100x1":
+        raw = RawGroup(raw)  # type: ignore[arg-type]
+    raw_us: list[float] = []
+    sink_us: list[float] = []
+    raw_holds: list[float] = []
+    sink_holds: list[float] = []
+    try:
+        for r in range(rounds):
+            part = rows[r * chunk : (r + 1) * chunk]
+            for writer in (raw, sink) if r % 2 == 0 else (sink, raw):
+                holds = raw_holds if writer is raw else sink_holds
+                seconds = await _write(writer, part, mode, holds)
+                (raw_us if writer is raw else sink_us).append(seconds / chunk * 1e6)
+        if isinstance(raw, RawGroup):
+            raw_holds += raw.holds
+        t0 = time.perf_counter()
+        broken = sink.verify()
+        verified = time.perf_counter() - t0
+        count = sink.head().count
+        if broken is not None or count != len(rows):
+            raise SystemExit(f"{sink!r}: chain broken at {broken} or {count} rows")
+    finally:
+        sink.close()
+        raw.close()
+    return [
+        statistics.median(raw_us),
+        statistics.median(sink_us),
+        statistics.median(s / r for r, s in zip(raw_us, sink_us, strict=True)),
+        _p99(sink_holds) * 1e6,
+        _p99(raw_holds) * 1e6,
+        verified,
+    ]
 
-    return make
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 def main() -> None:
     """Print the table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2000, help="rows per case and repeat")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 200 rows, 1 repeat")
+    parser.add_argument("--rounds", type=int, default=20, help="paired rounds per case")
+    parser.add_argument("--chunk", type=int, default=100, help="rows per round (a multiple of "
+                        "100; a fifth of it for one-row appends with full)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds of 100 rows")
     args = parser.parse_args()
-    count, repeats = (200, 1) if args.quick else (args.rows, args.repeats)
-    rows = entries(count)
-    print(f"{count:,} rows per case, {repeats} paired repeats; medians (µs per row)")
+    rounds, chunk = (2, 100) if args.quick else (args.rounds, args.chunk)
+    print(f"{rounds} paired rounds of {chunk} rows per case (one-row appends with full: "
+          f"{max(1, chunk // 5)}); medians of µs per row and of the paired ratios; p99 of the "
+          "time one append call held the event loop")
     header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "hold µs", "raw hold",
               "verify s")
     print("{:7} {:7} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}".format(*header))
     for name in ("sqlite", "jsonl"):
         for sync in ("full", "normal"):
             for mode in ("1", "100", "100x1"):
-                raw_make = _maker(name, sync, True, mode)
-                sink_make = _maker(name, sync, False, mode)
-                raws: list[tuple[float, ...]] = []
-                sinks: list[tuple[float, ...]] = []
-                for r in range(repeats):
-                    if r % 2:
-                        sinks.append(_run(sink_make, rows, mode))
-                        raws.append(_run(raw_make, rows, mode))
-                    else:
-                        raws.append(_run(raw_make, rows, mode))
-                        sinks.append(_run(sink_make, rows, mode))
-                raw_us = statistics.median(r[0] for r in raws)
-                sink_us = statistics.median(s[0] for s in sinks)
-                ratio = statistics.median(s[0] / r[0] for r, s in zip(raws, sinks, strict=True))
-                hold = max(s[1] for s in sinks)
-                raw_hold = max(r[1] for r in raws)
+                size = max(1, chunk // 5) if (sync, mode) == ("full", "1") else chunk
+                with tempfile.TemporaryDirectory() as folder:
+                    line = asyncio.run(_case(name, sync, mode, rounds, size, Path(folder)))
+                raw_us, sink_us, ratio, hold, raw_hold, verified = line
                 print(
                     f"{name:7} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "
-                    f"{hold:>8.0f} {raw_hold:>8.0f} {sinks[-1][2]:>8.3f}"
+                    f"{hold:>8.0f} {raw_hold:>8.0f} {verified:>8.3f}"
                 )
 
 

@@ -25,10 +25,8 @@ import asyncio
 import hashlib
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import Any, Literal, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pipeline import InvalidMiddlewareConfigError
 
@@ -44,76 +42,9 @@ from ._chain import (
 )
 from ._writer import ChainWriter
 
-__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "Worker", "check_options", "resume"]
+__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "check_options", "resume"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 Synchronous = Literal["full", "normal"]
-
-Write = Callable[[Sequence[AuditEntry]], list[AuditRow]]
-
-
-class Worker:
-    """One thread running a sink's jobs in submission order, with group commit for appends."""
-
-    __slots__ = ("_closed", "_executor", "_lock", "_queued")
-
-    def __init__(self, name: str) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._closed = False
-        self._lock = threading.Lock()
-        self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
-
-    def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._closed:
-            raise ValueError("the audit sink is closed")
-        return self._executor.submit(fn, *args, **kwargs).result()
-
-    def append(
-        self, write: Write, entries: tuple[AuditEntry, ...]
-    ) -> asyncio.Future[list[AuditRow]]:
-        """Queue ``entries`` for ``write``; appends queued before it runs are written with them."""
-        if self._closed:
-            raise ValueError("the audit sink is closed")
-        done: Future[list[AuditRow]] = Future()
-        with self._lock:
-            self._queued.append((entries, done))
-            first = len(self._queued) == 1
-        if first:  # later appends join this job until it takes the queue
-            self._executor.submit(self._drain, write)
-        return asyncio.wrap_future(done)
-
-    def _drain(self, write: Write) -> None:
-        with self._lock:
-            group, self._queued = self._queued, []
-        try:
-            rows = write([entry for entries, _ in group for entry in entries])
-        except BaseException as exc:
-            for _, done in group:
-                _settle(done, exc)
-            return
-        start = 0
-        for entries, done in group:
-            _settle(done, rows[start : start + len(entries)])
-            start += len(entries)
-
-    def close(self, last: Callable[[], None]) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._executor.submit(last).result()
-        self._executor.shutdown(wait=True)
-
-
-def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
-    """Complete an append's future (the rows are written even if its caller stopped waiting)."""
-    try:
-        if isinstance(outcome, BaseException):
-            done.set_exception(outcome)
-        else:
-            done.set_result(outcome)
-    except InvalidStateError:  # cancelled by the caller
-        pass
 
 
 def check_options(owner: str, path: object, synchronous: object) -> str:
