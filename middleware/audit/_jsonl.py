@@ -104,10 +104,15 @@ def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[A
     A line is the canonical JSON its hash is taken of with the ``hash`` key added at the end:
     reading it back gives the same fields (key order does not matter to `_json_row`).
     """
-    rows: list[AuditRow] = []
-    lines: list[bytes] = []
     index, prev = head.count, head.hash
     sha256 = hashlib.sha256
+    if len(entries) == 1:
+        data = canonical_row(entries[0], index, prev)
+        digest = sha256(data).hexdigest()
+        line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
+        return [AuditRow(index, entries[0], prev, digest)], line
+    rows: list[AuditRow] = []
+    lines: list[bytes] = []
     for entry in entries:
         data = canonical_row(entry, index, prev)
         digest = sha256(data).hexdigest()

@@ -189,7 +189,7 @@ class SqliteAuditSink:
     """
 
     __slots__ = (
-        "_conn", "_fast", "_head", "_path", "_unchecked", "_writer"
+        "_conn", "_cursor", "_fast", "_fast_cursor", "_head", "_path", "_unchecked", "_writer"
     )
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
@@ -197,6 +197,8 @@ class SqliteAuditSink:
         self._path = check_options("SqliteAuditSink", path, synchronous)
         self._conn: sqlite3.Connection | None = None
         self._fast: sqlite3.Connection | None = None  # the calling thread's ("normal" only)
+        self._cursor: sqlite3.Cursor | None = None  # one cursor per connection, reused
+        self._fast_cursor: sqlite3.Cursor | None = None
         self._head = AuditHead(0, GENESIS_HASH)
         self._unchecked = 0  # WAL pages (roughly) the calling thread wrote since a checkpoint
         normal = synchronous == "normal"
@@ -245,6 +247,7 @@ class SqliteAuditSink:
             conn.rollback()
             raise
         conn.execute("COMMIT")
+        self._cursor = conn.cursor()
         if synchronous == "normal":
             # Never waits: a busy write lock sends the append to the writer thread instead,
             # and this connection leaves checkpoints (which sync) to that thread.
@@ -254,9 +257,10 @@ class SqliteAuditSink:
             fast.execute("PRAGMA busy_timeout = 0")
             fast.execute("PRAGMA synchronous = NORMAL")
             fast.execute("PRAGMA wal_autocheckpoint = 0")
+            self._fast_cursor = fast.cursor()
 
     @staticmethod
-    def _stored_head(conn: sqlite3.Connection) -> AuditHead:
+    def _stored_head(conn: sqlite3.Connection | sqlite3.Cursor) -> AuditHead:
         """Where the next row goes, as the file holds it now (inside a transaction)."""
         last = conn.execute("SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1").fetchone()
         stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
@@ -269,7 +273,7 @@ class SqliteAuditSink:
         for conn in (self._fast, self._conn):
             if conn is not None:
                 conn.close()
-        self._conn = self._fast = None
+        self._conn = self._fast = self._cursor = self._fast_cursor = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -278,18 +282,20 @@ class SqliteAuditSink:
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         """Append in one transaction, waiting for the write lock (the writer thread)."""
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        return self._append_locked(conn, entries)
+        cur = self._cursor
+        if cur is None:
+            raise ValueError("the audit sink is closed")
+        cur.execute("BEGIN IMMEDIATE")
+        return self._append_locked(cur, entries)
 
     def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
         """Append now unless another writer holds the lock: then None (the calling thread)."""
-        conn = self._fast
-        if conn is None:
+        cur = self._fast_cursor
+        if cur is None:
             raise ValueError("the audit sink is closed")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            rows = self._append_locked(conn, entries)
+            cur.execute("BEGIN IMMEDIATE")
+            rows = self._append_locked(cur, entries)
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF not in _BUSY:
                 raise
@@ -310,7 +316,7 @@ class SqliteAuditSink:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _append_locked(
-        self, conn: sqlite3.Connection, entries: Sequence[AuditEntry]
+        self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]
     ) -> list[AuditRow]:
         """Write ``entries`` in the transaction just begun (holding the write lock); commit.
 
@@ -325,24 +331,24 @@ class SqliteAuditSink:
             rows, values = _chain_values(entries, old)
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             try:
-                _insert(conn, values)
+                _insert(cur, values)
                 swap = (head.count, head.hash, old.count, old.hash)
-                fresh = conn.execute(_SQL_HEAD_SWAP, swap).rowcount == 1
+                fresh = cur.execute(_SQL_HEAD_SWAP, swap).rowcount == 1
             except sqlite3.IntegrityError:  # an index is taken
                 fresh = False
             if not fresh:
                 # Another connection (another sink on this file, here or in another process)
                 # wrote since, or the head is missing: chain after what the file holds now.
-                conn.rollback()
-                conn.execute("BEGIN IMMEDIATE")
-                rows, values = _chain_values(entries, self._stored_head(conn))
+                cur.connection.rollback()
+                cur.execute("BEGIN IMMEDIATE")
+                rows, values = _chain_values(entries, self._stored_head(cur))
                 head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-                _insert(conn, values)
-                conn.execute(_SQL_HEAD_SET, (head.count, head.hash))
-            conn.execute("COMMIT")
+                _insert(cur, values)
+                cur.execute(_SQL_HEAD_SET, (head.count, head.hash))
+            cur.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.rollback()
+            if cur.connection.in_transaction:
+                cur.connection.rollback()
             raise
         self._head = head
         return rows
@@ -392,11 +398,11 @@ class SqliteAuditSink:
         self._writer.close(self._close)
 
 
-def _insert(conn: sqlite3.Connection, values: list[tuple[Any, ...]]) -> None:
+def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
     if len(values) == 1:
-        conn.execute(_SQL_INSERT, values[0])
+        cur.execute(_SQL_INSERT, values[0])
     else:
-        conn.executemany(_SQL_INSERT, values)
+        cur.executemany(_SQL_INSERT, values)
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

@@ -96,7 +96,7 @@ class ChainWriter:
                 and not self._queue
                 and self._io.acquire(blocking=False)
             )
-        if free and self._write_now([item]):
+        if free and self._write_one(item):
             if self._burst is None:
                 self._burst = loop
                 loop.call_soon(self._end_burst)
@@ -104,6 +104,20 @@ class ChainWriter:
             return done
         self._enqueue([item])
         return done
+
+    def _write_one(self, item: _Queued) -> bool:
+        """`_write_now` for one append (the common case), without the group's bookkeeping."""
+        try:
+            rows = self._try_write(item[0])  # type: ignore[misc]
+        except Exception as exc:  # the append's awaiter gets it
+            item[1].set_exception(exc)
+            return True
+        finally:
+            self._io.release()
+        if rows is None:
+            return False
+        item[1].set_result(rows)
+        return True
 
     def _write_now(self, group: list[_Queued]) -> bool:
         """Write ``group`` with ``try_write`` (``_io`` held, released here); False if it waits."""
