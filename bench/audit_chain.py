@@ -23,10 +23,12 @@ database with the same ``synchronous`` setting (one row per write for ``1``, 100
 Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
 chunks of ``--chunk`` rows (a fifth of that for one-row appends with ``full``) with each in
 turn, alternating which goes first, so that both see the same load on a shared machine. The
-table shows the medians of µs per row and of the paired ratios (sink / raw) over the rounds,
-and the 99th percentile of how long one ``append`` call held the event loop (the sink's, and
-the raw write's). Each sink's chain is verified at the end (the run fails loudly if it does
-not verify or has the wrong length), and the time ``verify()`` took is shown.
+table shows the medians of µs per row and of the paired ratios (sink / raw) over the rounds;
+the ratio of the CPU time both used (all threads; unlike wall time it leaves out the time the
+process waited for a core on a busy machine); the 99th percentile of how long one ``append``
+call held the event loop (the sink's, and the raw write's); and how long ``verify()`` took on
+the sink's chain at the end (the run fails loudly if it does not verify or has the wrong
+length).
 """
 
 from __future__ import annotations
@@ -247,6 +249,8 @@ async def _case(
         raw = RawGroup(raw)  # type: ignore[arg-type]
     raw_us: list[float] = []
     sink_us: list[float] = []
+    raw_cpu: list[float] = []
+    sink_cpu: list[float] = []
     raw_holds: list[float] = []
     sink_holds: list[float] = []
     try:
@@ -254,8 +258,11 @@ async def _case(
             part = rows[r * chunk : (r + 1) * chunk]
             for writer in (raw, sink) if r % 2 == 0 else (sink, raw):
                 holds = raw_holds if writer is raw else sink_holds
+                cpu = time.process_time()
                 seconds = await _write(writer, part, mode, holds)
+                cpu = time.process_time() - cpu
                 (raw_us if writer is raw else sink_us).append(seconds / chunk * 1e6)
+                (raw_cpu if writer is raw else sink_cpu).append(cpu)
         if isinstance(raw, RawGroup):
             raw_holds += raw.holds
         t0 = time.perf_counter()
@@ -271,6 +278,7 @@ async def _case(
         statistics.median(raw_us),
         statistics.median(sink_us),
         statistics.median(s / r for r, s in zip(raw_us, sink_us, strict=True)),
+        sum(sink_cpu) / max(sum(raw_cpu), 1e-9),
         _p99(sink_holds) * 1e6,
         _p99(raw_holds) * 1e6,
         verified,
@@ -294,19 +302,19 @@ def main() -> None:
     print(f"{rounds} paired rounds of {chunk} rows per case (one-row appends with full: "
           f"{max(1, chunk // 5)}); medians of µs per row and of the paired ratios; p99 of the "
           "time one append call held the event loop")
-    header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "hold µs", "raw hold",
-              "verify s")
-    print("{:7} {:7} {:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8}".format(*header))
+    header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "cpu", "hold µs",
+              "raw hold", "verify s")
+    print("{:7} {:7} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8}".format(*header))
     for name in ("sqlite", "jsonl"):
         for sync in ("full", "normal"):
             for mode in ("1", "100", "100x1"):
                 size = max(1, chunk // 5) if (sync, mode) == ("full", "1") else chunk
                 with tempfile.TemporaryDirectory() as folder:
                     line = asyncio.run(_case(name, sync, mode, rounds, size, Path(folder)))
-                raw_us, sink_us, ratio, hold, raw_hold, verified = line
+                raw_us, sink_us, ratio, cpu, hold, raw_hold, verified = line
                 print(
                     f"{name:7} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "
-                    f"{hold:>8.0f} {raw_hold:>8.0f} {verified:>8.3f}"
+                    f"{cpu:>6.2f} {hold:>8.0f} {raw_hold:>8.0f} {verified:>8.3f}"
                 )
 
 

@@ -143,11 +143,16 @@ class ChainWriter:
 
     def _flush(self) -> None:
         """Write the calling loop's gathered appends now (before a synchronous call)."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         with self._lock:
             if not self._pending:
                 return
             group, self._pending = self._pending, []
-            free = not self._queue and self._io.acquire(blocking=False)
+            # Only the group's own loop may settle its futures directly; else the thread does.
+            free = running is group[0][2] and not self._queue and self._io.acquire(blocking=False)
         if not (free and self._write_now(group)):
             self._enqueue(group)
 

@@ -349,6 +349,51 @@ async def test_concurrent_appends_in_one_loop_turn_share_one_write(
         sink.close()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+async def test_rows_read_in_the_same_loop_turn_include_every_append_made(
+    kind: str, tmp_path: Path
+) -> None:
+    """Appends gathered for a group commit are written before a synchronous read sees the log."""
+    sink = open_sink(kind, tmp_path)
+    seen: list[int] = []
+
+    async def turn(i: int) -> None:
+        pending = sink.append([entry(i)])
+        seen.append(len(sink.rows()))
+        await pending
+
+    try:
+        await asyncio.gather(*(turn(i) for i in range(6)))
+        assert seen == [1, 2, 3, 4, 5, 6]
+        assert sink.head().count == 6
+        assert sink.verify() is None
+    finally:
+        sink.close()
+
+
+async def test_a_read_from_another_thread_waits_for_the_gathered_appends(tmp_path: Path) -> None:
+    """A group gathered on the loop, read from another thread: written first, settled on the
+    loop (never from the reading thread)."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl", synchronous="normal")
+    counts: list[int] = []
+
+    async def turn(i: int) -> list[AuditRow]:
+        return await sink.append([entry(i)])
+
+    try:
+        tasks = [asyncio.ensure_future(turn(i)) for i in range(4)]
+        await asyncio.sleep(0)  # every task has appended; three wait for their group
+        reader = threading.Thread(target=lambda: counts.append(len(sink.rows())))
+        reader.start()
+        await asyncio.to_thread(reader.join)
+        written = await asyncio.gather(*tasks)
+        assert counts == [4]
+        assert [rows[0].index for rows in written] == [0, 1, 2, 3]
+        assert sink.verify() is None
+    finally:
+        sink.close()
+
+
 # -- failures ------------------------------------------------------------------------------------
 
 
