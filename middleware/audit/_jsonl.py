@@ -189,9 +189,10 @@ class JsonlAuditSink:
             ``middleware/audit/_writer.py``).
 
     The chain's head is kept in memory, read from the files on opening and again whenever
-    another writer grew the file. ``<path>.head`` is rewritten after every append and, with
-    ``"full"``, synced on ``close()``: after a power loss it may lag behind the rows (never run
-    ahead of them), which `verify` accepts; every acknowledged row is on disk.
+    another writer grew the file. ``<path>.head`` is rewritten after every append (after the
+    rows are written and, with ``"full"``, synced: one ``fdatasync`` per append); with
+    ``"full"`` it is synced on ``close()``. So after a power loss it may lag behind the rows but
+    never runs ahead of them, which `verify` accepts; every acknowledged row is on disk.
 
     Raises:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.

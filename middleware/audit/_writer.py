@@ -14,7 +14,16 @@ write is done), so it can never overtake an earlier append.
 Group commit: appends queued while the thread is busy are written together by one ``write``
 call (one transaction, one ``fsync``), each append still getting its own rows; a failed write
 fails every append of its group. The thread settles the awaiting futures with one
-``call_soon_threadsafe`` per event loop and group.
+``call_soon_threadsafe`` per event loop and group. On the calling thread, the first append of
+a loop turn is written at once; appends other tasks make before the loop gets control back
+(concurrent turns) are gathered and written together then, in one ``try_write`` (a task's own
+appends in a row are each written at once, so that awaiting each one costs no loop turn). A
+synchronous read (``call``) or ``close`` writes a gathered group first.
+
+"Written" means what the sink's durability says: handed to the kernel (or committed with
+``synchronous=NORMAL``) for ``"normal"``, which survives a process kill; synced for ``"full"``.
+A ``write(2)`` into the page cache or an SQLite commit without ``fsync`` takes microseconds; the
+kernel may still make it wait briefly under heavy writeback, as it would any logging write.
 """
 
 from __future__ import annotations
@@ -80,43 +89,44 @@ class ChainWriter:
         if not entries:
             done.set_result([])
             return done
-        item = (tuple(entries), done, loop)  # a copy: the caller may reuse its list
         if self._try_write is None:
-            self._enqueue([item])
+            self._enqueue([(tuple(entries), done, loop)])  # a copy: the caller may reuse its list
             return done
         task = asyncio.current_task(loop)
         with self._lock:
             if self._burst is loop and (self._pending or task is not self._task):
                 # Another task appends before the loop got control back (concurrent turns):
                 # written together when it does (group commit), after the appends before it.
-                self._pending.append(item)
+                self._pending.append((tuple(entries), done, loop))
                 return done
             free = (
                 (self._burst is None or self._burst is loop)
                 and not self._queue
                 and self._io.acquire(blocking=False)
             )
-        if free and self._write_one(item):
+        if free and self._write_one(entries, done):
             if self._burst is None:
                 self._burst = loop
                 loop.call_soon(self._end_burst)
             self._task = task
             return done
-        self._enqueue([item])
+        self._enqueue([(tuple(entries), done, loop)])
         return done
 
-    def _write_one(self, item: _Queued) -> bool:
+    def _write_one(
+        self, entries: Sequence[AuditEntry], done: asyncio.Future[list[AuditRow]]
+    ) -> bool:
         """`_write_now` for one append (the common case), without the group's bookkeeping."""
         try:
-            rows = self._try_write(item[0])  # type: ignore[misc]
+            rows = self._try_write(entries)  # type: ignore[misc]
         except Exception as exc:  # the append's awaiter gets it
-            item[1].set_exception(exc)
+            done.set_exception(exc)
             return True
         finally:
             self._io.release()
         if rows is None:
             return False
-        item[1].set_result(rows)
+        done.set_result(rows)
         return True
 
     def _write_now(self, group: list[_Queued]) -> bool:
