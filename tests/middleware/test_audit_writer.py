@@ -394,6 +394,33 @@ async def test_a_read_from_another_thread_waits_for_the_gathered_appends(tmp_pat
         sink.close()
 
 
+async def test_a_head_rewritten_under_an_open_sqlite_sink_is_followed_as_on_opening(
+    tmp_path: Path,
+) -> None:
+    """The head kept in memory never overrides the file: when another connection rewrote the
+    stored head (here: cut the last row and the head with it), the next append chains after
+    what the file holds, exactly as a freshly opened sink would, and a saved head still
+    catches the cut."""
+    sink = SqliteAuditSink(tmp_path / "audit.sqlite", synchronous="normal")
+    try:
+        for i in range(3):
+            await sink.append([entry(i)])
+        saved = sink.head()
+        with sqlite3.connect(tmp_path / "audit.sqlite") as other:
+            other.execute("DELETE FROM audit_rows WHERE idx = 2")
+            other.execute(
+                "UPDATE audit_head SET count = 2, "
+                "hash = (SELECT hash FROM audit_rows WHERE idx = 1)"
+            )
+        rows = await sink.append([entry(3)])
+        assert rows[0].index == 2
+        assert call_ids(sink) == ["call-0", "call-1", "call-3"]
+        assert sink.verify() is None
+        assert sink.verify(head=saved) == 2
+    finally:
+        sink.close()
+
+
 # -- failures ------------------------------------------------------------------------------------
 
 
