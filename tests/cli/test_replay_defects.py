@@ -42,9 +42,7 @@ def step(*calls: dict[str, Any], results: str = "ok") -> list[dict[str, Any]]:
     ]
 
 
-def replay_json(
-    capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, dict[str, Any], str]:
+def replay_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
     status = main(["replay", *args, "--json"])
     captured = capsys.readouterr()
     return status, json.loads(captured.out), captured.err
@@ -151,14 +149,23 @@ def test_consecutive_one_block_assistant_entries_are_one_message(
     their results are one model step of one turn, so a per-turn limit still sees both calls."""
     messages = [
         {"role": "user", "content": "find it"},
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"}],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": "Searching twice."}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {"q": 1}}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "search", "input": {"q": 2}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {"q": 1}}],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t2", "name": "search", "input": {"q": 2}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a"}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "b"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "Found."}]},
-    ]  # fmt: skip
+    ]
     status, report, _ = replay_json(
         capsys, write(tmp_path, messages, "t.jsonl"), "-m", f"{STACKS}:per_turn_refund_limit"
     )
@@ -187,11 +194,14 @@ def test_duplicate_call_ids_in_one_message_are_two_calls_with_their_own_results(
     reported as an unknown call id."""
     messages = [
         {"role": "user", "content": "two"},
-        {"role": "assistant", "tool_calls": [call("x", "search", '{"q": 1}'), call("x", "search", '{"q": 2}')]},
+        {
+            "role": "assistant",
+            "tool_calls": [call("x", "search", '{"q": 1}'), call("x", "search", '{"q": 2}')],
+        },
         {"role": "tool", "tool_call_id": "x", "content": "first"},
         {"role": "tool", "tool_call_id": "x", "content": "second"},
         {"role": "assistant", "content": "done"},
-    ]  # fmt: skip
+    ]
     status, report, err = replay_json(capsys, write(tmp_path, messages))
     assert status == 0
     assert "unknown call id" not in err
@@ -208,8 +218,12 @@ def test_openai_responses_items_are_read(
         {"type": "reasoning", "id": "rs_1", "summary": []},
         {"type": "function_call", "call_id": "fc1", "name": "search", "arguments": '{"q": "x"}'},
         {"type": "function_call_output", "call_id": "fc1", "output": "found"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
-    ]  # fmt: skip
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok"}],
+        },
+    ]
     status, report, err = replay_json(capsys, write(tmp_path, items, "t.jsonl"))
     assert (status, err) == (0, "")
     assert report["format"] == "openai-responses"
@@ -242,7 +256,7 @@ def test_the_oscillation_message_says_what_distinguishes_the_two_calls(
     messages.append({"role": "assistant", "content": "done"})
     main(["replay", write(tmp_path, messages), "-m", f"{STACKS}:oscillation"])
     out = capsys.readouterr().out
-    line = next(line for line in out.splitlines() if "oscillating" in line)
+    line = next(line for line in out.splitlines() if "oscillating" in line and "[loop" in line)
     assert '"path": "a.py"' in line
     assert '"path": "b.py"' in line
 

@@ -1,4 +1,4 @@
-"""What ``loopware replay`` found: decisions per recorded call and per turn, as values."""
+"""What a replay found: decisions per recorded call and per turn, as values."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from pipeline import ToolCall
 
-    from ._replay_types import RecordedCall, RecordedTurn, Transcript
+    from ._types import RecordedCall, RecordedTurn, Transcript
 
 __all__ = [
+    "FAILED",
     "NOT_REACHED",
     "REFUSALS",
     "SEVERITY",
@@ -35,6 +36,10 @@ SEVERITY: Final[Mapping[str, int]] = {
 REFUSALS: Final = frozenset({"denied", "rejected"})
 """Verdicts that count as the stack refusing a call (exit status 1)."""
 
+FAILED: Final = "failed"
+"""The verdict of a call no policy refused whose replay failed (its recorded result was an error,
+its arguments were not valid JSON, ...)."""
+
 NOT_REACHED: Final = "not reached"
 """The verdict of a recorded call the replayed turn never got to (it ended earlier)."""
 
@@ -55,6 +60,12 @@ class Decision:
     """The iteration it was taken in (None in a turn stage)."""
     label: str | None = None
     """What kind of decision it is (``repeat detected``, ``limit reached``, ...), if known."""
+    after_call: int | None = None
+    """For a decision about no one call: the transcript index of the last recorded call the
+    turn had reached when it was taken (None: before any call of the turn)."""
+    at_iteration: int | None = None
+    """For a decision about no one call: the iteration it was taken in, or the last one
+    started (None: before the first model call)."""
 
     def key(self) -> tuple[object, ...]:
         """Identity used to avoid counting a decision seen both as a log and in the stash."""
@@ -70,6 +81,17 @@ class Decision:
         kind = f"{self.label}: " if self.label else ""
         return f"{self.action}: {kind}{self.reason} [{self.policy}]"
 
+    def where(self) -> str:
+        """Where a turn-level decision was taken.
+
+        ``before the model``, or ``iteration N, after #K`` (``iteration N, before any call``
+        when the turn had reached none).
+        """
+        if self.at_iteration is None and self.after_call is None:
+            return "before the model"
+        after = "before any call" if self.after_call is None else f"after #{self.after_call}"
+        return f"iteration {self.at_iteration}, {after}"
+
     def as_dict(self) -> dict[str, Any]:
         """Return the decision as plain JSON data."""
         return {
@@ -79,6 +101,8 @@ class Decision:
             "label": self.label,
             "reason": self.reason,
             "iteration": self.iteration,
+            "at_iteration": self.at_iteration,
+            "after_call": self.after_call,
         }
 
 
@@ -99,6 +123,14 @@ class CallOutcome:
     ran: bool | None = None
     """Whether the replayed call's handler ran (False: refused before it ran; None: not
     reached)."""
+    alias: str | None = None
+    """The name the call was replayed under, when its recorded name cannot be a loopware tool
+    name (``Final Answer`` runs as ``Final_Answer``); policies see this name."""
+
+    @property
+    def refused(self) -> bool:
+        """True when the stack denied or rejected the call."""
+        return self.verdict in REFUSALS
 
     @property
     def error(self) -> str | None:
@@ -117,8 +149,11 @@ class CallOutcome:
             "message_index": call.message_index,
             "line": call.line,
             "id": call.id,
+            "replay_id": call.replay_id,
             "tool": call.tool,
+            "alias": self.alias,
             "arguments": call.arguments,
+            "result": call.result,
             "verdict": self.verdict,
             "offered": self.offered,
             "reached": self.stored is not None,
@@ -170,7 +205,7 @@ class ReplayReport:
     transcript: Transcript
     """The transcript replayed."""
     middleware: tuple[str, ...]
-    """The ``--middleware`` values, in order."""
+    """How the middleware was named (``-m`` values, built-in policy flags), in order."""
     pipelines: dict[str, list[str]]
     """The replay runner's resolved stage order (``describe_pipelines()``)."""
     turns: tuple[TurnOutcome, ...]
@@ -190,7 +225,7 @@ class ReplayReport:
 
     def counts(self) -> dict[str, int]:
         """How many calls got each verdict, in severity order (only verdicts that occur)."""
-        rank = {verdict: i for i, verdict in enumerate((*SEVERITY, NOT_REACHED))}
+        rank = {verdict: i for i, verdict in enumerate((*SEVERITY, FAILED, NOT_REACHED))}
         found: dict[str, int] = {}
         for call in self.calls:
             found[call.verdict] = found.get(call.verdict, 0) + 1
@@ -206,7 +241,8 @@ class ReplayReport:
             "middleware": list(self.middleware),
             "pipelines": self.pipelines,
             "turns": [t.as_dict() for t in self.turns],
-            "issues": [i.as_dict() for i in transcript.issues],
+            "issues": [i.as_dict() for i in transcript.issues if not i.is_note],
+            "notes": [i.as_dict() for i in transcript.issues if i.is_note],
             "summary": {"calls": len(self.calls), "verdicts": self.counts()},
             "refused": self.refused,
         }
