@@ -117,13 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         "run a scripted support-agent turn through a policy stack",
         "Run a scripted support-agent turn (no network, no API keys) through ToolPolicy,\n"
-        "RepetitionDetector, ToolCallLimit and an AuditLog written to\n"
-        "./loopware-demo-audit.sqlite (recreated on every run). Each iteration is shown\n"
-        "with the tools offered, every call, its result and the stack's decision, then a\n"
-        "summary table. Colour is used on a terminal unless NO_COLOR is set.",
+        "RepetitionDetector, ToolCallLimit and an AuditLog written to a temporary SQLite\n"
+        "file (or to --audit PATH, recreated on every run); the output says where. Each\n"
+        "iteration is shown with the tools offered, every call, its result and the stack's\n"
+        "decision, then a summary table. Colour is used on a terminal unless NO_COLOR is set.",
         _run_demo,
     )
     demo.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    demo.add_argument("--audit", metavar="PATH", help="write the audit database to PATH")
     replay = _subparser(
         sub,
         "replay",
@@ -195,7 +196,7 @@ def _error(command: str, message: str) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo  # its tools and stack are built only when asked for
 
-    return run_demo(sys.stdout, plain=args.plain)
+    return run_demo(sys.stdout, plain=args.plain, audit_path=args.audit)
 
 
 def _run_run(args: argparse.Namespace) -> int:
