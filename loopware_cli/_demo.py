@@ -3,8 +3,9 @@
 No network and no keys: a `ScriptedModel` plays the agent. The stack is `ToolPolicy` (shell tools
 are never offered), `RepetitionDetector` (a third identical search hides ``search_kb``),
 `ToolCallLimit` (one refund per turn) and `AuditLog` writing a hash-chained SQLite file: a new
-temporary file unless ``--audit PATH`` names one (recreated on every run); the output says where. Each iteration is printed as it ends, with what the
-model was offered, every call, its result and the stack's decision; a summary table follows.
+temporary file unless ``--audit PATH`` names one (recreated on every run); the output says where.
+Each iteration is printed as it ends, with what the model was offered, every call, its result and
+the stack's decision; a summary table follows.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final, TextIO
 
 from middleware import (
