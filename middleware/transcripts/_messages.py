@@ -5,8 +5,9 @@ Responses API items (``message``, ``function_call``, ``function_call_output``, `
 and Anthropic messages (``tool_use`` / ``tool_result`` / ``thinking`` blocks), even mixed in one
 file, and entries wrapped as ``{"type": ..., "message": {...}}`` (coding-agent logs).
 Consecutive assistant entries are one assistant message: exports that store one content block per
-entry (text, then each tool call) read as the one model step they were. Every problem becomes a
-`TranscriptIssue` and the entry (or the one bad call) is skipped.
+entry (text, then each tool call) read as the one model step they were. Only a chat-completions
+message (string content) that follows one with tool calls starts a new step on its own. Every
+problem becomes a `TranscriptIssue` and the entry (or the one bad call) is skipped.
 """
 
 from __future__ import annotations
@@ -291,8 +292,13 @@ class TurnBuilder:
         self.turns.append(_TurnDraft(len(self.turns), text, record.index))
 
     def _assistant(self, record: Record, msg: dict[str, Any]) -> None:
-        part = self._part()
         content = msg.get("content")
+        current = self.current
+        if current is not None and current.calls and not isinstance(content, list):
+            # a whole chat-completions message after one that proposed calls (their results
+            # are missing): a new model step, not more blocks of the same message
+            self.flush()
+        part = self._part()
         raw_calls = msg.get("tool_calls")
         if isinstance(raw_calls, list):
             part.attempted |= bool(raw_calls)
@@ -472,7 +478,7 @@ class TurnBuilder:
             what = "was already answered" if call_id in self.answered else "is unknown"
             self.issue(E_RESULT, record, f"tool result for call id {call_id!r}, which {what}")
             return
-        draft = waiting.popleft()
+        draft = _take(waiting)
         if not waiting:
             del self.pending[call_id]
             self.answered.add(call_id)
@@ -495,6 +501,20 @@ class TurnBuilder:
             )
             for t in self.turns
         )
+
+
+def _take(waiting: deque[_CallDraft]) -> _CallDraft:
+    """The call a result with this id answers: the first such call of the latest message.
+
+    Providers reuse ids across turns; within one message, results come in order.
+    """
+    latest = waiting[-1].message_index
+    i = len(waiting) - 1
+    while i > 0 and waiting[i - 1].message_index == latest:
+        i -= 1
+    draft = waiting[i]
+    del waiting[i]
+    return draft
 
 
 def _kind(value: object) -> str:
