@@ -219,7 +219,7 @@ async def replay_async(
     turns = [await replayer.replay_turn(turn, conversation_id, labels) for turn in transcript.turns]
     return ReplayReport(
         transcript=transcript,
-        middleware=tuple(sources) if sources else tuple(_describe(m) for m in items),
+        middleware=tuple(sources) if sources else tuple(repr(m) for m in items),
         pipelines=replayer.runner.describe_pipelines(),
         turns=tuple(turns),
     )
@@ -252,11 +252,14 @@ def replay(
         InvalidRunnerConfigError: the middleware cannot be composed into a runner.
         RuntimeError: called from a running event loop (await `replay_async` there).
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "replay() cannot be called from a running event loop: await replay_async() there"
+        )
     return asyncio.run(
         replay_async(transcript, middleware, separate_turns=separate_turns, sources=sources)
     )
-
-
-def _describe(item: object) -> str:
-    text = repr(item)
-    return text if len(text) <= 80 else text[:77] + "..."

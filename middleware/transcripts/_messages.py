@@ -119,6 +119,8 @@ class _Assistant:
     calls: list[_CallDraft] = field(default_factory=list)
     attempted: bool = False
     """True once a tool call was proposed (even an unreadable one)."""
+    said: bool = False
+    """True once an assistant message entry was added (not only reasoning or hosted items)."""
 
 
 class TurnBuilder:
@@ -186,6 +188,9 @@ class TurnBuilder:
                 self._function_call_item(record, msg)
             else:
                 self._part()  # reasoning opens the response its calls and text belong to
+        elif role is None and isinstance(kind, str) and _hosted(kind) and kind.endswith("_call"):
+            self._part()  # a hosted tool's call is part of the model's response
+            self._item_type(record, msg, kind)
         else:
             self.flush()
             self._other(record, msg, role, kind)
@@ -232,7 +237,7 @@ class TurnBuilder:
 
     def _item_type(self, record: Record, msg: dict[str, Any], kind: str) -> None:
         """A Responses API (or log) item that is neither a message nor a function call."""
-        if kind.endswith(("_call", "_call_output")) or kind.startswith("mcp_"):
+        if _hosted(kind):
             self.kinds.add("openai-responses")
             call_id = msg.get("call_id") or msg.get("id")
             if isinstance(call_id, str):
@@ -272,7 +277,7 @@ class TurnBuilder:
         text = "\n".join(t for t in current.texts if t) or None
         if current.calls:
             current.turn.steps.append((text, current.calls))
-        elif not current.attempted:  # no tool calls: the model answered
+        elif current.said and not current.attempted:  # no tool calls: the model answered
             current.turn.answer = text or ""
             current.turn.answered = True
         # else every proposed call was unreadable (issues recorded): nothing to replay
@@ -299,6 +304,7 @@ class TurnBuilder:
             # are missing): a new model step, not more blocks of the same message
             self.flush()
         part = self._part()
+        part.said = True
         raw_calls = msg.get("tool_calls")
         if isinstance(raw_calls, list):
             part.attempted |= bool(raw_calls)
@@ -501,6 +507,11 @@ class TurnBuilder:
             )
             for t in self.turns
         )
+
+
+def _hosted(kind: str) -> bool:
+    """A Responses API item of a hosted (built-in) tool: web search, computer use, MCP..."""
+    return kind.endswith(("_call", "_call_output")) or kind.startswith("mcp_")
 
 
 def _take(waiting: deque[_CallDraft]) -> _CallDraft:
