@@ -33,9 +33,8 @@ def show(title: str, report: ReplayReport) -> None:
     print(f"\n{title}")
     for turn in report.turns:
         for decision in turn.decisions:  # decisions about no one call, where they happened
-            print(
-                f"  turn {turn.turn.index}, {decision.where()}: {decision.tool} {decision.describe()}"
-            )
+            where = f"turn {turn.turn.index}, {decision.where()}"
+            print(f"  {where}: {decision.tool} {decision.describe()}")
         for outcome in turn.calls:
             reasons = "; ".join(d.describe() for d in outcome.decisions)
             ran = "" if outcome.ran is None else (" (ran)" if outcome.ran else " (never ran)")
