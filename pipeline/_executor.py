@@ -95,8 +95,8 @@ class ToolLoopExecutor:
         tools = ctx.tools
         request = ModelRequest(
             ctx.system_prompt,
-            tuple(ctx.messages),
-            tuple(ctx.tool_calls),
+            ctx.messages,  # views of the history, not copies (pipeline/_history.py)
+            ctx.tool_calls,
             tuple(t.definition for t in tools.visible()),
             turn_id=ctx.turn_id,
             registry=tools,

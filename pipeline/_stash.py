@@ -23,7 +23,7 @@ Choices made here:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ._errors import InvalidStashValueError
 from ._plain import CONTAINERS, MISSING, clone, to_plain
@@ -352,6 +352,30 @@ class Stash:
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
         return f"Stash({short_repr(self._data)})"
+
+
+def _ended(self: Stash, *args: object, **kwargs: object) -> NoReturn:
+    raise InvalidStashValueError(
+        "the turn has ended: its stash is read-only (read the result's stash instead)", path=""
+    )
+
+
+class _EndedStash(Stash):
+    """A finished turn's stash: reads work as before, every write raises."""
+
+    __slots__ = ()
+
+    set = delete = increment = append = update = __setitem__ = __delitem__ = _ended
+
+
+def hand_over(stash: Stash) -> dict[str, Any]:
+    """End ``stash``'s turn: return its data without copying it, and make it read-only.
+
+    The turn's result takes the data as its snapshot, so a turn that ends pays nothing for
+    its stash, however large; nobody can change the stash afterwards (``TurnResult.stash``).
+    """
+    stash.__class__ = _EndedStash  # same slots: only the write methods change
+    return stash._data
 
 
 def _not_a_key(key: object, method: str) -> str:
