@@ -156,7 +156,8 @@ def run_replay(
         _error(str(exc), err)
         return EXIT_BAD_TARGET
     if args.json:
-        print(report.to_json(), file=out)
+        out.writelines(report.iter_json())  # piece by piece: a report can be large
+        out.write("\n")
     else:
         print(render_report(report, Style.for_stream(out, plain=args.plain)), file=out)
     return exit_status(transcript, report.refused)

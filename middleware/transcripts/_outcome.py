@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -182,9 +182,9 @@ class TurnOutcome:
     calls: tuple[CallOutcome, ...]
     """One outcome per recorded call of the turn, in order."""
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the outcome as plain JSON data."""
-        return {
+    def as_dict(self, *, calls: bool = True) -> dict[str, Any]:
+        """Return the outcome as plain JSON data (without ``calls`` when ``calls`` is False)."""
+        data = {
             "index": self.turn.index,
             "message_index": self.turn.message_index,
             "input": self.turn.input,
@@ -194,11 +194,13 @@ class TurnOutcome:
             "error": self.error_message,
             "iterations": self.iterations,
             "decisions": [d.as_dict() for d in self.decisions],
-            "calls": [c.as_dict() for c in self.calls],
         }
+        if calls:
+            data["calls"] = [c.as_dict() for c in self.calls]
+        return data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ReplayReport:
     """Everything a replay found, plus the transcript's own issues."""
 
@@ -210,6 +212,13 @@ class ReplayReport:
     """The replay runner's resolved stage order (``describe_pipelines()``)."""
     turns: tuple[TurnOutcome, ...]
     """One outcome per recorded turn."""
+
+    def __repr__(self) -> str:
+        """A short summary (a report can hold 100,000 calls)."""
+        return (
+            f"ReplayReport(transcript={self.transcript.source!r}, turns={len(self.turns)}, "
+            f"verdicts={self.counts()!r})"
+        )
 
     @property
     def calls(self) -> tuple[CallOutcome, ...]:
@@ -231,8 +240,7 @@ class ReplayReport:
             found[call.verdict] = found.get(call.verdict, 0) + 1
         return {v: found[v] for v in sorted(found, key=lambda v: (rank.get(v, len(rank)), v))}
 
-    def as_dict(self) -> dict[str, Any]:
-        """Return the report as plain JSON data."""
+    def _head(self) -> dict[str, Any]:
         transcript = self.transcript
         return {
             "transcript": transcript.source,
@@ -240,13 +248,69 @@ class ReplayReport:
             "messages": transcript.message_count,
             "middleware": list(self.middleware),
             "pipelines": self.pipelines,
-            "turns": [t.as_dict() for t in self.turns],
-            "issues": [i.as_dict() for i in transcript.issues if not i.is_note],
-            "notes": [i.as_dict() for i in transcript.issues if i.is_note],
-            "summary": {"calls": len(self.calls), "verdicts": self.counts()},
+        }
+
+    def _tail(self) -> dict[str, Any]:
+        issues = self.transcript.issues
+        return {
+            "issues": [i.as_dict() for i in issues if not i.is_note],
+            "notes": [i.as_dict() for i in issues if i.is_note],
+            "summary": {"calls": sum(len(t.calls) for t in self.turns), "verdicts": self.counts()},
             "refused": self.refused,
         }
 
+    def as_dict(self) -> dict[str, Any]:
+        """Return the report as plain JSON data."""
+        return {**self._head(), "turns": [t.as_dict() for t in self.turns], **self._tail()}
+
     def to_json(self) -> str:
-        """Return the report as indented JSON text."""
-        return json.dumps(self.as_dict(), indent=2, ensure_ascii=False)
+        """Return the report as indented JSON text (``"".join(iter_json())``)."""
+        return "".join(self.iter_json())
+
+    def iter_json(self) -> Iterator[str]:
+        """Yield the indented JSON text piece by piece, one call at a time.
+
+        The text is the same as ``json.dumps(as_dict(), indent=2)``, but the whole report is
+        never held as plain data at once: write the pieces to a stream for a large report.
+        """
+        yield "{"
+        sep = "\n"
+        for key, value in self._head().items():
+            yield sep + _field(key, value, 2)
+            sep = ",\n"
+        if not self.turns:
+            yield sep + '  "turns": []'
+        else:
+            yield sep + '  "turns": ['
+            sep = "\n"
+            for turn in self.turns:
+                yield sep + "    {"
+                fields = turn.as_dict(calls=False)
+                inner = "\n"
+                for key, value in fields.items():
+                    yield inner + _field(key, value, 6)
+                    inner = ",\n"
+                if not turn.calls:
+                    yield inner + '      "calls": []'
+                else:
+                    yield inner + '      "calls": ['
+                    each = "\n"
+                    for call in turn.calls:
+                        yield each + " " * 8 + _indented(call.as_dict(), 8)
+                        each = ",\n"
+                    yield "\n      ]"
+                yield "\n    }"
+                sep = ",\n"
+            yield "\n  ]"
+        for key, value in self._tail().items():
+            yield ",\n" + _field(key, value, 2)
+        yield "\n}"
+
+
+def _indented(value: object, level: int) -> str:
+    """``value`` as indented JSON whose lines after the first are shifted by ``level``."""
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + " " * level)
+
+
+def _field(key: str, value: object, level: int) -> str:
+    return f"{' ' * level}{json.dumps(key)}: {_indented(value, level)}"

@@ -150,7 +150,7 @@ class RecordedTurn:
         return tuple(call for step in self.steps for call in step.calls)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Transcript:
     """A parsed transcript: its turns plus every issue found while reading it."""
 
@@ -166,6 +166,14 @@ class Transcript:
     """Every problem and note found, in file order."""
     message_count: int
     """How many entries were read (good or bad)."""
+
+    def __repr__(self) -> str:
+        """A short summary (a transcript can hold 100,000 calls)."""
+        return (
+            f"Transcript(source={self.source!r}, format={self.format!r}, "
+            f"turns={len(self.turns)}, messages={self.message_count}, "
+            f"issues={len(self.issues)})"
+        )
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:

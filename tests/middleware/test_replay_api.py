@@ -182,3 +182,25 @@ def test_jsonl_files_are_streamed_and_bad_bytes_name_their_line(tmp_path: Path) 
     assert (issue.code, issue.line) == ("E_TRANSCRIPT_READ", 3)
     assert [c.tool for c in transcript.calls] == ["search", "fetch"]
     assert isinstance(transcript, Transcript)
+
+
+@pytest.mark.parametrize(
+    "name", ["coding_agent_loop.json", "support_agent_denied.json", "research_agent.jsonl"]
+)
+def test_the_streamed_json_is_the_indented_json_of_as_dict(name: str) -> None:
+    """`iter_json` pieces join to exactly ``json.dumps(as_dict(), indent=2)``."""
+    report = replay(DATA / name, [ToolCallLimit({"issue_refund": 1, "run_command": 2})])
+    text = "".join(report.iter_json())
+    assert text == json.dumps(report.as_dict(), indent=2, ensure_ascii=False)
+    assert text == report.to_json()
+    empty = replay([])
+    assert empty.to_json() == json.dumps(empty.as_dict(), indent=2)
+
+
+def test_reprs_stay_short_for_large_reports() -> None:
+    """A report or transcript repr summarises (asyncio reprs a finished task's result)."""
+    messages = chat(*((f"c{n}", "search") for n in range(200)))
+    report = replay(messages)
+    assert len(repr(report)) < 200
+    assert len(repr(report.transcript)) < 200
+    assert "turns=1" in repr(report)
