@@ -1,10 +1,11 @@
 """`middleware.replay` on hypothesis-generated transcripts, checked against an independent count.
 
 Random conversations (turns of steps of one to three calls, a few tools and argument values so
-repeats happen, results answered in any order, some missing, some recorded as errors) are written
+repeats happen, results answered in any order, some missing, some recorded as errors, some with
+arguments the model cut off) are written
 as OpenAI chat-completions or Anthropic messages, as data or as a JSON Lines file, and replayed.
 The report must list every generated call once, in order, under its own id and recorded result;
-a recorded error must be the only way a call fails; and with ``RepetitionDetector(on_repeat=
+a recorded error or bad arguments must be the only ways a call fails; and with ``RepetitionDetector(on_repeat=
 "warn")`` the warned calls must be exactly those the test counts as repeats on its own.
 """
 
@@ -32,6 +33,12 @@ class Call:
     args: dict[str, int]
     result: str | None
     error: bool
+    bad_args: bool = False
+
+    @property
+    def arguments(self) -> str:
+        """The recorded argument text: JSON, or (a model error) a cut-off object."""
+        return '{"q": ' if self.bad_args else json.dumps(self.args)
 
 
 @st.composite
@@ -53,6 +60,7 @@ def conversations(draw: st.DrawFn) -> list[list[list[Call]]]:
                         args={"q": draw(st.integers(0, 2))},
                         result=None if missing else f"result {n}",
                         error=not missing and draw(st.integers(0, 5)) == 0,
+                        bad_args=draw(st.integers(0, 7)) == 0,
                     )
                 )
                 n += 1
@@ -74,7 +82,7 @@ def openai_messages(turns: list[list[list[Call]]], order: list[int]) -> list[dic
                         {
                             "id": c.id,
                             "type": "function",
-                            "function": {"name": c.tool, "arguments": json.dumps(c.args)},
+                            "function": {"name": c.tool, "arguments": c.arguments},
                         }
                         for c in calls
                     ],
@@ -95,7 +103,8 @@ def anthropic_messages(turns: list[list[list[Call]]], order: list[int]) -> list[
         for calls in steps:
             # one block per entry, as coding-agent exports store them
             for c in calls:
-                block = {"type": "tool_use", "id": c.id, "name": c.tool, "input": c.args}
+                args: object = c.arguments if c.bad_args else c.args
+                block = {"type": "tool_use", "id": c.id, "name": c.tool, "input": args}
                 messages.append({"role": "assistant", "content": [block]})
             answered = [c for c in calls if c.result is not None]
             for i in _shuffled(len(answered), order):
@@ -146,7 +155,7 @@ def warned_by_count(turns: list[list[list[Call]]], threshold: int) -> list[bool]
     flags = []
     for steps in turns:
         for calls in steps:
-            keys = [(c.tool, json.dumps(c.args)) for c in calls]
+            keys = [(c.tool, c.arguments) for c in calls]
             seen.update(keys)
             first = {key: i for i, key in reversed(list(enumerate(keys)))}
             flags += [first[key] == i and seen[key] >= threshold for i, key in enumerate(keys)]
@@ -182,17 +191,19 @@ def test_replay_matches_an_independent_count_of_calls_and_repeats(
             transcript = read_transcript(path)
     else:
         transcript = read_transcript(messages)
-    assert transcript.issues == ()
+    generated = [c for steps in turns for calls in steps for c in calls]
+    assert transcript.errors == ()
+    assert len(transcript.model_errors) == sum(c.bad_args for c in generated)
     assert len(transcript.turns) == len(turns)
     report = replay(transcript, [RepetitionDetector(threshold=threshold, on_repeat="warn")])
-    generated = [c for steps in turns for calls in steps for c in calls]
     outcomes = report.calls
     assert [(o.call.id, o.call.tool, o.call.result) for o in outcomes] == [
         (c.id, c.tool, c.result) for c in generated
     ]
     assert len({o.call.replay_id for o in outcomes}) == len(outcomes)
-    assert all(o.ran and o.offered for o in outcomes)
-    errors = [anthropic and c.error for c in generated]
+    assert [o.ran for o in outcomes] == [not c.bad_args for c in generated]
+    assert all(o.offered for o in outcomes)
+    errors = [c.bad_args or (anthropic and c.error) for c in generated]
     warned = warned_by_count(model_steps(turns, anthropic), threshold)
     assert [o.verdict == "failed" for o in outcomes] == errors
     assert [any(d.action == "warned" for d in o.decisions) for o in outcomes] == warned
