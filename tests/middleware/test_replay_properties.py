@@ -2,11 +2,11 @@
 
 Random conversations (turns of steps of one to three calls, a few tools and argument values so
 repeats happen, results answered in any order, some missing, some recorded as errors, some with
-arguments the model cut off) are written
-as OpenAI chat-completions or Anthropic messages, as data or as a JSON Lines file, and replayed.
-The report must list every generated call once, in order, under its own id and recorded result;
-a recorded error or bad arguments must be the only ways a call fails; and with ``RepetitionDetector(on_repeat=
-"warn")`` the warned calls must be exactly those the test counts as repeats on its own.
+arguments the model cut off) are written as OpenAI chat-completions or Anthropic messages, as
+data or as a JSON Lines file, and replayed. The report must list every generated call once, in
+order, under its own id and recorded result; a recorded error or bad arguments must be the only
+ways a call fails; and with ``RepetitionDetector(on_repeat="warn")`` the warned calls must be
+exactly those the test counts as repeats on its own.
 """
 
 from __future__ import annotations
