@@ -15,112 +15,32 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
+from ._drafts import (
+    LOG_ENTRY_TYPES,
+    NEAR_ROLES,
+    Assistant,
+    CallDraft,
+    TurnDraft,
+    content_text,
+    hosted,
+    kind_of,
+    take,
+)
 from ._json import Record
 from ._types import (
     E_ARGS,
     E_MESSAGE,
     E_RESULT,
     N_SKIPPED,
-    RecordedCall,
     RecordedStep,
     RecordedTurn,
     TranscriptFormat,
     TranscriptIssue,
 )
 
-__all__ = ["TurnBuilder", "content_text"]
-
-_NEAR_ROLES: Final = {
-    "human": "user",
-    "ai": "assistant",
-    "model": "assistant",
-    "bot": "assistant",
-    "function_call": "assistant",
-    "tool_result": "tool",
-}
-"""Roles other frameworks use, and the role loopware expects instead."""
-_LOG_ENTRY_TYPES: Final = frozenset(
-    {"summary", "system", "file-history-snapshot", "queue-operation", "progress", "result"}
-)
-"""Coding-agent log entries that are not messages (skipped with a note)."""
-
-
-def content_text(content: object) -> str | None:
-    """The text of a content value: a string, or a list of text parts/blocks."""
-    if content is None:
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                if isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif isinstance(part.get("refusal"), str):
-                    parts.append(part["refusal"])
-                elif part.get("type") in ("image", "image_url", "input_image"):
-                    parts.append("[image]")
-        return "\n".join(parts)
-    return None
-
-
-@dataclass(slots=True)
-class _CallDraft:
-    index: int
-    turn: int
-    message_index: int
-    line: int | None
-    id: str
-    replay_id: str
-    tool: str
-    arguments: str
-    args_valid: bool
-    result: str | None = None
-    result_is_error: bool = False
-
-    def freeze(self) -> RecordedCall:
-        return RecordedCall(
-            index=self.index,
-            turn=self.turn,
-            message_index=self.message_index,
-            line=self.line,
-            id=self.id,
-            tool=self.tool,
-            arguments=self.arguments,
-            args_valid=self.args_valid,
-            result=self.result,
-            result_is_error=self.result_is_error,
-            replay_id=self.replay_id,
-        )
-
-
-@dataclass(slots=True)
-class _TurnDraft:
-    index: int
-    input: str
-    message_index: int | None
-    steps: list[tuple[str | None, list[_CallDraft]]] = field(default_factory=list)
-    answer: str | None = None
-    answered: bool = False
-
-
-@dataclass(slots=True)
-class _Assistant:
-    """The assistant message being assembled from consecutive assistant entries."""
-
-    turn: _TurnDraft
-    texts: list[str] = field(default_factory=list)
-    calls: list[_CallDraft] = field(default_factory=list)
-    attempted: bool = False
-    """True once a tool call was proposed (even an unreadable one)."""
-    said: bool = False
-    """True once an assistant message entry was added (not only reasoning or hosted items)."""
+__all__ = ["TurnBuilder"]
 
 
 class TurnBuilder:
@@ -143,15 +63,15 @@ class TurnBuilder:
         """Start with no turns; ``system`` is a raw top-level system value, if any."""
         self.issues = issues
         self.system = content_text(system)
-        self.turns: list[_TurnDraft] = []
+        self.turns: list[TurnDraft] = []
         self.calls = 0
-        self.pending: dict[str, deque[_CallDraft]] = {}
+        self.pending: dict[str, deque[CallDraft]] = {}
         """Recorded id -> its calls still waiting for a result, oldest first."""
         self.answered: set[str] = set()
         self.skipped: set[str] = set()
         """Ids of hosted-tool items that are not replayed (their outputs are skipped too)."""
         self.used_ids: set[str] = set()
-        self.current: _Assistant | None = None
+        self.current: Assistant | None = None
         self.kinds: set[TranscriptFormat] = set()
 
     @property
@@ -171,7 +91,7 @@ class TurnBuilder:
         msg = record.value
         if not isinstance(msg, dict):
             self.flush()
-            self.issue(E_MESSAGE, record, f"a message must be a JSON object, not {_kind(msg)}")
+            self.issue(E_MESSAGE, record, f"a message must be a JSON object, not {kind_of(msg)}")
             return
         inner = msg.get("message")
         if "role" not in msg and isinstance(inner, dict) and "role" in inner:
@@ -188,7 +108,7 @@ class TurnBuilder:
                 self._function_call_item(record, msg)
             else:
                 self._part()  # reasoning opens the response its calls and text belong to
-        elif role is None and isinstance(kind, str) and _hosted(kind) and kind.endswith("_call"):
+        elif role is None and isinstance(kind, str) and hosted(kind) and kind.endswith("_call"):
             self._part()  # a hosted tool's call is part of the model's response
             self._item_type(record, msg, kind)
         else:
@@ -225,11 +145,11 @@ class TurnBuilder:
                 f'a message needs a "role" (or a Responses API "type"){hint}; keys: '
                 + ", ".join(sorted(str(k) for k in msg)[:8]),
             )
-        elif isinstance(role, str) and role in _NEAR_ROLES:
+        elif isinstance(role, str) and role in NEAR_ROLES:
             self.issue(
                 E_MESSAGE,
                 record,
-                f"unknown message role {role!r}: did you mean {_NEAR_ROLES[role]!r}? (loopware "
+                f"unknown message role {role!r}: did you mean {NEAR_ROLES[role]!r}? (loopware "
                 "reads OpenAI and Anthropic roles: system, developer, user, assistant, tool)",
             )
         else:
@@ -237,7 +157,7 @@ class TurnBuilder:
 
     def _item_type(self, record: Record, msg: dict[str, Any], kind: str) -> None:
         """A Responses API (or log) item that is neither a message nor a function call."""
-        if _hosted(kind):
+        if hosted(kind):
             self.kinds.add("openai-responses")
             call_id = msg.get("call_id") or msg.get("id")
             if isinstance(call_id, str):
@@ -247,7 +167,7 @@ class TurnBuilder:
                 record,
                 f"a {kind!r} item is not replayed (replay covers function tools only)",
             )
-        elif kind in _LOG_ENTRY_TYPES:
+        elif kind in LOG_ENTRY_TYPES:
             self.issue(N_SKIPPED, record, f"a {kind!r} log entry is not a message: skipped")
         else:
             self.issue(
@@ -257,15 +177,15 @@ class TurnBuilder:
                 "API message, function_call, function_call_output or reasoning item)",
             )
 
-    def _turn(self) -> _TurnDraft:
+    def _turn(self) -> TurnDraft:
         if not self.turns or self.turns[-1].answered:
-            self.turns.append(_TurnDraft(len(self.turns), "", None))
+            self.turns.append(TurnDraft(len(self.turns), "", None))
         return self.turns[-1]
 
-    def _part(self) -> _Assistant:
+    def _part(self) -> Assistant:
         current = self.current
         if current is None:
-            current = self.current = _Assistant(self._turn())
+            current = self.current = Assistant(self._turn())
         return current
 
     def flush(self) -> None:
@@ -294,7 +214,7 @@ class TurnBuilder:
         if text is None:
             self.issue(E_MESSAGE, record, "user content must be a string or a list of parts")
             text = ""
-        self.turns.append(_TurnDraft(len(self.turns), text, record.index))
+        self.turns.append(TurnDraft(len(self.turns), text, record.index))
 
     def _assistant(self, record: Record, msg: dict[str, Any]) -> None:
         content = msg.get("content")
@@ -336,7 +256,7 @@ class TurnBuilder:
             part.texts.append(text)
 
     def _new_call(
-        self, record: Record, part: _Assistant, call_id: object, tool: str, args: str, ok: bool
+        self, record: Record, part: Assistant, call_id: object, tool: str, args: str, ok: bool
     ) -> None:
         if not isinstance(call_id, str) or not call_id:
             call_id = f"call_m{record.index}_{self.calls}"
@@ -344,7 +264,7 @@ class TurnBuilder:
         if replay_id in self.used_ids:  # providers reuse ids: replay each call under its own
             replay_id = f"{call_id}~{self.calls}"
         self.used_ids.add(replay_id)
-        draft = _CallDraft(
+        draft = CallDraft(
             self.calls,
             part.turn.index,
             record.index,
@@ -359,7 +279,7 @@ class TurnBuilder:
         part.calls.append(draft)
         self.pending.setdefault(call_id, deque()).append(draft)
 
-    def _openai_call(self, record: Record, part: _Assistant, k: int, raw: object) -> None:
+    def _openai_call(self, record: Record, part: Assistant, k: int, raw: object) -> None:
         where = f"tool_calls[{k}]"
         fn = raw.get("function") if isinstance(raw, dict) else None
         if not isinstance(raw, dict) or not isinstance(fn, dict):
@@ -383,7 +303,7 @@ class TurnBuilder:
     def _named_call(
         self,
         record: Record,
-        part: _Assistant,
+        part: Assistant,
         where: str,
         call_id: object,
         name: object,
@@ -403,7 +323,7 @@ class TurnBuilder:
         self._new_call(record, part, call_id, name, arguments, ok)
 
     def _anthropic_call(
-        self, record: Record, part: _Assistant, k: int, block: dict[str, Any]
+        self, record: Record, part: Assistant, k: int, block: dict[str, Any]
     ) -> None:
         where = f"content[{k}]"
         name = block.get("name")
@@ -421,7 +341,7 @@ class TurnBuilder:
                 self.issue(
                     E_ARGS,
                     record,
-                    f"{where} ({name}): input must be a JSON object, not {_kind(raw_input)}",
+                    f"{where} ({name}): input must be a JSON object, not {kind_of(raw_input)}",
                 )
         self._new_call(record, part, block.get("id"), name, arguments, ok)
 
@@ -443,7 +363,7 @@ class TurnBuilder:
             return False
         if not isinstance(value, dict):
             self.issue(
-                E_ARGS, record, f"{where}: arguments must be a JSON object, not {_kind(value)}"
+                E_ARGS, record, f"{where}: arguments must be a JSON object, not {kind_of(value)}"
             )
             return False
         return True
@@ -484,7 +404,7 @@ class TurnBuilder:
             what = "was already answered" if call_id in self.answered else "is unknown"
             self.issue(E_RESULT, record, f"tool result for call id {call_id!r}, which {what}")
             return
-        draft = _take(waiting)
+        draft = take(waiting)
         if not waiting:
             del self.pending[call_id]
             self.answered.add(call_id)
@@ -507,36 +427,3 @@ class TurnBuilder:
             )
             for t in self.turns
         )
-
-
-def _hosted(kind: str) -> bool:
-    """A Responses API item of a hosted (built-in) tool: web search, computer use, MCP..."""
-    return kind.endswith(("_call", "_call_output")) or kind.startswith("mcp_")
-
-
-def _take(waiting: deque[_CallDraft]) -> _CallDraft:
-    """The call a result with this id answers: the first such call of the latest message.
-
-    Providers reuse ids across turns; within one message, results come in order.
-    """
-    latest = waiting[-1].message_index
-    i = len(waiting) - 1
-    while i > 0 and waiting[i - 1].message_index == latest:
-        i -= 1
-    draft = waiting[i]
-    del waiting[i]
-    return draft
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
