@@ -2,15 +2,15 @@
 
 Run from the repository root::
 
-    python -m bench.replay_scale            # 1k, 10k and 100k calls (a minute or two)
+    python -m bench.replay_scale            # 1k, 10k and 100k calls, two shapes (minutes)
     python -m bench.replay_scale --quick    # 200 and 2,000 calls, for a smoke test
 
 What is measured
 ----------------
-* A synthetic OpenAI chat-completions transcript written as JSON Lines: turns of
-  ``--per-turn`` calls (default 100; ``--per-turn 0`` puts every call in one turn, the shape
-  that used to be quadratic), one call per assistant message, each answered by a tool message;
-  arguments cycle through 50 values so repeats occur, three tools.
+* A synthetic OpenAI chat-completions transcript written as JSON Lines, in two shapes: every
+  call in one turn (the shape that used to be quadratic in the replay itself) and turns of 100
+  calls (``--per-turn N`` picks shapes); one call per assistant message, each answered by a tool
+  message; arguments cycle through 50 values so repeats occur, three tools.
 * ``loopware replay`` as a user runs it, through the Python API: `read_transcript` streams the
   file, `replay` runs it through ``RepetitionDetector(threshold=3, window=6)`` and
   ``ToolCallLimit(total=1000)``, and the report is rendered as JSON piece by piece
@@ -118,38 +118,25 @@ def measure(calls: int, per_turn: int, folder: Path) -> dict[str, Any]:
     return figures
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; return 0 when the cost is linear and 100k calls fit in 1 GB."""
-    parser = argparse.ArgumentParser(prog="python -m bench.replay_scale")
-    parser.add_argument("--quick", action="store_true", help="200 and 2,000 calls only")
-    parser.add_argument("--per-turn", type=int, default=100, help="calls per turn (0: one turn)")
-    parser.add_argument("--sizes", type=int, nargs="*", default=None, help="call counts")
-    parser.add_argument("--one", metavar="PATH", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.one:
-        print(json.dumps(run_one(Path(args.one))))
-        return 0
-    sizes = args.sizes or ([200, 2_000] if args.quick else [1_000, 10_000, 100_000])
-    print(
-        f"replay scale: Python {platform.python_version()}, {platform.machine()}, "
-        f"{args.per_turn or 'all'} calls per turn"
-    )
+def run_shape(sizes: list[int], per_turn: int, folder: Path) -> bool:
+    """Measure one transcript shape at every size; print the table; True when linear."""
+    shape = "every call in one turn" if per_turn == 0 else f"{per_turn} calls per turn"
+    print(f"\n{shape}")
     print(
         f"{'calls':>8} {'turns':>6} {'calls/s':>9} {'calls/cpu-s':>12} {'wall s':>8} "
         f"{'cpu s':>7} {'peak MB':>8}"
     )
     rows = []
-    with tempfile.TemporaryDirectory(prefix="loopware-bench-") as folder:
-        for calls in sizes:
-            row = measure(calls, args.per_turn, Path(folder))
-            rows.append(row)
-            wall = row["read_s"] + row["replay_s"] + row["json_s"]
-            print(
-                f"{row['calls']:>8} {row['turns']:>6} {row['calls_per_s']:>9.0f} "
-                f"{row['calls_per_cpu_s']:>12.0f} {wall:>8.2f} {row['cpu_s']:>7.2f} "
-                f"{row['peak_mb']:>8.0f}",
-                flush=True,
-            )
+    for calls in sizes:
+        row = measure(calls, per_turn, folder)
+        rows.append(row)
+        wall = row["read_s"] + row["replay_s"] + row["json_s"]
+        print(
+            f"{row['calls']:>8} {row['turns']:>6} {row['calls_per_s']:>9.0f} "
+            f"{row['calls_per_cpu_s']:>12.0f} {wall:>8.2f} {row['cpu_s']:>7.2f} "
+            f"{row['peak_mb']:>8.0f}",
+            flush=True,
+        )
     first, last = rows[0], rows[-1]
     ratio = last["calls_per_cpu_s"] / first["calls_per_cpu_s"]
     rate_kept = ratio >= 0.5
@@ -159,7 +146,32 @@ def main(argv: list[str] | None = None) -> int:
         f"{first['calls']} ({'linear' if rate_kept else 'NOT linear'}); "
         f"peak {last['peak_mb']:.0f} MB{'' if under else ' (over 1 GB)'}"
     )
-    return 0 if rate_kept and under else 1
+    return rate_kept and under
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; return 0 when every shape is linear and 100k calls fit in 1 GB."""
+    parser = argparse.ArgumentParser(prog="python -m bench.replay_scale")
+    parser.add_argument("--quick", action="store_true", help="200 and 2,000 calls only")
+    parser.add_argument(
+        "--per-turn",
+        type=int,
+        action="append",
+        default=None,
+        help="calls per turn, 0 for one turn (repeatable; default: 0 and 100)",
+    )
+    parser.add_argument("--sizes", type=int, nargs="*", default=None, help="call counts")
+    parser.add_argument("--one", metavar="PATH", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(Path(args.one))))
+        return 0
+    sizes = args.sizes or ([200, 2_000] if args.quick else [1_000, 10_000, 100_000])
+    shapes = args.per_turn or [0, 100]
+    print(f"replay scale: Python {platform.python_version()}, {platform.machine()}")
+    with tempfile.TemporaryDirectory(prefix="loopware-bench-") as folder:
+        linear = [run_shape(sizes, per_turn, Path(folder)) for per_turn in shapes]
+    return 0 if all(linear) else 1
 
 
 if __name__ == "__main__":
