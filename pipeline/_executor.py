@@ -97,7 +97,7 @@ class ToolLoopExecutor:
             ctx.system_prompt,
             ctx.messages,  # views of the history, not copies (pipeline/_history.py)
             ctx.tool_calls,
-            tuple(t.definition for t in tools.visible()),
+            tools.definitions(),
             turn_id=ctx.turn_id,
             registry=tools,
             on_text_delta=_streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,

@@ -34,7 +34,6 @@ from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
 from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
-from ._stash import hand_over
 from ._turn_state import uncancellable
 from .models._seam import Message
 from .stores._store import TurnRecord
@@ -350,7 +349,7 @@ class Turn:
             tool_calls=tuple(state.calls),
             errors=tuple(state.errors),
             iterations=state.iterations,
-            stash=hand_over(state.stash),  # no copy: the stash is read-only from now on
+            stash=state.stash.finish(),  # no copy: the stash is read-only from now on
             started_at=started_at,
             ended_at=ended_at,
             abort_reason=state.abort_reason if status == "aborted" else None,
