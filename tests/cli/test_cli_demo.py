@@ -84,9 +84,13 @@ class FakeTerminal(io.StringIO):
 
 
 @pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run in a fresh working directory (the demo must leave nothing in it)."""
+def _in_tmp(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run in a fresh working directory (the demo must leave nothing in it), with temporary
+    files in a folder of their own (cleaned up with the test's)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("system-tmp")))
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("TERM", raising=False)
 
