@@ -260,9 +260,9 @@ class Connection:
         from mcp_types import CONNECTION_CLOSED
 
         link = self._link
-        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED and link is not None:
-            if link.usable:
-                return False
+        alive = link is not None and link.usable
+        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED and alive:
+            return False
         if link is not None:
             link.dead = True
             link.closing.set()

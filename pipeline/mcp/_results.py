@@ -16,7 +16,7 @@ import binascii
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import Media, MediaKind, TrustTier
+from ..artifacts import Media, MediaKind, ModalityHazard, TrustTier
 from ..errors import InvalidMediaError
 from ._errors import MCPServerError, MCPToolError
 
@@ -41,7 +41,9 @@ def _media(
     if not data:
         return None
     kind, mime = _kind(kind_mime or "application/octet-stream")
-    hazard = "extractable-instructions" if kind == "document" else "opaque-perceptual"
+    hazard: ModalityHazard = (
+        "extractable-instructions" if kind == "document" else "opaque-perceptual"
+    )
     try:
         return Media(
             kind=kind,
@@ -96,8 +98,10 @@ def to_output(result: Any, tool: str, tier: TrustTier) -> ToolOutput:
             res = block.resource
             uri = str(res.uri)
             mime = res.mime_type or ("text/plain" if hasattr(res, "text") else "")
-            raw = res.text.encode("utf-8") if hasattr(res, "text") else _decode(
-                res.blob, tool, "a resource blob"
+            raw = (
+                res.text.encode("utf-8")
+                if hasattr(res, "text")
+                else _decode(res.blob, tool, "a resource blob")
             )
             label = uri.rstrip("/").rsplit("/", 1)[-1][:200] or f"{tool}-{n}"
             item = _media(mime, raw, _clean(label) or f"{tool}-{n}", tier, uri or None)

@@ -17,6 +17,7 @@ by ``import pipeline``.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from typing import Any, ClassVar, Final
 
@@ -65,7 +66,8 @@ class MCPArguments(BaseModel):
                     )
                 ],
             )
-        errors = [d for _, e in zip(range(_MAX_ERRORS), _iter(cls, data)) for d in _details(e)]
+        found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)
+        errors = [detail for _, error in found for detail in _details(error)]
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         if cls._defaults:
@@ -131,7 +133,9 @@ def _details(error: Any) -> list[InitErrorDetails]:
             ]
     return [
         InitErrorDetails(
-            type=PydanticCustomError(f"json_schema_{kind}", "{message}", {"message": error.message}),
+            type=PydanticCustomError(
+                f"json_schema_{kind}", "{message}", {"message": error.message}
+            ),
             loc=loc,
             input=_short(instance),
         )
@@ -158,8 +162,9 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
         InvalidToolError: the schema is not a JSON object schema (``type: object``) or is not a
             valid JSON Schema; ``field`` is ``"input_schema"``.
     """
-    from jsonschema import SchemaError
-    from jsonschema.validators import Draft202012Validator, validator_for
+    # jsonschema ships no type stubs (and none are installable here): it is used as Any.
+    jsonschema: Any = importlib.import_module("jsonschema")
+    validators: Any = importlib.import_module("jsonschema.validators")
     from referencing import Registry
 
     if not isinstance(schema, dict):
@@ -171,10 +176,10 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
         described["additionalProperties"] = False
     try:
         json.dumps(described)
-        cls: Any = validator_for(described, default=Draft202012Validator)
+        cls: Any = validators.validator_for(described, default=validators.Draft202012Validator)
         cls.check_schema(described)
         validator = cls(described, registry=Registry())
-    except SchemaError as exc:
+    except jsonschema.SchemaError as exc:
         raise _problem(tool_name, f"is not a valid JSON Schema: {exc.message}") from None
     except (TypeError, ValueError, RecursionError) as exc:
         raise _problem(tool_name, f"cannot be compiled: {exc}") from None

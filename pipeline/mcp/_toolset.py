@@ -111,13 +111,18 @@ class MCPToolset:
         """
         if not isinstance(prefix, str):
             raise InvalidToolError("MCPToolset: prefix must be a string", field="prefix")
-        if allow is not None and (
-            isinstance(allow, str) or not all(isinstance(a, str) for a in allow)
+        given: object = allow  # checked at run time whatever the annotation says
+        if given is not None and (
+            isinstance(given, str)
+            or not isinstance(given, Collection)
+            or not all(isinstance(a, str) for a in given)
         ):
-            raise InvalidToolError(
-                "MCPToolset: allow must be a list of tool names", field="allow"
-            )
-        for field, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            raise InvalidToolError("MCPToolset: allow must be a list of tool names", field="allow")
+        seconds: tuple[tuple[str, object], ...] = (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+        )
+        for field, value in seconds:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
             ):
