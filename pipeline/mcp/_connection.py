@@ -102,12 +102,12 @@ class Connection:
     def _target(self) -> Any:
         if isinstance(self._server, str):
             return self._server
-        from mcp import StdioServerParameters
+        from ._stdio import stdio_transport
 
         command, *args = self._server
         if command == "python":  # the interpreter running loopware, not whatever PATH finds
             command = sys.executable
-        return StdioServerParameters(command=command, args=args, env=self._env, cwd=self._cwd)
+        return stdio_transport([command, *args], env=self._env, cwd=self._cwd)
 
     async def client(self) -> Any:
         """The open client, opening (or reopening) it first when needed.
