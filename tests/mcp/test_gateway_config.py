@@ -80,7 +80,7 @@ UP = '[[upstream]]\ncommand = ["x"]\n'
         (UP + "[limits]\nper_tool = { a = true }\n", "limits.per_tool.a"),
         (UP + '[approval]\ntools = ["a"]\n', "exactly one of command, webhook"),
         (
-            UPSTREAM + '[approval]\ntools = ["a"]\nprompt = true\nwebhook = "http://x"\n',
+            UP + '[approval]\ntools = ["a"]\nprompt = true\nwebhook = "http://x"\n',
             "exactly one",
         ),
         (UP + "[audit]\npath = 3\n", "audit.path"),
