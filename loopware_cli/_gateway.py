@@ -23,7 +23,7 @@ import contextvars
 import logging
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from middleware import (
     ApprovalGate,
@@ -33,7 +33,7 @@ from middleware import (
     ToolPolicy,
 )
 from middleware.audit import AuditSink, JsonlAuditSink, SqliteAuditSink
-from pipeline import DispatchContext, Tool, ToolCall, TurnHandle, TurnRunner
+from pipeline import DispatchContext, Tool, ToolCall, TurnRunner
 from pipeline.mcp import MCPToolset
 
 from ._gateway_approval import build_approver
@@ -64,13 +64,13 @@ class _Call:
 class _Session:
     """One client's conversation: a queue of calls and the turn that runs them."""
 
-    __slots__ = ("_handle", "_queue", "gateway", "key")
+    __slots__ = ("_queue", "_turn", "gateway", "key")
 
     def __init__(self, gateway: Gateway, key: str) -> None:
         self.gateway = gateway
         self.key = key
         self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
-        self._handle: TurnHandle | None = None
+        self._turn: asyncio.Future[Any] | None = None
 
     async def executor(self, ctx: DispatchContext) -> None:
         """Run the next call of this client (one per iteration); ack when the client is gone."""
@@ -102,14 +102,13 @@ class _Session:
         """Run one call through the policies (and upstream, when allowed)."""
         call = _Call(name, args)
         for _ in range(3):
-            handle = self._handle
-            if handle is None or handle.done():
+            turn = self._turn
+            if turn is None or turn.done():
                 handle = self.gateway.runner(self).start(
                     f"MCP gateway session {self.key}", conversation_id=self.key
                 )
-                self._handle = handle
+                turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
             await self._queue.put(call)
-            turn: asyncio.Future[Any] = asyncio.ensure_future(handle)
             done: asyncio.Future[Any] = call.done
             await asyncio.wait({done, turn}, return_when=asyncio.FIRST_COMPLETED)
             if call.done.done():
@@ -124,11 +123,11 @@ class _Session:
 
     async def close(self) -> None:
         """End this client's turn."""
-        handle = self._handle
-        if handle is not None and not handle.done():
+        turn = self._turn
+        if turn is not None and not turn.done():
             await self._queue.put(_STOP)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.ensure_future(handle), 10)
+                await asyncio.wait_for(turn, 10)
 
 
 def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
@@ -175,7 +174,14 @@ class Gateway:
         if config.audit is not None:
             suffix = config.audit.suffix.lower()
             sqlite = suffix in (".sqlite", ".sqlite3", ".db")
-            self._sink = SqliteAuditSink(config.audit) if sqlite else JsonlAuditSink(config.audit)
+            sync: Literal["full", "normal"] = (
+                "normal" if config.audit_synchronous == "normal" else "full"
+            )
+            self._sink = (
+                SqliteAuditSink(config.audit, synchronous=sync)
+                if sqlite
+                else JsonlAuditSink(config.audit, synchronous=sync)
+            )
             stack.append(AuditLog(self._sink))
         self._middleware: tuple[object, ...] = tuple(stack)
         self._sessions: dict[str, _Session] = {}

@@ -29,6 +29,7 @@
 
     [audit]
     path = "gateway-audit.jsonl"   # .sqlite or .db: SqliteAuditSink, else JsonlAuditSink
+    synchronous = "full"           # or "normal": rows survive a process kill, not power loss
 
 A bad file raises `GatewayConfigError` naming the key.
 """
@@ -103,6 +104,8 @@ class GatewayConfig:
     """`ApprovalGate` settings (None: no gate)."""
     audit: Path | None = None
     """The audit file (None: no audit log)."""
+    audit_synchronous: str = "full"
+    """The audit sink's durability: ``"full"`` (fsync every append) or ``"normal"``."""
     session_idle_timeout: float = 3600.0
     """Seconds an HTTP client may stay silent before its conversation's turn ends."""
 
@@ -235,6 +238,9 @@ def load_config(path: str | Path) -> GatewayConfig:
     audit_path = audit.get("path")
     if audit_path is not None and not isinstance(audit_path, str):
         raise _bad("audit.path", "must be a string")
+    synchronous = audit.get("synchronous", "full")
+    if synchronous not in ("full", "normal"):
+        raise _bad("audit.synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
     threshold = repetition.get("threshold")
     return GatewayConfig(
         upstreams=upstreams,
@@ -245,6 +251,7 @@ def load_config(path: str | Path) -> GatewayConfig:
         repetition=_count("repetition.threshold", threshold) if threshold is not None else None,
         approval=_approval(data["approval"]) if "approval" in data else None,
         audit=(base / audit_path) if audit_path is not None else None,
+        audit_synchronous=synchronous,
         session_idle_timeout=_seconds(
             "gateway.session_idle_timeout", gateway.get("session_idle_timeout", 3600.0)
         ),
