@@ -201,3 +201,4 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
 
 
 MCPArguments.__module__ = "pipeline.mcp"
+schema_model.__module__ = "pipeline.mcp"
