@@ -67,14 +67,14 @@ def _webhook(url: str, timeout: float) -> Callable[[Gate[Any]], Awaitable[bool]]
     return approve_by_webhook
 
 
-def _ask(question: str) -> bool:
-    with open("/dev/tty", "r+", encoding="utf-8") as tty:
-        tty.write(question)
-        tty.flush()
-        return tty.readline().strip().lower() in ("y", "yes")
+def _ask(question: str, terminal: str) -> bool:
+    with open(terminal, "rb+", buffering=0) as tty:  # unbuffered: a terminal is not seekable
+        tty.write(question.encode("utf-8"))
+        answer = tty.readline(1024).decode("utf-8", "replace")
+    return answer.strip().lower() in ("y", "yes")
 
 
-def _prompt() -> Callable[[Gate[Any]], Awaitable[bool]]:
+def _prompt(terminal: str) -> Callable[[Gate[Any]], Awaitable[bool]]:
     lock = asyncio.Lock()  # one question on the terminal at a time
 
     async def approve_on_terminal(gate: Gate[Any]) -> bool:
@@ -84,15 +84,21 @@ def _prompt() -> Callable[[Gate[Any]], Awaitable[bool]]:
             f"{json.dumps(payload.get('args'), default=str)[:500]}? [y/N] "
         )
         async with lock:
-            return await asyncio.to_thread(_ask, question)
+            return await asyncio.to_thread(_ask, question, terminal)
 
     return approve_on_terminal
 
 
-def build_approver(config: ApprovalConfig) -> Callable[[Gate[Any]], Awaitable[bool]]:
-    """The approver the configuration names (exactly one way is configured)."""
+def build_approver(
+    config: ApprovalConfig, terminal: str = "/dev/tty"
+) -> Callable[[Gate[Any]], Awaitable[bool]]:
+    """The approver the configuration names (exactly one way is configured).
+
+    ``terminal`` is where the prompt approver asks (the controlling terminal by default: on
+    stdio, standard input and output carry MCP).
+    """
     if config.command is not None:
         return _command(config.command)
     if config.webhook is not None:
         return _webhook(config.webhook, config.timeout)
-    return _prompt()
+    return _prompt(terminal)
