@@ -33,7 +33,7 @@ from middleware import (
     ToolPolicy,
 )
 from middleware.audit import AuditSink, JsonlAuditSink, SqliteAuditSink
-from pipeline import DispatchContext, Tool, ToolCall, TurnRunner
+from pipeline import DispatchContext, MemoryStore, Tool, ToolCall, TurnRunner
 from pipeline.mcp import MCPToolset
 
 from ._gateway_approval import build_approver
@@ -64,13 +64,14 @@ class _Call:
 class _Session:
     """One client's conversation: a queue of calls and the turn that runs them."""
 
-    __slots__ = ("_queue", "_turn", "gateway", "key")
+    __slots__ = ("_queue", "_runner", "_turn", "gateway", "key")
 
     def __init__(self, gateway: Gateway, key: str) -> None:
         self.gateway = gateway
         self.key = key
         self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
         self._turn: asyncio.Future[Any] | None = None
+        self._runner: TurnRunner | None = None
 
     async def executor(self, ctx: DispatchContext) -> None:
         """Run the next call of this client (one per iteration); ack when the client is gone."""
@@ -104,7 +105,9 @@ class _Session:
         for _ in range(3):
             turn = self._turn
             if turn is None or turn.done():
-                handle = self.gateway.runner(self).start(
+                if self._runner is None:
+                    self._runner = self.gateway.runner(self)
+                handle = self._runner.start(
                     f"MCP gateway session {self.key}", conversation_id=self.key
                 )
                 turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
@@ -140,7 +143,7 @@ def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
 class Gateway:
     """The upstream toolsets, the middleware stack and one session per client."""
 
-    __slots__ = ("_middleware", "_sessions", "_sink", "_tools", "config", "toolsets")
+    __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
 
     def __init__(self, config: GatewayConfig) -> None:
         """Build the toolsets and the middleware; nothing connects until `start`."""
@@ -185,6 +188,7 @@ class Gateway:
             stack.append(AuditLog(self._sink))
         self._middleware: tuple[object, ...] = tuple(stack)
         self._sessions: dict[str, _Session] = {}
+        self._store = MemoryStore()  # one store: a session's later turns see its earlier calls
         self._tools: tuple[Tool[Any], ...] = ()
 
     async def start(self) -> None:
@@ -216,6 +220,7 @@ class Gateway:
             executor=session.executor,
             tools=self._tools,
             middleware=self._middleware,
+            store=self._store,
             max_iterations=None,
         )
 

@@ -251,3 +251,39 @@ async def test_a_streamable_http_server_works_like_a_stdio_one(
     assert hang.is_error
     assert "E_MCP_TIMEOUT" in text_of(hang)
     assert [c["tool"] for c in logged(call_log)] == ["echo", "hang"]
+
+
+async def test_an_http_server_that_goes_away_is_a_clear_error_not_a_hang(
+    call_log: Path,
+) -> None:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, FIXTURE, "--http", str(port), "--log", str(call_log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        async with MCPToolset(f"http://127.0.0.1:{port}/mcp", timeout=30) as tools:
+            process.kill()
+            process.wait()
+            started = time.monotonic()
+            result = await runner(
+                scripted([("a", "echo", '{"text": "x"}')], [("b", "echo", '{"text": "y"}')]), tools
+            ).run("go")
+            elapsed = time.monotonic() - started
+    finally:
+        process.kill()
+        process.wait()
+    first, second = result.tool_calls
+    assert first.is_error
+    assert "E_MCP_SERVER" in text_of(first)
+    assert second.is_error
+    assert "E_MCP_SERVER" in text_of(second)
+    assert elapsed < 25  # refused connections fail fast, well before the 30 s call timeout
