@@ -97,8 +97,12 @@ async def serve(config_path: str, http: str | None) -> int:
         if http is None:
             from mcp.server.stdio import stdio_server
 
+            from ._gateway_stdio import pipe_streams
+
             server = build_server(gateway, "stdio")
-            async with stdio_server() as (read, write):
+            pipes = await pipe_streams()
+            streams: Any = pipes if pipes is not None else (None, None)
+            async with stdio_server(*streams) as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         else:
             import uvicorn
