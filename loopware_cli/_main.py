@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipelines.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
     pipelines.add_argument("--json", action="store_true", help="print the stages as JSON")
+    from ._gateway_server import add_gateway_command  # issue 16: the MCP gateway
+
+    add_gateway_command(sub)
     return parser
 
 
