@@ -266,8 +266,31 @@ def _preview(artifact: SpooledArtifact) -> list[str]:
     ]
 
 
-def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, queryable: bool) -> str:
-    key = tool if queryable else tool + "\x00part"
+def _offered(artifact: SpooledArtifact, registry: _ToolLookup) -> str:
+    """Return the query tools for ``artifact`` the turn's registry offers, comma-separated.
+
+    A tool counts when the registry has it visible (``get_visible`` where the registry has it,
+    else ``get``) and, for an `ArtifactTool`, it reads this artifact's class: a policy that
+    removed or hid ``artifact_cat`` must not see it advertised.
+    """
+    lookup = getattr(registry, "get_visible", None)
+    if not callable(lookup):
+        lookup = registry.get
+    names: list[str] = []
+    for method in type(artifact).all_tool_methods():
+        tool = lookup(method.name)
+        if tool is None:
+            continue
+        queries = getattr(tool, "queries", None)
+        if isinstance(queries, type) and not isinstance(artifact, queries):
+            continue
+        names.append(method.name)
+    return ", ".join(names)
+
+
+def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, names: str | None) -> str:
+    """``names``: the query tools offered (None: a part of a multi-part result)."""
+    key = tool + "\x00part" if names is None else f"{tool}\x00{names}"
     cached = _handles.get(artifact)
     if cached is not None and cached[0] == call_id and cached[1] == key:
         return cached[2]
@@ -277,11 +300,12 @@ def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, queryable: 
         f"{cls.__name__}, {_count(artifact.byte_length(), 'byte')}, "
         f"{_count(artifact.line_count(), 'line')}.",
     ]
-    if queryable:
-        names = ", ".join(method.name for method in cls.all_tool_methods())
+    if names is None:
+        lines.append("It is one part of a multi-part result, which query tools cannot address.")
+    elif names:
         lines.append(f"Query it with these tools, passing call_id={json.dumps(call_id)}: {names}")
     else:
-        lines.append("It is one part of a multi-part result, which query tools cannot address.")
+        lines.append("No query tools for it are offered in this turn.")
     preview = _preview(artifact)
     lines.append(f"Preview (first {_count(len(preview), 'line')}):")
     lines.extend(preview)
@@ -304,7 +328,8 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
     """Render ``call`` as the model should read it, in its trust envelope.
 
     ``registry`` is the turn's `ToolRegistry` (anything with ``get(name)``); a tool missing
-    from it counts as untrusted. Error calls render their text, untrusted. A non-inline
+    from it counts as untrusted, and an artifact handle lists only the query tools it offers
+    (visible, reading the artifact's class). Error calls render their text, untrusted. A non-inline
     artifact renders as a handle (always untrusted), an inline one as its full text. Media
     render as one placeholder envelope each, trusted only when first-party, and are returned in
     ``media``.
@@ -320,7 +345,7 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
     if isinstance(results, SpooledArtifact):
         if call.inline:
             return RenderedResult(_text_envelope(registry, tool_name, nonce, results.as_string()))
-        body = _handle_body(results, call.id, tool_name, queryable=True)
+        body = _handle_body(results, call.id, tool_name, _offered(results, registry))
         return RenderedResult(_envelope(False, "artifact-handle", tool_name, nonce, body))
     items = (results,) if isinstance(results, Media) else tuple(results)
     if all(isinstance(item, Media) for item in items):
@@ -344,7 +369,7 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
             parts.append(_text_envelope(registry, tool_name, nonce, item.as_string()))
         else:
             body = f"Part {index} of {len(items)}. " + _handle_body(
-                item, call.id, tool_name, queryable=False
+                item, call.id, tool_name, None
             )
             parts.append(_envelope(False, "artifact-handle", tool_name, nonce, body))
     return RenderedResult("\n".join(parts))
