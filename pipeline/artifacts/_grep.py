@@ -173,9 +173,10 @@ def iter_matches(
     """
     base = first
     for batch in batches:
-        for offset in _batch_matches(pattern, batch, deadline):
-            if monotonic() > deadline:
-                raise TimeoutError
+        offsets = _batch_matches(pattern, batch, deadline)
+        if monotonic() > deadline:
+            raise TimeoutError
+        for offset in offsets:
             yield base + offset, batch[offset]
         base += len(batch)
     if monotonic() > deadline:
@@ -216,6 +217,8 @@ def _fast_offsets(
 ) -> list[int]:
     """Run `re` over ``batch[offsets]`` in runs of bounded work, checking the deadline."""
     run = max(1, _STEP_BUDGET // max(per_line, 1))
+    if isinstance(offsets, range) and len(offsets) == len(batch) and run >= len(batch):
+        return list(compress(offsets, map(search, batch)))  # the whole batch in one run
     found: list[int] = []
     whole = isinstance(offsets, range) and len(offsets) == len(batch)
     for start in range(0, len(offsets), run):
