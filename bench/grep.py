@@ -1,4 +1,4 @@
-"""Grep over a large file-backed artifact: `SpooledArtifact.grep` against stdlib ``re`` and ``grep -c``.
+"""Grep over a large file-backed artifact: `SpooledArtifact.grep`, stdlib ``re``, ``grep -c``.
 
 Run::
 
@@ -30,9 +30,9 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from itertools import compress
 from time import monotonic
+from typing import Any
 
 import pipeline.artifacts._grep as grep_module
 from pipeline import FileSpoolStore, InvalidToolArgsError, SpooledArtifact

@@ -127,7 +127,8 @@ def results_of(report: dict[str, object]) -> dict[str, dict[str, object]]:
 def test_every_tool_was_called_on_a_200_mb_body(report: dict[str, object]) -> None:
     """The body is 200 MB and all 22 query tools (7 base, 7 JSON, 8 Markdown) answered."""
     size = report["size"]
-    assert isinstance(size, int) and size >= SIZE_MB * 1024 * 1024
+    assert isinstance(size, int)
+    assert size >= SIZE_MB * 1024 * 1024
     from pipeline import SpooledJsonArtifact, SpooledMarkdownArtifact
 
     names = {m.name for m in SpooledJsonArtifact.all_tool_methods()}
@@ -147,7 +148,8 @@ def test_no_result_passes_the_cap(report: dict[str, object]) -> None:
     """Every result, error text included, is at most 32 KiB."""
     for name, result in results_of(report).items():
         size = result["bytes"]
-        assert isinstance(size, int) and 0 < size <= 32 * 1024, (name, size)
+        assert isinstance(size, int), name
+        assert 0 < size <= 32 * 1024, (name, size)
 
 
 def test_long_results_say_how_to_read_on(report: dict[str, object]) -> None:

@@ -145,7 +145,7 @@ def test_malformed_content_names_the_line(
 @pytest.mark.parametrize("text", ["", " \n "], ids=["empty", "blank"])
 def test_empty_body_cannot_be_inferred_and_says_so(make: Any, text: str) -> None:
     """An empty body is not JSON of any format: inferring it is an error naming the cause."""
-    with pytest.raises(ToolDownstreamError, match="empty: its JSON format .* cannot be inferred"):
+    with pytest.raises(ToolDownstreamError, match=r"empty: its JSON format .* cannot be inferred"):
         make(text).json_type()
 
 
