@@ -96,8 +96,10 @@ def cap_items(
     """Serialise a list result streamed from ``items`` within ``cap`` bytes.
 
     When every item fits, the text is exactly `default_serialise` of the list. Otherwise the
-    items that fit are serialised the same way and ``more(count_shown)`` gives the note's advice
-    (which offset, start or line to ask for next). At most the shown items are held.
+    items that fit are serialised the same way and ``more(count)`` gives the note's advice
+    (which offset, start or line to ask for next, ``count`` items on); when the first item alone
+    passes the cap it is cut and the advice skips it (``more(1)``). At most the shown items are
+    held.
     """
     budget = content_budget(cap) - 4
     shown: list[Any] = []
@@ -110,7 +112,7 @@ def cap_items(
                 return finish(
                     clip(first, budget),
                     f"[output capped at {cap:,} bytes: the first item alone is {size:,} bytes "
-                    f"and was cut; {more(0)}]",
+                    f"and was cut; {more(1)}]",
                     cap,
                 )
             return finish(

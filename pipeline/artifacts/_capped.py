@@ -105,6 +105,10 @@ def capped_tail(artifact: SpooledArtifact, cap: int, n: int = 10) -> str:
     )
 
 
+def _grep_again(line: int) -> str:
+    return f"continue with artifact_grep(start_line={line}) and the same pattern and flags"
+
+
 def capped_grep(
     artifact: SpooledArtifact,
     cap: int,
@@ -123,22 +127,18 @@ def capped_grep(
         text = f"{index}:{line}"
         size = utf8_len(text) + 1
         if used + size > budget:
-            again = (
-                f"continue with artifact_grep(start_line={index}) and the same pattern and flags"
-            )
             if not shown:
                 return finish(
                     clip(text, budget),
                     f"[output capped at {cap:,} bytes: the matching line {index} alone is "
-                    f"{size - 1:,} bytes and was cut; read it by parts with artifact_cat; "
-                    f"{again.replace(f'={index})', f'={index + 1})')}]",
+                    f"{size - 1:,} bytes and was cut; {_grep_again(index + 1)}]",
                     cap,
                 )
             last = shown[-1].split(":", 1)[0]
             return finish(
                 "\n".join(shown),
                 f"[output capped at {cap:,} bytes: {len(shown):,} matching lines shown, the "
-                f"last on line {last}; {again}]",
+                f"last on line {last}; {_grep_again(index)}]",
                 cap,
             )
         shown.append(text)

@@ -247,3 +247,20 @@ async def test_any_body_any_range_stays_within_the_cap(lines: list[str], start: 
         ("artifact_grep", {"pattern": "."}),
     ):
         await ask(artifact, name, **arguments)
+
+
+async def test_an_item_larger_than_the_cap_is_cut_and_the_advice_moves_past_it(
+    store: Any,
+) -> None:
+    """A single match bigger than the cap is shown in part; the next offset skips it."""
+    records = [{"id": i, "pad": "p" * 5000} for i in range(3)]
+    artifact = SmallJson(store.write("a1", "\n".join(json.dumps(r) for r in records)))
+    body, note = split_note(await ask(artifact, "artifact_json_get", path="$.pad"))
+    assert body.startswith('"ppp')  # the item as JSON, cut
+    assert set(body) == {'"', "p"}
+    assert note is not None
+    assert "the first item alone is" in note
+    assert 'artifact_json_get(path="$.pad", offset=1)' in note
+    body, note = split_note(await ask(artifact, "artifact_json_get", path="$.pad", offset=1))
+    assert note is not None
+    assert 'offset=2)' in note
