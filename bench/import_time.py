@@ -5,13 +5,14 @@ Run::
     python -m bench.import_time            # 15 fresh interpreters
     python -m bench.import_time --quick    # 3, for a smoke test
 
-Each run starts a new ``python`` (the one running this script, with the same ``sys.path``),
-times the import with ``time.perf_counter`` inside it (bytecode cached, as for an installed
-package: a warm-up run writes it under a temporary ``PYTHONPYCACHEPREFIX``, whatever
-``PYTHONDONTWRITEBYTECODE`` says, so the source tree is left as it is), and reports which optional parsers
-(Markdown, YAML, JSONPath, JSON5, ``regex``) the import loaded: none should be, they load on first
-use. The median of the runs is reported next to the time of ``import pydantic, asyncio`` (the
-floor those packages set on the same machine). Target (issue 15): under 0.10 s. For a
+Each run starts a new ``python`` (the one running this script, with the same ``sys.path``)
+and times the import with ``time.perf_counter`` inside it, bytecode cached as for an installed
+package (a warm-up run writes it under a temporary ``PYTHONPYCACHEPREFIX``, whatever
+``PYTHONDONTWRITEBYTECODE`` says, so the source tree is left as it is). It reports which
+optional parsers (Markdown, YAML, JSONPath, JSON5, ``regex``) the import loaded: none should be,
+they load on first use. The median of the runs is reported next to the time of
+``import pydantic, asyncio`` (the floor those packages set on the same machine). Target
+(issue 15): under 0.10 s. For a
 per-module breakdown: ``python -X importtime -c 'import pipeline, middleware'``.
 """
 
