@@ -277,15 +277,31 @@ def _offered(artifact: SpooledArtifact, registry: _ToolLookup) -> str:
     if not callable(lookup):
         lookup = registry.get
     names: list[str] = []
-    for method in type(artifact).all_tool_methods():
-        tool = lookup(method.name)
+    for name in _method_names(type(artifact)):
+        tool = lookup(name)
         if tool is None:
             continue
         queries = getattr(tool, "queries", None)
         if isinstance(queries, type) and not isinstance(artifact, queries):
             continue
-        names.append(method.name)
+        names.append(name)
     return ", ".join(names)
+
+
+_names: weakref.WeakKeyDictionary[type, tuple[object, tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The query tool names of each artifact class, with the ``tool_methods`` they were read from."""
+
+
+def _method_names(cls: type[SpooledArtifact]) -> tuple[str, ...]:
+    declared = cls.tool_methods
+    cached = _names.get(cls)
+    if cached is not None and cached[0] is declared:
+        return cached[1]
+    names = tuple(method.name for method in cls.all_tool_methods())
+    _names[cls] = (declared, names)
+    return names
 
 
 def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, names: str | None) -> str:

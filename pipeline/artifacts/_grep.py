@@ -18,7 +18,7 @@ A search that ends after the deadline returns an error, never results. The `rege
 counts the matching thread's CPU time, not wall time, so on a busy machine a call may end later
 than the deadline by the share of the CPU the thread did not get. The forged ``artifact_grep``
 tool adds a wall-clock limit on top (``ToolMethod.time_limit``), so the model reads an error call
-on time whatever the machine's load. `regex` is imported on the first search that needs it.
+on time whatever the machine's load. `regex` is imported by the first grep, not by the package.
 """
 
 from __future__ import annotations
