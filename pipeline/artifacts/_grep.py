@@ -14,6 +14,12 @@ work, line by line, with the same results:
   match must contain a literal (``ERROR`` in ``ERROR.*(a|b)+``), lines without it are skipped
   at C speed first.
 
+Both engines read the same syntax, but their Unicode tables differ at the edges: the stdlib's
+``\w`` also matches superscript digits and vulgar fractions, its ``\s`` the separators
+``\x1c``-``\x1f``, and `regex`'s ``\d`` knows digits added in newer Unicode versions. For such
+characters a line's match depends on the engine it went to (almost always `re`, the Python
+semantics the tool promises).
+
 A search that ends after the deadline returns an error, never results. The `regex` timeout
 counts the matching thread's CPU time, not wall time, so on a busy machine a call may end later
 than the deadline by the share of the CPU the thread did not get. The forged ``artifact_grep``
