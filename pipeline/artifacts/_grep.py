@@ -1,4 +1,4 @@
-"""Grep over a spooled body: pattern compilation and a search that ends at a real deadline.
+r"""Grep over a spooled body: pattern compilation and a search that ends at a real deadline.
 
 A model writes the pattern, so a search must survive a pattern that backtracks catastrophically
 (``(a|aa)+$``, ``(?:a|a?)+$``) and must still be fast on ordinary ones. Two engines share the
