@@ -54,6 +54,7 @@ stroke), single angle quotation marks and brackets, ornaments, arrowheads. (A te
 every character whose NFKD form holds ``<`` is here.)"""
 
 
+@lru_cache(maxsize=1)
 def _candidates() -> re.Pattern[str]:
     """Match the openers worth a closer look.
 
@@ -71,9 +72,9 @@ def _candidates() -> re.Pattern[str]:
     return re.compile(rf"[{_LESS_THAN}](?!{gap}(?:{first}|{tr}|{un}))")
 
 
-_CANDIDATES = _candidates()
 
 
+@lru_cache(maxsize=1)
 def _ascii_prefix() -> re.Pattern[str]:
     """Match the longest start of a tag in ASCII text, folded the way `_reads_as_tag` folds it."""
     dropped = r"[\x00-\x08\x0e-\x1b\x7f]*"
@@ -93,9 +94,9 @@ def _ascii_prefix() -> re.Pattern[str]:
     return re.compile(rf"[{_LESS_THAN}]{gap}(?:/{gap})?{words}", re.ASCII | re.IGNORECASE)
 
 
-_ASCII_PREFIX = _ascii_prefix()
-"""Decides most candidates at C speed; where it stops at a non-ASCII character (which may
-fold to a letter of the tag), `_reads_as_tag` decides."""
+# Both patterns are compiled on the first body that holds a "<" (or a look-alike), not on import.
+# `_ascii_prefix` decides most candidates at C speed; where it stops at a non-ASCII character
+# (which may fold to a letter of the tag), `_reads_as_tag` decides.
 _LOOKALIKES: dict[str, str] = {
     **dict.fromkeys(_LESS_THAN, "<"),
     **dict.fromkeys("\u2044\u2215\u29f8\u2571\u27cb\u3033\u30ce\u4e3f", "/"),
@@ -155,9 +156,10 @@ def neutralise(body: str) -> str:
         return body
     parts: list[str] = []
     done = 0
-    for match in _CANDIDATES.finditer(body):
+    ascii_prefix = _ascii_prefix().match
+    for match in _candidates().finditer(body):
         start = match.start()
-        prefix = _ASCII_PREFIX.match(body, start)
+        prefix = ascii_prefix(body, start)
         end = start + 1 if prefix is None else prefix.end()
         if prefix is not None and (prefix["trusted"] or prefix["untrusted"]):
             pass  # an ASCII tag
