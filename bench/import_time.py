@@ -2,74 +2,85 @@
 
 Run::
 
-    python -m bench.import_time            # 15 fresh interpreters
-    python -m bench.import_time --quick    # 3, for a smoke test
+    python -m bench.import_time                         # 15 fresh interpreters
+    python -m bench.import_time --quick                 # 3, for a smoke test
+    python -m bench.import_time --against /work/main    # paired with another source tree
 
 Each run starts a new ``python`` (the one running this script, with the same ``sys.path``)
 and times the import with ``time.perf_counter`` inside it, bytecode cached as for an installed
 package (a warm-up run writes it under a temporary ``PYTHONPYCACHEPREFIX``, whatever
 ``PYTHONDONTWRITEBYTECODE`` says, so the source tree is left as it is). It reports which
 optional parsers (Markdown, YAML, JSONPath, JSON5, ``regex``) the import loaded: none should be,
-they load on first use. The median of the runs is reported next to the time of
-``import pydantic, asyncio`` (the floor those packages set on the same machine). Target
-(issue 15): under 0.10 s. For a
+they load on first use. The median of the runs, wall-clock and CPU time
+(``time.process_time``, less sensitive to a busy machine), is reported next to that of
+``import pydantic, asyncio`` (the floor those packages set on the same machine); runs of the
+imports alternate, so load hits them alike. ``--against DIR`` also times the import from
+another source tree (the commit to compare with) in the same alternation and reports the paired
+differences. Target (issue 15): under 0.10 s. For a
 per-module breakdown: ``python -X importtime -c 'import pipeline, middleware'``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 
 TARGET_SECONDS = 0.10
 OPTIONAL = ("markdown_it", "yaml", "jsonpath_ng", "json5", "regex")
 
 _PROBE = """
 import json, sys, time
-started = time.perf_counter()
+wall, cpu = time.perf_counter(), time.process_time()
 import {modules}
-seconds = time.perf_counter() - started
-print(json.dumps({{"seconds": seconds, "loaded": [m for m in {optional!r} if m in sys.modules]}}))
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+loaded = [m for m in {optional!r} if m in sys.modules]
+print(json.dumps({{"wall": wall, "cpu": cpu, "loaded": loaded}}))
 """
 
 
-def run_once(modules: str, pycache: str) -> dict[str, object]:
-    """Import ``modules`` in a fresh interpreter; return its seconds and optional modules."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = pycache
-    code = _PROBE.format(modules=modules, optional=OPTIONAL)
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    ).stdout
-    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return result
+@dataclass
+class Series:
+    """The runs of one import from one source tree."""
 
+    label: str
+    modules: str
+    path: str
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    loaded: set[str] = field(default_factory=set)
 
-def median_seconds(
-    modules: str, runs: int, pycache: str
-) -> tuple[float, list[float], set[str]]:
-    """Return the median, every run's seconds and the optional modules any run loaded.
+    def run(self, pycache: str, record: bool = True) -> None:
+        """Import in a fresh interpreter (bytecode cached under ``pycache``)."""
+        env = dict(os.environ, PYTHONPATH=self.path)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+        code = _PROBE.format(modules=self.modules, optional=OPTIONAL)
+        # Run from the cache directory: ``python -c`` puts the working directory first on
+        # sys.path, which would shadow PYTHONPATH.
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True, text=True, check=True, env=env, cwd=pycache,
+        ).stdout
+        result = json.loads(out.strip().splitlines()[-1])
+        if record:
+            self.wall.append(float(result["wall"]))
+            self.cpu.append(float(result["cpu"]))
+            self.loaded.update(str(name) for name in result["loaded"])
 
-    One warm-up run first writes the bytecode under ``pycache``.
-    """
-    run_once(modules, pycache)
-    seconds: list[float] = []
-    loaded: set[str] = set()
-    for _ in range(runs):
-        result = run_once(modules, pycache)
-        value = result["seconds"]
-        assert isinstance(value, float)
-        seconds.append(value)
-        names = result["loaded"]
-        assert isinstance(names, list)
-        loaded.update(str(name) for name in names)
-    return statistics.median(seconds), seconds, loaded
+    def line(self) -> str:
+        """Medians (and minimums) of the wall-clock and CPU times."""
+        return (
+            f"{self.label:<40} wall median {statistics.median(self.wall):.3f} s "
+            f"(min {min(self.wall):.3f})  CPU median {statistics.median(self.cpu):.3f} s "
+            f"(min {min(self.cpu):.3f})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,17 +88,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="3 runs (smoke test)")
     parser.add_argument("--runs", type=int, default=15, help="fresh interpreters per import")
+    parser.add_argument("--against", default=None, help="another source tree to compare with")
     options = parser.parse_args(argv)
     runs = 3 if options.quick else options.runs
+    # Only the tree that holds ``pipeline`` (as --against gives): a longer PYTHONPATH costs
+    # every import a few more lookups.
+    spec = importlib.util.find_spec("pipeline")
+    assert spec is not None
+    assert spec.origin is not None
+    here = os.path.dirname(os.path.dirname(spec.origin))
 
+    series = [
+        Series("import pydantic, asyncio", "pydantic, asyncio", here),
+        Series("import pipeline, middleware", "pipeline, middleware", here),
+    ]
+    if options.against:
+        series.append(
+            Series(f"  ... from {options.against}", "pipeline, middleware", options.against)
+        )
     with tempfile.TemporaryDirectory(prefix="loopware-pycache-") as pycache:
-        floor, _, _ = median_seconds("pydantic, asyncio", runs, pycache)
-        median, every, loaded = median_seconds("pipeline, middleware", runs, pycache)
-    print(f"import pydantic, asyncio     median {floor:.3f} s ({runs} fresh interpreters)")
-    print(
-        f"import pipeline, middleware  median {median:.3f} s "
-        f"(min {min(every):.3f}, max {max(every):.3f}; target < {TARGET_SECONDS:.2f} s)"
-    )
+        caches = [os.path.join(pycache, str(index)) for index in range(len(series))]
+        for each, cache in zip(series, caches, strict=True):  # warm-up: writes the bytecode
+            os.makedirs(cache)
+            each.run(cache, record=False)
+        for _ in range(runs):
+            for each, cache in zip(series, caches, strict=True):
+                each.run(cache)
+    print(f"{runs} fresh interpreters each, alternating; target < {TARGET_SECONDS:.2f} s")
+    for each in series:
+        print(each.line())
+    if options.against:
+        ours, theirs = series[1], series[2]
+        wall = statistics.median(a - b for a, b in zip(ours.wall, theirs.wall, strict=True))
+        cpu = statistics.median(a - b for a, b in zip(ours.cpu, theirs.cpu, strict=True))
+        print(f"paired difference (this tree minus the other): wall {wall:+.3f} s, "
+              f"CPU {cpu:+.3f} s (medians)")
+    loaded = series[1].loaded
     print(f"optional parsers loaded by the import: {sorted(loaded) or 'none'}")
     if loaded:
         print("FAIL: optional parsers must load on first use, not on import")
