@@ -16,7 +16,7 @@ import pipeline.artifacts._grep as grep_module
 from pipeline import InvalidToolArgsError, MemorySpoolStore, SpooledArtifact
 from pipeline.artifacts._grep_shape import pattern_shape, required_literal
 
-SLACK = 0.8  # scheduling noise allowed past a deadline on a busy machine
+SLACK = 3.0  # regex's timeout counts CPU time: on a loaded machine the wall clock runs ahead
 
 
 def regex_only(pattern: str, flags: str, lines: list[str]) -> list[str]:
@@ -102,7 +102,7 @@ def test_a_long_line_cannot_freeze_a_bounded_pattern(monkeypatch: pytest.MonkeyP
     started = time.perf_counter()
     with pytest.raises(InvalidToolArgsError, match="took longer than"):
         artifact.grep("1+2")
-    assert time.perf_counter() - started < 0.5 + SLACK
+    assert time.perf_counter() - started < 0.5 + SLACK  # re alone would take minutes
 
 
 def test_short_lines_beside_a_long_one_still_match() -> None:
