@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from time import monotonic
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
-from ._args import CatArgs, CountArgs, NoArgs, TokenArgs
+from ._base_tools import BASE_TOOL_METHODS
 from ._cap import DEFAULT_MAX_RESULT_BYTES
-from ._capped import capped_cat, capped_grep, capped_head, capped_tail
-from ._grep import GrepArgs, compile_grep, grep_budget, grep_timeout_error, iter_matches
+from ._grep import compile_grep, grep_budget, grep_timeout_error, iter_matches
 from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import ToolMethod
 
@@ -368,67 +367,7 @@ def _until(batches: Iterable[list[str]], count: int) -> Iterator[list[str]]:
         yield batch
 
 
-def _grep_time_limit(artifact: Any) -> float:
-    limit: float = artifact.grep_time_limit()
-    return limit
-
-
-SpooledArtifact.tool_methods = (
-    ToolMethod(
-        name="artifact_head",
-        method="head",
-        description="Return the first n lines of a spooled tool result.",
-        args_schema=CountArgs,
-        capped=capped_head,
-    ),
-    ToolMethod(
-        name="artifact_tail",
-        method="tail",
-        description="Return the last n lines of a spooled tool result.",
-        args_schema=CountArgs,
-        capped=capped_tail,
-    ),
-    ToolMethod(
-        name="artifact_grep",
-        method="grep",
-        description=(
-            "Search each line of a spooled tool result with a Python regular expression; "
-            "returns the matching lines as 'INDEX:line' with 0-based line indexes "
-            "(optionally only lines [start_line, end_line))."
-        ),
-        args_schema=GrepArgs,
-        capped=capped_grep,
-        time_limit=_grep_time_limit,
-    ),
-    ToolMethod(
-        name="artifact_cat",
-        method="cat",
-        description=(
-            "Return lines [start:end] of a spooled tool result (0-based, end exclusive, "
-            "negative indexes count from the end)."
-        ),
-        args_schema=CatArgs,
-        capped=capped_cat,
-    ),
-    ToolMethod(
-        name="artifact_byte_length",
-        method="byte_length",
-        description="Return the size of a spooled tool result in bytes.",
-        args_schema=NoArgs,
-    ),
-    ToolMethod(
-        name="artifact_line_count",
-        method="line_count",
-        description="Return the number of lines of a spooled tool result.",
-        args_schema=NoArgs,
-    ),
-    ToolMethod(
-        name="artifact_estimate_tokens",
-        method="estimate_tokens",
-        description="Estimate how many tokens a spooled tool result would take in full.",
-        args_schema=TokenArgs,
-    ),
-)
+SpooledArtifact.tool_methods = BASE_TOOL_METHODS
 
 
 SpooledArtifact.__module__ = "pipeline"

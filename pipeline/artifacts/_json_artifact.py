@@ -28,7 +28,6 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from .._errors import InvalidToolArgsError, ToolDownstreamError
-from ._args import NoArgs
 from ._artifact import SpooledArtifact
 from ._json_formats import (
     JSON5_MAX_BYTES,
@@ -39,17 +38,7 @@ from ._json_formats import (
     parse_json5,
     parse_lines,
 )
-from ._json_tools import (
-    PathArgs,
-    SliceArgs,
-    capped_filter,
-    capped_get,
-    capped_keys,
-    capped_pluck,
-    capped_slice,
-    compile_jsonpath,
-)
-from ._toolmethod import ToolMethod
+from ._json_tools import JSON_TOOL_METHODS, compile_jsonpath
 
 if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
@@ -370,59 +359,6 @@ class SpooledJsonArtifact(SpooledArtifact):
         return f"<{type(self).__name__}{fmt} {self.byte_length()} bytes, {self.line_count()} lines>"
 
 
-SpooledJsonArtifact.tool_methods = (
-    ToolMethod(
-        "artifact_json_type",
-        "json_type",
-        "Return the format of a spooled JSON result: json, jsonl (JSON Lines) or json5.",
-        NoArgs,
-    ),
-    ToolMethod(
-        "artifact_json_keys",
-        "json_keys",
-        "Return the keys of a spooled JSON object (for an array or JSON Lines: the keys of "
-        "its objects).",
-        NoArgs,
-        capped=capped_keys,
-    ),
-    ToolMethod(
-        "artifact_json_length",
-        "json_length",
-        "Return the number of records of a spooled JSON result (JSON Lines: one per line; a "
-        "single document: 1).",
-        NoArgs,
-    ),
-    ToolMethod(
-        "artifact_json_get",
-        "json_get",
-        "Return every value matching a JSONPath expression, as a list (JSON Lines: matched "
-        "in each record); [] when nothing matches.",
-        PathArgs,
-        capped=capped_get,
-    ),
-    ToolMethod(
-        "artifact_json_filter",
-        "json_filter",
-        "Return the records in which a JSONPath expression matches (filters like "
-        "$[?(@.price > 10)] work).",
-        PathArgs,
-        capped=capped_filter,
-    ),
-    ToolMethod(
-        "artifact_json_pluck",
-        "json_pluck",
-        "The same as artifact_json_get: every value matching a JSONPath expression.",
-        PathArgs,
-        capped=capped_pluck,
-    ),
-    ToolMethod(
-        "artifact_json_slice",
-        "json_slice",
-        "Return records [start:end] of a spooled JSON result (JSON Lines; a single document "
-        "is one record; negative indexes count back).",
-        SliceArgs,
-        capped=capped_slice,
-    ),
-)
+SpooledJsonArtifact.tool_methods = JSON_TOOL_METHODS
 
 SpooledJsonArtifact.__module__ = "pipeline"

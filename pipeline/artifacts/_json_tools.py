@@ -1,4 +1,4 @@
-"""The JSON query tools' argument models and capped renderers (see ``_cap.py``).
+"""The JSON query tools (`JSON_TOOL_METHODS`): argument models and capped renderers (``_cap.py``).
 
 List results stream from the artifact's records and stop at the cap; the note gives the
 ``offset`` (``artifact_json_get``, ``pluck``, ``filter``) or ``start`` (``artifact_json_slice``)
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from .._errors import InvalidToolArgsError
-from ._args import ArgsModel
+from ._args import ArgsModel, NoArgs
 from ._cap import cap_items
+from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
     from jsonpath_ng.jsonpath import JSONPath
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ._json_artifact import SpooledJsonArtifact
 
 __all__ = [
+    "JSON_TOOL_METHODS",
     "PathArgs",
     "SliceArgs",
     "capped_filter",
@@ -118,3 +120,59 @@ def capped_keys(artifact: SpooledJsonArtifact, cap: int) -> str:
     return cap_items(
         keys, cap, lambda k: "read the values of the keys you need with artifact_json_get"
     )
+
+
+JSON_TOOL_METHODS: tuple[ToolMethod, ...] = (
+    ToolMethod(
+        "artifact_json_type",
+        "json_type",
+        "Return the format of a spooled JSON result: json, jsonl (JSON Lines) or json5.",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_json_keys",
+        "json_keys",
+        "Return the keys of a spooled JSON object (for an array or JSON Lines: the keys of "
+        "its objects).",
+        NoArgs,
+        capped=capped_keys,
+    ),
+    ToolMethod(
+        "artifact_json_length",
+        "json_length",
+        "Return the number of records of a spooled JSON result (JSON Lines: one per line; a "
+        "single document: 1).",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_json_get",
+        "json_get",
+        "Return every value matching a JSONPath expression, as a list (JSON Lines: matched "
+        "in each record); [] when nothing matches.",
+        PathArgs,
+        capped=capped_get,
+    ),
+    ToolMethod(
+        "artifact_json_filter",
+        "json_filter",
+        "Return the records in which a JSONPath expression matches (filters like "
+        "$[?(@.price > 10)] work).",
+        PathArgs,
+        capped=capped_filter,
+    ),
+    ToolMethod(
+        "artifact_json_pluck",
+        "json_pluck",
+        "The same as artifact_json_get: every value matching a JSONPath expression.",
+        PathArgs,
+        capped=capped_pluck,
+    ),
+    ToolMethod(
+        "artifact_json_slice",
+        "json_slice",
+        "Return records [start:end] of a spooled JSON result (JSON Lines; a single document "
+        "is one record; negative indexes count back).",
+        SliceArgs,
+        capped=capped_slice,
+    ),
+)
