@@ -4,7 +4,7 @@ Long text results are written to a spool store and shown to the model as a handl
 count, and the query tools to call with the result's ``call_id``), never pasted whole into the
 prompt. The model then calls forged, ephemeral tools such as ``artifact_grep`` and
 ``artifact_tail``; their ``call_id`` argument is an enum of exactly this turn's artifacts. JSON
-results get JSONPath tools too (``artifact_json_get``) when the tool declares
+results get JSONPath tools too (``artifact_json_get`` returns every match) when the tool declares
 ``artifact_constructor=lambda: SpooledJsonArtifact``. ``FileSpoolStore`` keeps the bodies on
 disk.
 
@@ -18,6 +18,7 @@ import tempfile
 
 from pipeline import (
     FileSpoolStore,
+    ModelRequest,
     ModelResponse,
     ProposedToolCall,
     SpooledJsonArtifact,
@@ -55,25 +56,40 @@ SCRIPT = [
     call("g1", "artifact_grep", call_id="log", pattern="ERROR"),
     call("t1", "artifact_tail", call_id="log", n=2),
     call("jobs", "list_jobs"),
-    call("j1", "artifact_json_filter", call_id="jobs", path="$.jobs[?(@.status == 'failed')]"),
+    call("j1", "artifact_json_get", call_id="jobs", path="$.jobs[?(@.status == 'failed')].name"),
     ModelResponse(text="Step 73512 ran out of disk space; job-3 failed."),
 ]
 
 
+class ShowingModel:
+    """The scripted model, keeping the first tool result as the model was shown it."""
+
+    def __init__(self, steps: list[ModelResponse]) -> None:
+        """Play ``steps`` back."""
+        self.script = ScriptedModel(steps)
+        self.handle = ""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer with the next step, keeping the first result the model is shown."""
+        # Rendered against this request's registry: the query tools offered right now.
+        if not self.handle and request.tool_calls and request.registry is not None:
+            self.handle = render_tool_result(request.tool_calls[0], request.registry).text
+        return await self.script.complete(request)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as spool_dir:
-        model = ScriptedModel(SCRIPT)
+        model = ShowingModel(SCRIPT)
         runner = TurnRunner(
             executor=ToolLoopExecutor(model),
             tools=[build_log, list_jobs],
             spool=FileSpoolStore(spool_dir),
         )
         result = runner.run_sync("Why did the build fail?")
-        log_call = result.tool_calls[0]
         print("The model saw this handle instead of 100,000 lines:\n")
-        print(render_tool_result(log_call, runner.tools).text)
+        print(model.handle)
         print("\nTools offered on the next request:")
-        print("  " + ", ".join(t["name"] for t in model.requests[1].tools))
+        print("  " + ", ".join(t["name"] for t in model.script.requests[1].tools))
         for stored in result.tool_calls[1:]:
             if stored.from_artifact_tool:
                 print(f"\n{stored.tool}({dict(stored.args)}) ->\n{stored.results}")

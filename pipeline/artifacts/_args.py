@@ -10,9 +10,13 @@ __all__ = ["ArgsModel", "CatArgs", "CountArgs", "LineRangeArgs", "NoArgs", "Toke
 
 
 class ArgsModel(BaseModel):
-    """Base of the query methods' argument models: unknown arguments are refused."""
+    """Base of the query methods' argument models: unknown arguments are refused.
 
-    model_config = ConfigDict(extra="forbid")
+    Their validators are built on first use (``defer_build``), not on ``import pipeline``: the
+    forged tools' input models, which subclass them, are what validates a call.
+    """
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class NoArgs(ArgsModel):

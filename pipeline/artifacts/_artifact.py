@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from time import monotonic
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
-from ._args import CatArgs, CountArgs, NoArgs, TokenArgs
-from ._grep import GrepArgs, compile_grep, grep_budget, grep_timeout_error, search_lines
+from ._base_tools import BASE_TOOL_METHODS
+from ._cap import DEFAULT_MAX_RESULT_BYTES
+from ._grep import compile_grep, grep_budget, grep_timeout_error, iter_matches
 from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import ToolMethod
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .._registry import ToolRegistry
     from ..stores._spool import SpoolReader
     from ._forge import ArtifactContext
+    from ._grep import GrepPattern
 
 __all__ = ["SpooledArtifact", "install_forger", "own_tool_methods"]
 
@@ -80,6 +82,13 @@ class SpooledArtifact:
 
     tool_methods: ClassVar[tuple[ToolMethod, ...]]
     """The query methods offered to the model (DESIGN 10.2)."""
+
+    max_result_bytes: ClassVar[int] = DEFAULT_MAX_RESULT_BYTES
+    """The most a query tool returns to the model, in UTF-8 bytes (32 KiB; at least 1 KiB).
+
+    A longer result is cut where it streams and ends with a note saying how to read the rest
+    (the next line range, offset or start line). Set it on a subclass (or on this class, for
+    every artifact) to change it."""
 
     def __init__(self, reader: SpoolReader) -> None:
         """Wrap ``reader``."""
@@ -141,30 +150,70 @@ class SpooledArtifact:
         count = self._reader.line_count()
         return list(self.lines(max(0, count - n), count))
 
-    def grep(self, pattern: str, flags: str = "", max_matches: int | None = None) -> list[str]:
+    def grep(
+        self,
+        pattern: str,
+        flags: str = "",
+        max_matches: int | None = None,
+        start_line: int = 0,
+        end_line: int | None = None,
+    ) -> list[str]:
         """Return the lines matching ``pattern``, each prefixed with its 0-based index: ``"12:x"``.
 
-        The pattern is searched in each line separately (the `regex` module, with ``re``
-        syntax); ``flags`` combines ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches
-        all) and ``u`` (Unicode: accepted, always on). The whole search must end within
-        `grep_time_limit` seconds: past that deadline it stops with an error and returns nothing.
+        The pattern is searched in each line separately (``re`` syntax); ``flags`` combines
+        ``i`` (ignore case), ``m`` (multiline), ``s`` (dot matches all) and ``u`` (Unicode:
+        accepted, always on). Only lines ``start_line`` to ``end_line`` (exclusive; None: to the
+        end) are searched. The whole search must end within `grep_time_limit` seconds: past
+        that deadline it stops with an error and returns nothing.
 
         Raises:
             InvalidToolArgsError: the pattern is not a valid regular expression, a flag is not
-                one of ``i``, ``m``, ``s``, ``u``, ``max_matches`` is below 1, or the search
-                did not end within the time limit.
+                one of ``i``, ``m``, ``s``, ``u``, ``max_matches`` is below 1, a line bound is
+                not an integer >= 0, or the search did not end within the time limit.
+        """
+        matches = self.iter_grep(pattern, flags, start_line, end_line, max_matches)
+        return [f"{index}:{line}" for index, line in matches]
+
+    def iter_grep(
+        self,
+        pattern: str,
+        flags: str = "",
+        start_line: int = 0,
+        end_line: int | None = None,
+        max_matches: int | None = None,
+    ) -> Iterator[tuple[int, str]]:
+        """Yield ``(index, line)`` for each matching line, streaming, under `grep`'s deadline.
+
+        The arguments are checked at once; the deadline starts with the first ``next``.
+
+        Raises:
+            InvalidToolArgsError: as `grep`.
         """
         compiled = compile_grep(pattern, flags)
         if max_matches is not None and _check_count(max_matches, "max_matches") == 0:
             raise InvalidToolArgsError("max_matches must be 1 or more", field="max_matches")
+        start = _check_count(start_line, "start_line")
+        end = _check_index(end_line, "end_line")
+        if end is not None and end < 0:
+            raise InvalidToolArgsError("end_line must be 0 or more", field="end_line")
+        return self._grep_lines(compiled, start, end, max_matches)
+
+    def _grep_lines(
+        self, compiled: GrepPattern, start: int, end: int | None, max_matches: int | None
+    ) -> Iterator[tuple[int, str]]:
         budget = self.grep_time_limit()
         deadline = monotonic() + budget
+        count = 0
         try:
-            return search_lines(
-                compiled, self._line_batches(), deadline=deadline, max_matches=max_matches
-            )
+            for index, line in iter_matches(
+                compiled, self._line_batches(start, end), deadline=deadline, first=start
+            ):
+                yield index, line
+                count += 1
+                if count == max_matches:
+                    return
         except TimeoutError:
-            raise grep_timeout_error(pattern, budget) from None
+            raise grep_timeout_error(compiled.pattern, budget) from None
 
     def grep_time_limit(self) -> float:
         """Return the seconds a `grep` of this body may take.
@@ -173,12 +222,15 @@ class SpooledArtifact:
         """
         return grep_budget(self.byte_length())
 
-    def _line_batches(self) -> Iterable[list[str]]:
-        if self._is_empty():
+    def _line_batches(self, start: int = 0, end: int | None = None) -> Iterable[list[str]]:
+        if self._is_empty() or (end is not None and end <= start):
             return ()
         if self._batches is not None:
-            return self._batches(0)
-        return ([line] for line in self.lines())
+            batches: Iterable[list[str]] = self._batches(start)
+        else:
+            lines = self.lines(start, end)
+            batches = iter(lambda: list(islice(lines, 4096)), [])
+        return batches if end is None else _until(batches, end - start)
 
     def cat(self, start: int | None = None, end: int | None = None) -> list[str]:
         """Return lines ``[start:end]`` with Python slice semantics (negative indexes count back).
@@ -188,12 +240,28 @@ class SpooledArtifact:
         Raises:
             InvalidToolArgsError: ``start`` or ``end`` is neither an integer nor None.
         """
+        first, stop = self.line_range(start, end)
+        if stop is not None and stop <= first:
+            return []
+        return list(self.lines(first, stop))
+
+    def line_range(
+        self, start: int | None = None, end: int | None = None
+    ) -> tuple[int, int | None]:
+        """Return the ``(first, stop)`` line indexes `cat` reads for ``start`` and ``end``.
+
+        ``stop`` is None for "to the end" when no bound is negative (the line count is then
+        not needed); the range is empty when ``stop <= first``.
+
+        Raises:
+            InvalidToolArgsError: ``start`` or ``end`` is neither an integer nor None.
+        """
         start = _check_index(start, "start")
         end = _check_index(end, "end")
-        if start is not None and start >= 0 and end is not None and end >= 0:
-            return list(self.lines(start, end)) if end > start else []
+        if (start is None or start >= 0) and (end is None or end >= 0):
+            return start or 0, end
         first, stop, _ = slice(start, end).indices(self.line_count())
-        return list(self.lines(first, stop)) if stop > first else []
+        return first, stop
 
     def byte_length(self) -> int:
         """Return the size of the body in bytes."""
@@ -254,7 +322,9 @@ class SpooledArtifact:
     def forge_tools(cls, ctx: ArtifactContext) -> ToolRegistry:
         """Build this turn's query tools for artifacts of this class (DESIGN 10.3).
 
-        Returns an empty registry when the turn holds no artifact of this class.
+        Holds the tools of this class and of each artifact base with instances in the turn
+        (the base tools even when the turn has no artifact of this class); empty when the turn
+        holds no artifact of this class or its bases.
         """
         return _forger[0](cls, ctx)
 
@@ -286,62 +356,18 @@ def own_tool_methods(klass: type[SpooledArtifact]) -> tuple[ToolMethod, ...]:
     return tuple(m for m in declared if m.name not in inherited)
 
 
-def _grep_time_limit(artifact: Any) -> float:
-    limit: float = artifact.grep_time_limit()
-    return limit
+def _until(batches: Iterable[list[str]], count: int) -> Iterator[list[str]]:
+    """Yield the batches' lines up to ``count`` lines in all."""
+    for batch in batches:
+        if len(batch) >= count:
+            if count:
+                yield batch[:count]
+            return
+        count -= len(batch)
+        yield batch
 
 
-SpooledArtifact.tool_methods = (
-    ToolMethod(
-        name="artifact_head",
-        method="head",
-        description="Return the first n lines of a spooled tool result.",
-        args_schema=CountArgs,
-    ),
-    ToolMethod(
-        name="artifact_tail",
-        method="tail",
-        description="Return the last n lines of a spooled tool result.",
-        args_schema=CountArgs,
-    ),
-    ToolMethod(
-        name="artifact_grep",
-        method="grep",
-        description=(
-            "Search each line of a spooled tool result with a Python regular expression; "
-            "returns the matching lines as 'INDEX:line' with 0-based line indexes."
-        ),
-        args_schema=GrepArgs,
-        time_limit=_grep_time_limit,
-    ),
-    ToolMethod(
-        name="artifact_cat",
-        method="cat",
-        description=(
-            "Return lines [start:end] of a spooled tool result (0-based, end exclusive, "
-            "negative indexes count from the end)."
-        ),
-        args_schema=CatArgs,
-    ),
-    ToolMethod(
-        name="artifact_byte_length",
-        method="byte_length",
-        description="Return the size of a spooled tool result in bytes.",
-        args_schema=NoArgs,
-    ),
-    ToolMethod(
-        name="artifact_line_count",
-        method="line_count",
-        description="Return the number of lines of a spooled tool result.",
-        args_schema=NoArgs,
-    ),
-    ToolMethod(
-        name="artifact_estimate_tokens",
-        method="estimate_tokens",
-        description="Estimate how many tokens a spooled tool result would take in full.",
-        args_schema=TokenArgs,
-    ),
-)
+SpooledArtifact.tool_methods = BASE_TOOL_METHODS
 
 
 SpooledArtifact.__module__ = "pipeline"

@@ -54,6 +54,7 @@ stroke), single angle quotation marks and brackets, ornaments, arrowheads. (A te
 every character whose NFKD form holds ``<`` is here.)"""
 
 
+@lru_cache(maxsize=1)
 def _candidates() -> re.Pattern[str]:
     """Match the openers worth a closer look.
 
@@ -71,9 +72,9 @@ def _candidates() -> re.Pattern[str]:
     return re.compile(rf"[{_LESS_THAN}](?!{gap}(?:{first}|{tr}|{un}))")
 
 
-_CANDIDATES = _candidates()
 
 
+@lru_cache(maxsize=1)
 def _ascii_prefix() -> re.Pattern[str]:
     """Match the longest start of a tag in ASCII text, folded the way `_reads_as_tag` folds it."""
     dropped = r"[\x00-\x08\x0e-\x1b\x7f]*"
@@ -93,9 +94,9 @@ def _ascii_prefix() -> re.Pattern[str]:
     return re.compile(rf"[{_LESS_THAN}]{gap}(?:/{gap})?{words}", re.ASCII | re.IGNORECASE)
 
 
-_ASCII_PREFIX = _ascii_prefix()
-"""Decides most candidates at C speed; where it stops at a non-ASCII character (which may
-fold to a letter of the tag), `_reads_as_tag` decides."""
+# Both patterns are compiled on the first body that holds a "<" (or a look-alike), not on import.
+# `_ascii_prefix` decides most candidates at C speed; where it stops at a non-ASCII character
+# (which may fold to a letter of the tag), `_reads_as_tag` decides.
 _LOOKALIKES: dict[str, str] = {
     **dict.fromkeys(_LESS_THAN, "<"),
     **dict.fromkeys("\u2044\u2215\u29f8\u2571\u27cb\u3033\u30ce\u4e3f", "/"),
@@ -155,9 +156,10 @@ def neutralise(body: str) -> str:
         return body
     parts: list[str] = []
     done = 0
-    for match in _CANDIDATES.finditer(body):
+    ascii_prefix = _ascii_prefix().match
+    for match in _candidates().finditer(body):
         start = match.start()
-        prefix = _ASCII_PREFIX.match(body, start)
+        prefix = ascii_prefix(body, start)
         end = start + 1 if prefix is None else prefix.end()
         if prefix is not None and (prefix["trusted"] or prefix["untrusted"]):
             pass  # an ASCII tag
@@ -266,8 +268,47 @@ def _preview(artifact: SpooledArtifact) -> list[str]:
     ]
 
 
-def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, queryable: bool) -> str:
-    key = tool if queryable else tool + "\x00part"
+def _offered(artifact: SpooledArtifact, registry: _ToolLookup) -> str:
+    """Return the query tools for ``artifact`` the turn's registry offers, comma-separated.
+
+    A tool counts when the registry has it visible (``get_visible`` where the registry has it,
+    else ``get``) and, for an `ArtifactTool`, it reads this artifact's class: a policy that
+    removed or hid ``artifact_cat`` must not see it advertised.
+    """
+    lookup = getattr(registry, "get_visible", None)
+    if not callable(lookup):
+        lookup = registry.get
+    names: list[str] = []
+    for name in _method_names(type(artifact)):
+        tool = lookup(name)
+        if tool is None:
+            continue
+        queries = getattr(tool, "queries", None)
+        if isinstance(queries, type) and not isinstance(artifact, queries):
+            continue
+        names.append(name)
+    return ", ".join(names)
+
+
+_names: weakref.WeakKeyDictionary[type, tuple[object, tuple[str, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The query tool names of each artifact class, with the ``tool_methods`` they were read from."""
+
+
+def _method_names(cls: type[SpooledArtifact]) -> tuple[str, ...]:
+    declared = cls.tool_methods
+    cached = _names.get(cls)
+    if cached is not None and cached[0] is declared:
+        return cached[1]
+    names = tuple(method.name for method in cls.all_tool_methods())
+    _names[cls] = (declared, names)
+    return names
+
+
+def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, names: str | None) -> str:
+    """``names``: the query tools offered (None: a part of a multi-part result)."""
+    key = tool + "\x00part" if names is None else f"{tool}\x00{names}"
     cached = _handles.get(artifact)
     if cached is not None and cached[0] == call_id and cached[1] == key:
         return cached[2]
@@ -277,11 +318,12 @@ def _handle_body(artifact: SpooledArtifact, call_id: str, tool: str, queryable: 
         f"{cls.__name__}, {_count(artifact.byte_length(), 'byte')}, "
         f"{_count(artifact.line_count(), 'line')}.",
     ]
-    if queryable:
-        names = ", ".join(method.name for method in cls.all_tool_methods())
+    if names is None:
+        lines.append("It is one part of a multi-part result, which query tools cannot address.")
+    elif names:
         lines.append(f"Query it with these tools, passing call_id={json.dumps(call_id)}: {names}")
     else:
-        lines.append("It is one part of a multi-part result, which query tools cannot address.")
+        lines.append("No query tools for it are offered in this turn.")
     preview = _preview(artifact)
     lines.append(f"Preview (first {_count(len(preview), 'line')}):")
     lines.extend(preview)
@@ -304,7 +346,8 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
     """Render ``call`` as the model should read it, in its trust envelope.
 
     ``registry`` is the turn's `ToolRegistry` (anything with ``get(name)``); a tool missing
-    from it counts as untrusted. Error calls render their text, untrusted. A non-inline
+    from it counts as untrusted, and an artifact handle lists only the query tools it offers
+    (visible, reading the artifact's class). Error calls render their text, untrusted. A non-inline
     artifact renders as a handle (always untrusted), an inline one as its full text. Media
     render as one placeholder envelope each, trusted only when first-party, and are returned in
     ``media``.
@@ -320,7 +363,7 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
     if isinstance(results, SpooledArtifact):
         if call.inline:
             return RenderedResult(_text_envelope(registry, tool_name, nonce, results.as_string()))
-        body = _handle_body(results, call.id, tool_name, queryable=True)
+        body = _handle_body(results, call.id, tool_name, _offered(results, registry))
         return RenderedResult(_envelope(False, "artifact-handle", tool_name, nonce, body))
     items = (results,) if isinstance(results, Media) else tuple(results)
     if all(isinstance(item, Media) for item in items):
@@ -344,7 +387,7 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
             parts.append(_text_envelope(registry, tool_name, nonce, item.as_string()))
         else:
             body = f"Part {index} of {len(items)}. " + _handle_body(
-                item, call.id, tool_name, queryable=False
+                item, call.id, tool_name, None
             )
             parts.append(_envelope(False, "artifact-handle", tool_name, nonce, body))
     return RenderedResult("\n".join(parts))

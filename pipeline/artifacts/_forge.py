@@ -12,6 +12,9 @@ one tuple of ids are built once (schemas and validators included) and reused. To
 immutable values whose handlers find the artifact through the context they are called with, so
 sharing them between turns is safe.
 
+Every result is capped at the artifact class's ``max_result_bytes`` (``_cap.py``): tool methods
+with a ``capped`` renderer build it within the cap as they stream, others are cut afterwards.
+
 Every query runs in a worker thread (``asyncio.to_thread``), whatever the body's size: a query
 parses, scans or searches a body a model chose, and the event loop must keep serving every other
 turn meanwhile. A tool method with a ``time_limit`` (``artifact_grep``) also has a wall-clock
@@ -31,6 +34,7 @@ from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
 from ._artifact import SpooledArtifact, install_forger, own_tool_methods
+from ._cap import cap_text
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
@@ -146,10 +150,18 @@ def _handler(
         if not isinstance(artifact, owner):
             return _missing(call_id)
         kwargs = {name: getattr(args, name) for name in names}
-        bound = method.bind(artifact)
+        cap = type(artifact).max_result_bytes
+        capped = method.capped
+        if capped is not None:
 
-        def run() -> str:
-            return serialise(bound(**kwargs))
+            def run() -> str:
+                return cap_text(capped(artifact, cap, **kwargs), cap)
+
+        else:
+            bound = method.bind(artifact)
+
+            def run() -> str:
+                return cap_text(serialise(bound(**kwargs)), cap)
 
         if method.time_limit is None:
             return await asyncio.to_thread(run)
@@ -228,11 +240,12 @@ def _build(owner: type[SpooledArtifact], ids: tuple[str, ...]) -> tuple[Artifact
 def forge_tools(cls: type[SpooledArtifact], ctx: ArtifactContext) -> ToolRegistry:
     """Return a registry of the query tools for ``cls`` in ``ctx``'s turn (DESIGN 10.3).
 
-    Empty when the turn holds no artifact of ``cls``; otherwise the tools of ``cls`` and of
-    each of its artifact bases, each restricted to the ids of its own class's instances.
+    For ``cls`` and each of its artifact bases that has instances in the turn, that class's own
+    tools, each restricted to the ids of its own class's instances. So a subclass with no
+    artifacts of its own still returns the base tools for the turn's base artifacts (as the
+    seeds do); only its own tools are absent. Empty when the turn holds no artifact of ``cls``
+    or of any of its bases.
     """
-    if not ctx.artifact_call_ids(cls):
-        return ToolRegistry()
     tools: list[ArtifactTool] = []
     for owner in reversed(cls.__mro__):
         if issubclass(owner, SpooledArtifact):

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
-
-import json5
 
 from .._errors import ToolDownstreamError
 
 __all__ = [
     "JSON5_MAX_BYTES",
     "infer_json",
+    "iter_records",
     "json5_size_error",
     "parse_json",
     "parse_json5",
@@ -74,22 +73,30 @@ def parse_json(text: str) -> Any:
         raise _json_failure(exc) from exc
 
 
+def iter_records(lines: Iterable[str], fmt: str = "jsonl") -> Iterator[Any]:
+    """Yield each non-blank line parsed as a JSON value (JSON Lines), streaming.
+
+    Raises:
+        ToolDownstreamError: a line is not JSON; ``.line`` is its index.
+    """
+    loads = json.loads
+    for index, line in enumerate(lines):
+        if not line or line.isspace():
+            continue
+        try:
+            record = loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise _json_failure(exc, fmt, index) from exc
+        yield record
+
+
 def parse_lines(lines: Iterable[str], fmt: str = "jsonl") -> list[Any]:
     """Parse each non-blank line as a JSON value (JSON Lines); return the records.
 
     Raises:
         ToolDownstreamError: a line is not JSON; ``.line`` is its index.
     """
-    records: list[Any] = []
-    loads = json.loads
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(loads(line))
-        except (ValueError, RecursionError) as exc:
-            raise _json_failure(exc, fmt, index) from exc
-    return records
+    return list(iter_records(lines, fmt))
 
 
 def json5_size_error(size: int, limit: int) -> str | None:
@@ -108,6 +115,8 @@ def parse_json5(text: str) -> Any:
     Raises:
         ToolDownstreamError: it is not JSON5.
     """
+    import json5  # an optional parser, imported on first use
+
     try:
         return json5.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -128,7 +137,11 @@ def infer_json(text: str, size: int, json5_limit: int) -> tuple[str, Any]:
             empty.
     """
     if not text.strip():
-        raise ToolDownstreamError("the artifact is empty, not JSON", line=None, format=None)
+        raise ToolDownstreamError(
+            "the artifact is empty: its JSON format (json, jsonl or json5) cannot be inferred",
+            line=None,
+            format=None,
+        )
     try:
         return "json", json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -143,8 +156,8 @@ def infer_json(text: str, size: int, json5_limit: int) -> tuple[str, Any]:
     too_large = json5_size_error(size, json5_limit)
     if too_large is None:
         try:
-            return "json5", json5.loads(text)
-        except (ValueError, RecursionError):
+            return "json5", parse_json5(text)
+        except ToolDownstreamError:
             pass
     first = next(i for i, line in enumerate(lines) if line.strip())
     if lines_error is not None and (lines_error.line or 0) > first:

@@ -26,27 +26,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from markdown_it.tree import SyntaxTreeNode
-from pydantic import Field
-
-from .._errors import InvalidToolArgsError
-from ._args import ArgsModel, LineRangeArgs, NoArgs
+from .._errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import SpooledArtifact
 from ._md_frontmatter import front_matter_end, load_front_matter
 from ._md_tokens import in_range, inline_lines, line_range, node_dict, plain
-from ._toolmethod import ToolMethod
+from ._md_tools import MD_TOOL_METHODS
 
 if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
+
     from ..stores._spool import SpoolReader
 
-__all__ = ["SpooledMarkdownArtifact"]
+__all__ = ["MD_MAX_BYTES", "SpooledMarkdownArtifact"]
 
 _NO_FRONT_MATTER = object()
 
+MD_MAX_BYTES = 8 << 20
+"""The largest body (8 MiB) parsed as Markdown by default: markdown-it's tokens take many times
+the text's size, and a parse cannot be interrupted."""
+
 
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # an optional parser, imported on first use
+
     return MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
@@ -69,6 +72,10 @@ class SpooledMarkdownArtifact(SpooledArtifact):
 
     _md: ClassVar[MarkdownIt | None] = None
 
+    md_max_bytes: ClassVar[int] = MD_MAX_BYTES
+    """The largest body parsed as Markdown (see `MD_MAX_BYTES`); a larger one makes the
+    Markdown queries say so and point at ``artifact_grep`` and ``artifact_cat``."""
+
     def __init__(self, reader: SpoolReader) -> None:
         """Wrap ``reader``."""
         super().__init__(reader)
@@ -80,6 +87,15 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         tokens = self._tokens
         if tokens is not None:
             return tokens
+        size = self.byte_length()
+        if size > self.md_max_bytes:
+            raise ToolDownstreamError(
+                f"the artifact is too large to parse as Markdown ({size:,} bytes; at most "
+                f"{self.md_max_bytes:,} are parsed): read it as text with artifact_grep (e.g. "
+                "'^#+ ' for headings) or artifact_cat",
+                line=None,
+                format="markdown",
+            )
         text = self.as_string()
         lines = text.split("\n")
         front_end = self._front_end = front_matter_end(lines)
@@ -124,32 +140,45 @@ class SpooledMarkdownArtifact(SpooledArtifact):
                 )
         return found
 
-    def md_headings(self, depth: int = 6) -> list[dict[str, Any]]:
+    def md_headings(
+        self, depth: int = 6, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
         """Return the headings of level ``depth`` or less: ``{depth, text, start_line, end_line}``.
 
+        Only headings starting on a line in ``[start_line, end_line)`` are returned.
+
         Raises:
-            InvalidToolArgsError: ``depth`` is not from 1 to 6.
+            InvalidToolArgsError: ``depth`` is not from 1 to 6, or a line bound is invalid.
         """
         depth = _check_depth(depth)
-        return [h for h in self._headings() if h["depth"] <= depth]
+        start, end = line_range(start_line, end_line)
+        return [
+            h
+            for h in self._headings()
+            if h["depth"] <= depth and in_range(h["start_line"], start, end)
+        ]
 
-    def md_sections(self, depth: int = 6) -> list[dict[str, Any]]:
+    def md_sections(
+        self, depth: int = 6, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
         """Return a section per heading of level ``depth`` or less.
 
         Each is ``{depth, heading, heading_line, body_start_line, body_end_line}``; the body runs
         from the line after the heading to the next heading of the same or a higher level (or the
-        end of the document), so it includes subsections.
+        end of the document), so it includes subsections. Only sections whose heading is on a
+        line in ``[start_line, end_line)`` are returned.
 
         Raises:
-            InvalidToolArgsError: ``depth`` is not from 1 to 6.
+            InvalidToolArgsError: ``depth`` is not from 1 to 6, or a line bound is invalid.
         """
         depth = _check_depth(depth)
+        first, last = line_range(start_line, end_line)
         headings = self._headings()
         total = self.line_count()
         sections: list[dict[str, Any]] = []
         for index, heading in enumerate(headings):
             level = heading["depth"]
-            if level > depth:
+            if level > depth or not in_range(heading["start_line"], first, last):
                 continue
             end = next(
                 (h["start_line"] for h in headings[index + 1 :] if h["depth"] <= level), total
@@ -165,16 +194,25 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             )
         return sections
 
-    def md_code_blocks(self, lang: str | None = None) -> list[dict[str, Any]]:
+    def md_code_blocks(
+        self, lang: str | None = None, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
         """Return code blocks as ``{lang, start_line, end_line}`` (fences included in the range).
 
         ``lang`` is the first word of a fence's info string (None for indented blocks and bare
-        fences); when given, only blocks of that language (case-insensitive) are returned.
+        fences); when given, only blocks of that language (case-insensitive) are returned. Only
+        blocks starting on a line in ``[start_line, end_line)`` are returned.
+
+        Raises:
+            InvalidToolArgsError: a line bound is invalid.
         """
         wanted = lang.lower() if lang else None
+        start, end = line_range(start_line, end_line)
         blocks: list[dict[str, Any]] = []
         for token in self._parse():
             if token.type not in ("fence", "code_block") or token.map is None:
+                continue
+            if not in_range(token.map[0], start, end):
                 continue
             words = token.info.split()
             block_lang = words[0] if token.type == "fence" and words else None
@@ -260,10 +298,19 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         Raises:
             InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
         """
+        return "\n\n".join(text for _, text in self.md_blocks(start_line, end_line))
+
+    def md_blocks(self, start_line: int = 0, end_line: int | None = None) -> list[tuple[int, str]]:
+        """Return the blocks of `md_text` as ``(first line, text)`` pairs.
+
+        Raises:
+            InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
+        """
         start, end = line_range(start_line, end_line)
-        blocks: list[str] = []
+        blocks: list[tuple[int, str]] = []
         for token in self._parse():
-            if not in_range(token.map[0] if token.map else None, start, end):
+            first = token.map[0] if token.map else None
+            if not in_range(first, start, end):
                 continue
             if token.type == "inline":
                 text = plain(token.children)
@@ -272,8 +319,8 @@ class SpooledMarkdownArtifact(SpooledArtifact):
             else:
                 continue
             if text:
-                blocks.append(text)
-        return "\n\n".join(blocks)
+                blocks.append((first or 0, text))
+        return blocks
 
     def md_ast(self, start_line: int = 0, end_line: int | None = None) -> dict[str, Any]:
         """Return the syntax tree as nested dicts, the root of type ``"root"``.
@@ -285,6 +332,8 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         Raises:
             InvalidToolArgsError: ``start_line`` or ``end_line`` is not an integer >= 0.
         """
+        from markdown_it.tree import SyntaxTreeNode
+
         start, end = line_range(start_line, end_line)
         tree = node_dict(SyntaxTreeNode(self._parse()))
         if start or end is not None:
@@ -296,72 +345,6 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         return tree
 
 
-class DepthArgs(ArgsModel):
-    """The deepest heading level to include."""
-
-    depth: int = Field(default=6, ge=1, le=6, description="Deepest heading level (1 to 6).")
-
-
-class LangArgs(ArgsModel):
-    """An optional language filter."""
-
-    lang: str | None = Field(default=None, description="Only blocks of this language (null: all).")
-
-
-SpooledMarkdownArtifact.tool_methods = (
-    ToolMethod(
-        "artifact_md_frontmatter",
-        "md_frontmatter",
-        "Return the YAML front matter of a spooled Markdown result (null when none).",
-        NoArgs,
-    ),
-    ToolMethod(
-        "artifact_md_headings",
-        "md_headings",
-        "List the headings (depth, text, 0-based start_line, exclusive end_line).",
-        DepthArgs,
-    ),
-    ToolMethod(
-        "artifact_md_sections",
-        "md_sections",
-        "List the sections with their 0-based heading and body line ranges (body end "
-        "exclusive); read one with artifact_cat.",
-        DepthArgs,
-    ),
-    ToolMethod(
-        "artifact_md_code_blocks",
-        "md_code_blocks",
-        "List the code blocks (lang, 0-based start_line, exclusive end_line).",
-        LangArgs,
-    ),
-    ToolMethod(
-        "artifact_md_links",
-        "md_links",
-        "List the links (text, url, title) of a spooled Markdown result, optionally only "
-        "those on lines [start_line, end_line) (e.g. a section's body lines).",
-        LineRangeArgs,
-    ),
-    ToolMethod(
-        "artifact_md_images",
-        "md_images",
-        "List the images (alt, url, title) of a spooled Markdown result, optionally only "
-        "those on lines [start_line, end_line).",
-        LineRangeArgs,
-    ),
-    ToolMethod(
-        "artifact_md_text",
-        "md_text",
-        "Return the plain text of a spooled Markdown result, without markup; optionally only "
-        "the blocks starting on lines [start_line, end_line).",
-        LineRangeArgs,
-    ),
-    ToolMethod(
-        "artifact_md_ast",
-        "md_ast",
-        "Return the Markdown syntax tree of a spooled Markdown result as JSON; optionally only "
-        "the top-level nodes starting on lines [start_line, end_line).",
-        LineRangeArgs,
-    ),
-)
+SpooledMarkdownArtifact.tool_methods = MD_TOOL_METHODS
 
 SpooledMarkdownArtifact.__module__ = "pipeline"

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 from .._errors import ToolDownstreamError
 
 __all__ = ["front_matter_end", "load_front_matter"]
@@ -37,6 +35,8 @@ def load_front_matter(body: str) -> Any:
         ToolDownstreamError: the YAML is invalid (``.line`` is its line), or its aliases expand
             to more than ten times its size.
     """
+    import yaml  # an optional parser, imported on first use
+
     try:
         value = yaml.safe_load(body)
     except yaml.YAMLError as exc:

@@ -7,12 +7,13 @@ data, and the ``start_line``/``end_line`` ranges the queries take.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from markdown_it.token import Token
-from markdown_it.tree import SyntaxTreeNode
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidToolArgsError
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+    from markdown_it.tree import SyntaxTreeNode
 
 __all__ = ["in_range", "inline_lines", "line_range", "node_dict", "plain"]
 

@@ -2,11 +2,11 @@
 
 Trust tiers say who vouches for the content:
 
-- ``first-party``: made by this system or supplied by its own user (`Media.tool_generated`,
-  `Media.user_attachment`); rendered as trusted content;
-- ``third-party-public`` / ``third-party-private``: retrieved from elsewhere, public (web pages,
-  public files: `Media.retrieved_public`) or private (mailboxes, shared drives:
-  `Media.retrieved_private`); always rendered as untrusted content, whatever tool returned it.
+- ``first-party``: made by this system (`Media.tool_generated`); rendered as trusted content;
+- ``third-party-public`` / ``third-party-private``: from elsewhere, public (web pages, public
+  files: `Media.retrieved_public`) or private (mailboxes, shared drives:
+  `Media.retrieved_private`, and a user's attachments: `Media.user_attachment`, as the seeds
+  say); always rendered as untrusted content, whatever tool returned it.
 
 Modality hazards say how instructions could hide in it: ``extractable-instructions`` (documents:
 text a model reads as text), ``opaque-perceptual`` (images, audio, video: instructions only a
@@ -224,8 +224,13 @@ class Media:
         *,
         source: str | None = None,
     ) -> Self:
-        """Build first-party media attached by the system's own user."""
-        return cls._make("first-party", kind, mime_type, filename, data, source)
+        """Build third-party private media: a file the user attached.
+
+        A user's attachment is not first-party content (the user did not write everything in
+        it, and it may hold instructions), so it gets ``third-party-private``, as the seeds say:
+        treating it as first-party would launder its trust.
+        """
+        return cls._make("third-party-private", kind, mime_type, filename, data, source)
 
     @classmethod
     def retrieved_public(

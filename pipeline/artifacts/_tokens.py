@@ -103,7 +103,7 @@ _DENSITY: dict[str, float] = {
     "mistral": 1.25,
 }
 
-_PIECE = re.compile(
+_PIECE = (
     r"(?P<ascii>[A-Za-z]+)"
     r"|(?P<digits>\d{1,3})"
     r"|(?P<cjk>[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\u3040-\u30ff]+)"
@@ -156,9 +156,15 @@ def exact_tokens_available(encoding: str) -> bool:
     return _exact_encoder(encoding) is not None
 
 
-def _heuristic(line: str) -> int:
+@cache
+def _pieces() -> re.Pattern[str]:
+    """The heuristic's pattern, compiled on the first estimate (not on import)."""
+    return re.compile(_PIECE)
+
+
+def _heuristic(line: str, pieces: re.Pattern[str]) -> int:
     tokens = 0
-    for match in _PIECE.finditer(line):
+    for match in pieces.finditer(line):
         kind = match.lastgroup
         size = match.end() - match.start()
         if kind == "ascii":
@@ -186,10 +192,11 @@ def estimate_tokens(lines: Iterable[str], encoding: str = "cl100k_base") -> int:
         return _exact(lines, encoder)
     total = 0
     breaks = -1
+    pieces = _pieces()
     for line in lines:
         breaks += 1
         if line:
-            total += _heuristic(line)
+            total += _heuristic(line, pieces)
     return round((total + max(breaks, 0)) * _DENSITY[encoding])
 
 

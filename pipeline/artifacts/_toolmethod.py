@@ -50,6 +50,14 @@ class ToolMethod:
     serialise: Callable[[Any], str] = field(default=default_serialise)
     """Turns the method's return value into the tool's text result."""
 
+    capped: Callable[..., str] | None = None
+    """Renders the result within a byte cap: ``capped(artifact, cap, **kwargs)`` returns the text.
+
+    Forged tools call it instead of the method and `serialise` when it is set, with ``cap`` the
+    artifact class's ``max_result_bytes``, so a long result is built within the cap as it
+    streams (with a note saying how to read the rest) instead of whole and then cut. Without it,
+    the serialised text is cut to the cap afterwards."""
+
     time_limit: Callable[[Any], float] | None = None
     """Seconds a call may take on a given artifact (a cheap function of it), or None: no limit.
 

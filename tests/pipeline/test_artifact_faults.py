@@ -243,7 +243,7 @@ def test_json5_is_refused_quickly_above_its_size_bound(fmt: Any) -> None:
     artifact = SpooledJsonArtifact(MemorySpoolStore().write("a1", body), format=fmt)
     started = time.perf_counter()
     with pytest.raises(ToolDownstreamError, match="too large for JSON5") as info:
-        artifact.json_type()
+        artifact.json_keys()
     assert time.perf_counter() - started < 1.0
     assert info.value.code == "E_TOOL_DOWNSTREAM_ERROR"
     assert f"at most {JSON5_MAX_BYTES:,}" in info.value.message

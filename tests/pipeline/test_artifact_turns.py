@@ -8,6 +8,7 @@ from pipeline import (
     ModelResponse,
     ProposedToolCall,
     SpooledArtifact,
+    ToolCall,
     ToolLoopExecutor,
     ToolRegistry,
     TurnRunner,
@@ -17,6 +18,19 @@ from pipeline import (
 from pipeline.testing import ScriptedModel
 
 LINES = 100_000
+
+
+class _OneCall:
+    """The two lookups forging needs, over one stored call."""
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+
+    def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
+        return [self.call.id] if isinstance(self.call.results, cls) else []
+
+    def get_tool_call(self, call_id: str) -> ToolCall | None:
+        return self.call if call_id == self.call.id else None
 
 
 @tool
@@ -49,7 +63,8 @@ async def test_model_queries_a_100k_line_result_through_its_handle() -> None:
     assert isinstance(log_call.results, SpooledArtifact)
     assert not log_call.inline
     assert log_call.results.line_count() == LINES
-    rendered = render_tool_result(log_call, runner.tools)
+    # Rendered against the turn's registry as the model saw it: the forged tools are in it.
+    rendered = render_tool_result(log_call, SpooledArtifact.forge_tools(_OneCall(log_call)))
     assert 'kind="artifact-handle"' in rendered.text
     assert "artifact_grep" in rendered.text
     assert "99999: ok" not in rendered.text  # the body itself is not pasted into the prompt

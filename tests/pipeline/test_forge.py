@@ -94,10 +94,22 @@ def ctx() -> FakeContext:
 
 
 def test_no_artifacts_forge_an_empty_registry() -> None:
-    """A turn without artifacts of the class forges nothing."""
+    """A turn without artifacts of the class or its bases forges nothing."""
     assert len(SpooledArtifact.forge_tools(FakeContext(call("p", "text")))) == 0
+    assert len(SpooledJsonArtifact.forge_tools(FakeContext(call("p", "text")))) == 0
+
+
+def test_a_subclass_without_artifacts_of_its_own_still_forges_the_base_tools() -> None:
+    """As the seeds do: the base tools for the turn's base artifacts, none of the JSON ones."""
     only_text = FakeContext(text_call("t1"))
-    assert len(SpooledJsonArtifact.forge_tools(only_text)) == 0
+    registry = SpooledJsonArtifact.forge_tools(only_text)
+    assert [t.name for t in registry.all()] == [m.name for m in SpooledArtifact.tool_methods]
+    for tool in registry.all():
+        assert enum_of(tool) == ["t1"]
+    assert registry.get("artifact_json_get") is None
+    assert [t.name for t in SpooledMarkdownArtifact.forge_tools(only_text).all()] == [
+        m.name for m in SpooledArtifact.tool_methods
+    ]
 
 
 def test_base_tools_list_every_artifact_in_storage_order(ctx: FakeContext) -> None:
@@ -157,7 +169,7 @@ async def test_query_runs_the_method_and_serialises(ctx: FakeContext) -> None:
     assert count is not None
     assert await head.executor(ctx)({"call_id": "t1", "n": 2}) == "one\ntwo"
     got = await json_get.executor(ctx)({"call_id": "j1", "path": "$.items"})
-    assert got == "[\n  1,\n  2,\n  3\n]"
+    assert got == "[\n  [\n    1,\n    2,\n    3\n  ]\n]"  # every match, as a list
     assert await count.executor(ctx)({"call_id": "j2"}) == "1"
     assert ctx.lookups == ["t1", "j1", "j2"]
 

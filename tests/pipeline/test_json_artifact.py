@@ -62,39 +62,48 @@ def test_format_is_inferred(make: Any, text: str, fmt: str, document: Any) -> No
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "ndjson"])
-def test_json_lines_skip_blank_lines_and_act_as_an_array(make: Any, fmt: JsonFormat) -> None:
-    """JSON Lines records form an array for every query; blank lines are skipped."""
+def test_json_lines_are_records_and_blank_lines_are_skipped(make: Any, fmt: JsonFormat) -> None:
+    """Every query reads the records of JSON Lines; blank lines are skipped."""
     artifact = make(RECORDS, fmt)
     assert artifact.format == fmt
-    assert artifact.json_type() == "array"
+    assert artifact.json_type() == fmt  # the format, ndjson only because it was given
+    assert artifact.json_root_type() == "array"
     assert artifact.json_length() == 3
     assert artifact.json_keys() == ["id", "name", "age"]
-    assert artifact.json_pluck("name") == ["ann", None, "cy"]
+    assert artifact.json_get("$.name") == ["ann", "cy"]  # flattened across records
+    assert artifact.json_pluck("$.name") == ["ann", "cy"]
     assert artifact.json_slice(-2) == [{"id": 2, "age": 30}, {"id": 3, "name": "cy"}]
+    assert artifact.json_filter("$.age") == [{"id": 2, "age": 30}]
 
 
 def test_json_queries(make: Any) -> None:
-    """type, keys, length, get, filter, pluck and slice answer over a JSON document."""
+    """type, keys, length, get, filter, pluck and slice answer over one JSON document."""
     artifact = make(BOOKS)
-    assert artifact.json_type() == "object"
+    assert artifact.json_type() == "json"
+    assert artifact.json_root_type() == "object"
     assert artifact.json_keys() == ["store"]
-    assert artifact.json_length() == 1
-    assert artifact.json_get("$.store.book[1].title") == "B"
-    assert artifact.json_get("$.store.open") is True
-    assert artifact.json_filter("$.store.book[?(@.price > 10)].title") == ["B", "C"]
-    assert artifact.json_filter("$..name") == ["Zed"]
+    assert artifact.json_length() == 1  # one record: the document
+    assert artifact.json_get("$.store.book[1].title") == ["B"]
+    assert artifact.json_get("$.store.open") == [True]
+    assert artifact.json_get("$.store.book[?(@.price > 10)].title") == ["B", "C"]
+    assert artifact.json_get("$..name") == ["Zed"]
+    assert artifact.json_get("$.nothing") == []
+    assert artifact.json_get("$.store.book.`len`") == [3]
+    root = artifact.document()
+    assert artifact.json_filter("$.store.open") == [root]
     assert artifact.json_filter("$.nothing") == []
-    assert artifact.json_get("$.store.book.`len`") == 3
+    assert artifact.json_slice() == [root]
+    assert artifact.json_slice(1, 3) == [root]  # a single document gives [root]
 
 
-def test_pluck_and_slice_over_an_array(make: Any) -> None:
-    """pluck reads a path relative to each item; slice has Python slice semantics."""
+def test_pluck_is_get_and_keys_of_an_array_root(make: Any) -> None:
+    """json_pluck is json_get (every match in the document); keys union an array's objects."""
     artifact = make('[{"a": {"b": 1}}, {"a": {"b": 2}}, {"c": 3}, 4]')
-    assert artifact.json_pluck("$.a.b") == [1, 2, None, None]
-    assert artifact.json_pluck("a.b") == [1, 2, None, None]
-    assert artifact.json_slice(1, 3) == [{"a": {"b": 2}}, {"c": 3}]
-    assert artifact.json_slice(3, 1) == []
+    assert artifact.json_pluck("$[*].a.b") == [1, 2]
+    assert artifact.json_pluck("$[*].a.b") == artifact.json_get("$[*].a.b")
+    assert artifact.json_pluck("$.missing") == []
     assert artifact.json_keys() == ["a", "c"]
+    assert artifact.json_length() == 1
 
 
 @pytest.mark.parametrize(
@@ -103,9 +112,10 @@ def test_pluck_and_slice_over_an_array(make: Any) -> None:
      ('"s"', "string"), ("[]", "array"), ("{}", "object")],
     ids=["int", "float", "bool", "null", "string", "array", "object"],
 )
-def test_json_type_names(make: Any, text: str, expected: str) -> None:
-    """json_type uses the JSON type names."""
-    assert make(text).json_type() == expected
+def test_json_root_type_names(make: Any, text: str, expected: str) -> None:
+    """json_root_type uses the JSON type names; json_type stays the format."""
+    assert make(text).json_root_type() == expected
+    assert make(text).json_type() == "json"
 
 
 @pytest.mark.parametrize(
@@ -127,15 +137,16 @@ def test_malformed_content_names_the_line(
     """Content that does not parse raises ToolDownstreamError naming the 0-based line."""
     artifact = make(text, fmt)
     with pytest.raises(ToolDownstreamError, match=needle) as info:
-        artifact.json_type()
+        artifact.json_keys()
     assert info.value.code == "E_TOOL_DOWNSTREAM_ERROR"
     assert info.value.line == line
 
 
-def test_empty_body_is_a_clear_error(make: Any) -> None:
-    """A blank body is not JSON of any format."""
-    with pytest.raises(ToolDownstreamError, match="empty"):
-        make(" \n ").json_keys()
+@pytest.mark.parametrize("text", ["", " \n "], ids=["empty", "blank"])
+def test_empty_body_cannot_be_inferred_and_says_so(make: Any, text: str) -> None:
+    """An empty body is not JSON of any format: inferring it is an error naming the cause."""
+    with pytest.raises(ToolDownstreamError, match=r"empty: its JSON format .* cannot be inferred"):
+        make(text).json_type()
 
 
 @pytest.mark.parametrize("path", ["$[?(@.x ==", "$..[", "", "   "],
@@ -151,14 +162,9 @@ def test_invalid_paths_are_argument_errors(make: Any, path: str) -> None:
     ("text", "call", "needle"),
     [
         ("5", lambda a: a.json_keys(), "json_keys needs an object or an array"),
-        ("true", lambda a: a.json_length(), "json_length needs"),
-        ("{}", lambda a: a.json_pluck("x"), "json_pluck needs an array"),
-        ('"s"', lambda a: a.json_slice(0, 1), "json_slice needs an array"),
-        ("{}", lambda a: a.json_get("$.missing"), "no value matches"),
         ("[1]", lambda a: a.json_slice("0", None), "start must be an integer"),
     ],
-    ids=["keys-of-number", "length-of-bool", "pluck-object", "slice-string", "get-missing",
-         "slice-str-bound"],
+    ids=["keys-of-number", "slice-str-bound"],
 )
 def test_queries_that_do_not_fit_the_document(make: Any, text: str, call: Any,
                                               needle: str) -> None:
@@ -167,10 +173,26 @@ def test_queries_that_do_not_fit_the_document(make: Any, text: str, call: Any,
         call(make(text))
 
 
+@pytest.mark.parametrize(
+    ("text", "call", "expected"),
+    [
+        ("true", lambda a: a.json_length(), 1),
+        ("{}", lambda a: a.json_pluck("x"), []),
+        ('"s"', lambda a: a.json_slice(0, 1), ["s"]),
+        ("{}", lambda a: a.json_get("$.missing"), []),
+    ],
+    ids=["length-of-bool", "pluck-object", "slice-string", "get-missing"],
+)
+def test_record_queries_fit_any_document(make: Any, text: str, call: Any,
+                                         expected: Any) -> None:
+    """A single document is one record: length 1, slice [root], no match is []."""
+    assert call(make(text)) == expected
+
+
 def test_explicit_format_is_not_second_guessed(make: Any) -> None:
     """A JSON Lines body declared as json fails as json at its second record (line 2)."""
     with pytest.raises(ToolDownstreamError, match="not valid json at line 2"):
-        make(RECORDS, "json").json_type()
+        make(RECORDS, "json").json_keys()
 
 
 def test_unknown_format_is_rejected() -> None:

@@ -17,7 +17,7 @@ GOOD: dict[str, Any] = {
 
 FACTORIES = [
     ("tool_generated", "first-party"),
-    ("user_attachment", "first-party"),
+    ("user_attachment", "third-party-private"),  # the seeds' tier: an attachment is not ours
     ("retrieved_public", "third-party-public"),
     ("retrieved_private", "third-party-private"),
 ]

@@ -45,6 +45,26 @@ def nonce_for(tool: str) -> str:
     return done(tool, "x").checksum
 
 
+class OneCall:
+    """The two lookups forging needs, over one stored call."""
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+
+    def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
+        return [self.call.id] if isinstance(self.call.results, cls) else []
+
+    def get_tool_call(self, call_id: str) -> ToolCall | None:
+        return self.call if call_id == self.call.id else None
+
+
+def with_forged_tools(call: ToolCall) -> ToolRegistry:
+    """REGISTRY plus the query tools forged for ``call``'s artifact, as in a turn."""
+    assert isinstance(call.results, SpooledArtifact)
+    forged = type(call.results).forge_tools(OneCall(call))
+    return ToolRegistry([*REGISTRY.all(), *forged.all()])
+
+
 NONCE = nonce_for("plain")
 VETTED = nonce_for("vetted")
 
@@ -154,7 +174,8 @@ def test_rendered_envelope_always_parses_back_to_exactly_the_body(body: str) -> 
 def test_non_inline_artifact_renders_as_an_untrusted_handle() -> None:
     """A spooled artifact is shown as metadata, a preview and its query tools, untrusted."""
     artifact = SpooledJsonArtifact(STORE.write("h1", "\n".join(f'{{"n": {i}}}' for i in range(50))))
-    text = render_tool_result(done("vetted", artifact), REGISTRY).text
+    call = done("vetted", artifact)
+    text = render_tool_result(call, with_forged_tools(call)).text
     assert text.startswith(f'<untrusted_content_{VETTED} nonce="{VETTED}" kind="artifact-handle" '
                            'tool="vetted">\n')
     assert "SpooledJsonArtifact, 489 bytes, 50 lines" in text
@@ -202,7 +223,7 @@ def test_first_party_media_from_an_untrusted_tool_is_trusted() -> None:
 
 def test_several_media_get_one_placeholder_each_with_their_own_trust() -> None:
     """Each media item has its own envelope; all are returned in order."""
-    mine = Media.user_attachment("document", "application/pdf", "mine.pdf", b"%PDF")
+    mine = Media.tool_generated("document", "application/pdf", "mine.pdf", b"%PDF")
     theirs = Media.retrieved_private("audio", "audio/wav", "call.wav", b"RIFF")
     rendered = render_tool_result(done("plain", (mine, theirs)), REGISTRY)
     assert rendered.media == (mine, theirs)

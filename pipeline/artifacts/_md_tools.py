@@ -1,0 +1,240 @@
+"""The Markdown query tools (`MD_TOOL_METHODS`): argument models and capped renderers.
+
+List results stop at the cap; the note names the ``start_line`` to ask for next (records carry
+their lines), or, for links and images (whose records have no line), how to narrow the range.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ._args import LineRangeArgs, NoArgs
+from ._cap import cap_items, clip, content_budget, finish, utf8_len
+from ._toolmethod import ToolMethod
+
+if TYPE_CHECKING:
+    from ._md_artifact import SpooledMarkdownArtifact
+
+__all__ = [
+    "MD_TOOL_METHODS",
+    "DepthArgs",
+    "LangArgs",
+    "capped_ast",
+    "capped_code_blocks",
+    "capped_headings",
+    "capped_images",
+    "capped_links",
+    "capped_sections",
+    "capped_text",
+]
+
+
+class DepthArgs(LineRangeArgs):
+    """The deepest heading level to include, and the lines to look in."""
+
+    depth: int = Field(default=6, ge=1, le=6, description="Deepest heading level (1 to 6).")
+
+
+class LangArgs(LineRangeArgs):
+    """An optional language filter, and the lines to look in."""
+
+    lang: str | None = Field(default=None, description="Only blocks of this language (null: all).")
+
+
+def _from_line(
+    tool: str, records: list[dict[str, Any]], key: str, extra: str = ""
+) -> Callable[[int], str]:
+    def advice(shown: int) -> str:
+        if shown >= len(records):
+            return f"call {tool} again with a later start_line"
+        line = records[shown][key]
+        return f"read the rest with {tool}({extra}start_line={line})"
+
+    return advice
+
+
+def capped_headings(
+    artifact: SpooledMarkdownArtifact,
+    cap: int,
+    depth: int = 6,
+    start_line: int = 0,
+    end_line: int | None = None,
+) -> str:
+    """Render ``md_headings`` within ``cap`` bytes."""
+    records = artifact.md_headings(depth, start_line, end_line)
+    advice = _from_line("artifact_md_headings", records, "start_line", f"depth={depth}, ")
+    return cap_items(records, cap, advice)
+
+
+def capped_sections(
+    artifact: SpooledMarkdownArtifact,
+    cap: int,
+    depth: int = 6,
+    start_line: int = 0,
+    end_line: int | None = None,
+) -> str:
+    """Render ``md_sections`` within ``cap`` bytes."""
+    records = artifact.md_sections(depth, start_line, end_line)
+    advice = _from_line("artifact_md_sections", records, "heading_line", f"depth={depth}, ")
+    return cap_items(records, cap, advice)
+
+
+def capped_code_blocks(
+    artifact: SpooledMarkdownArtifact,
+    cap: int,
+    lang: str | None = None,
+    start_line: int = 0,
+    end_line: int | None = None,
+) -> str:
+    """Render ``md_code_blocks`` within ``cap`` bytes."""
+    records = artifact.md_code_blocks(lang, start_line, end_line)
+    extra = "" if lang is None else f"lang={json.dumps(lang)}, "
+    advice = _from_line("artifact_md_code_blocks", records, "start_line", extra)
+    return cap_items(records, cap, advice)
+
+
+def _narrow(tool: str) -> Callable[[int], str]:
+    return lambda shown: (
+        f"narrow the range with {tool}(start_line=..., end_line=...), e.g. a section's body "
+        "lines from artifact_md_sections"
+    )
+
+
+def capped_links(
+    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+) -> str:
+    """Render ``md_links`` within ``cap`` bytes."""
+    return cap_items(artifact.md_links(start_line, end_line), cap, _narrow("artifact_md_links"))
+
+
+def capped_images(
+    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+) -> str:
+    """Render ``md_images`` within ``cap`` bytes."""
+    return cap_items(artifact.md_images(start_line, end_line), cap, _narrow("artifact_md_images"))
+
+
+def capped_text(
+    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+) -> str:
+    """Render ``md_text`` within ``cap`` bytes, whole blocks; the note names the next line."""
+    budget = content_budget(cap)
+    shown: list[str] = []
+    used = 0
+    for line, text in artifact.md_blocks(start_line, end_line):
+        size = utf8_len(text) + 2
+        if used + size > budget:
+            body = "\n\n".join(shown) if shown else clip(text, budget)
+            what = "the text" if shown else f"the block on line {line} alone is {size:,} bytes; it"
+            nxt = line if shown else line + 1
+            return finish(
+                body,
+                f"[output capped at {cap:,} bytes: {what} was cut; read the rest with "
+                f"artifact_md_text(start_line={nxt}) (or the block's lines with artifact_cat)]",
+                cap,
+            )
+        shown.append(text)
+        used += size
+    return "\n\n".join(shown)
+
+
+def capped_ast(
+    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+) -> str:
+    """Render ``md_ast`` within ``cap`` bytes: whole top-level nodes; the note names the next."""
+    tree = artifact.md_ast(start_line, end_line)
+    text = json.dumps(tree, indent=2, ensure_ascii=False, default=str)
+    if utf8_len(text) <= cap:
+        return text
+    children: list[dict[str, Any]] = tree["children"]
+    budget = content_budget(cap) - 64
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for node in children:
+        node_text = json.dumps(node, indent=2, ensure_ascii=False, default=str)
+        size = utf8_len(node_text) + 4 * (node_text.count("\n") + 1) + 2  # as nested in root
+        if used + size > budget:
+            break
+        kept.append(node)
+        used += size
+    body = json.dumps({"type": "root", "children": kept}, indent=2, ensure_ascii=False)
+    nxt = children[len(kept)].get("map", [None])[0]
+    where = (
+        f"read the rest with artifact_md_ast(start_line={nxt})"
+        if nxt is not None and kept
+        else "narrow the range with start_line/end_line, or read the lines with artifact_cat"
+    )
+    return finish(
+        clip(body, budget),
+        f"[output capped at {cap:,} bytes: the first {len(kept):,} of {len(children):,} top-level "
+        f"nodes shown; {where}]",
+        cap,
+    )
+
+
+MD_TOOL_METHODS: tuple[ToolMethod, ...] = (
+    ToolMethod(
+        "artifact_md_frontmatter",
+        "md_frontmatter",
+        "Return the YAML front matter of a spooled Markdown result (null when none).",
+        NoArgs,
+    ),
+    ToolMethod(
+        "artifact_md_headings",
+        "md_headings",
+        "List the headings (depth, text, 0-based start_line, exclusive end_line).",
+        DepthArgs,
+        capped=capped_headings,
+    ),
+    ToolMethod(
+        "artifact_md_sections",
+        "md_sections",
+        "List the sections with their 0-based heading and body line ranges (body end "
+        "exclusive); read one with artifact_cat.",
+        DepthArgs,
+        capped=capped_sections,
+    ),
+    ToolMethod(
+        "artifact_md_code_blocks",
+        "md_code_blocks",
+        "List the code blocks (lang, 0-based start_line, exclusive end_line).",
+        LangArgs,
+        capped=capped_code_blocks,
+    ),
+    ToolMethod(
+        "artifact_md_links",
+        "md_links",
+        "List the links (text, url, title) of a spooled Markdown result, optionally only "
+        "those on lines [start_line, end_line) (e.g. a section's body lines).",
+        LineRangeArgs,
+        capped=capped_links,
+    ),
+    ToolMethod(
+        "artifact_md_images",
+        "md_images",
+        "List the images (alt, url, title) of a spooled Markdown result, optionally only "
+        "those on lines [start_line, end_line).",
+        LineRangeArgs,
+        capped=capped_images,
+    ),
+    ToolMethod(
+        "artifact_md_text",
+        "md_text",
+        "Return the plain text of a spooled Markdown result, without markup; optionally only "
+        "the blocks starting on lines [start_line, end_line).",
+        LineRangeArgs,
+        capped=capped_text,
+    ),
+    ToolMethod(
+        "artifact_md_ast",
+        "md_ast",
+        "Return the Markdown syntax tree of a spooled Markdown result as JSON; optionally only "
+        "the top-level nodes starting on lines [start_line, end_line).",
+        LineRangeArgs,
+        capped=capped_ast,
+    ),
+)

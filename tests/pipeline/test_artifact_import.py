@@ -1,0 +1,46 @@
+"""``import pipeline, middleware`` loads no optional parser (issue 15); each loads on first use.
+
+Run in fresh interpreters, so that modules this test session already imported do not count.
+A behaviour test: the speed itself is measured by ``python -m bench.import_time``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+OPTIONAL = ("markdown_it", "yaml", "jsonpath_ng", "json5", "regex")
+
+
+def loaded_after(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter; return the optional parsers then imported."""
+    report = f"print(json.dumps([m for m in {OPTIONAL!r} if m in sys.modules]))"
+    probe = f"import json, sys\n{code}\n{report}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)
+    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_importing_pipeline_and_middleware_loads_no_optional_parser() -> None:
+    """Markdown, YAML, JSONPath, JSON5 and regex stay out of sys.modules after the import."""
+    assert loaded_after("import pipeline, middleware") == []
+
+
+def test_each_parser_loads_when_its_query_first_runs() -> None:
+    """A grep loads regex, a JSON query jsonpath-ng, a Markdown one markdown-it, and so on."""
+    code = """
+import pipeline
+store = pipeline.MemorySpoolStore()
+plain = pipeline.SpooledArtifact(store.write("a", "x\\ny"))
+assert plain.grep("y") == ["1:y"]
+assert "regex" in sys.modules and "jsonpath_ng" not in sys.modules
+doc = pipeline.SpooledJsonArtifact(store.write("b", "{a: 1,}"))
+assert doc.json_get("$.a") == [1] and doc.json_type() == "json5"
+md = pipeline.SpooledMarkdownArtifact(store.write("c", "---\\nt: 1\\n---\\n# Hi"))
+assert md.md_frontmatter() == {"t": 1} and md.md_headings()[0]["text"] == "Hi"
+"""
+    assert loaded_after(code) == list(OPTIONAL)
