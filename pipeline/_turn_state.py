@@ -11,7 +11,9 @@ persist first and then update every index together.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from .stores._store import TurnStore
 
 __all__ = ["TurnState", "uncancellable"]
+
+_CHECKSUM = attrgetter("checksum")
+_CALL_ID = attrgetter("id")
 
 T = TypeVar("T")
 
@@ -172,10 +177,11 @@ class TurnState:
         """Put a conversation's earlier messages and calls before this turn's (they count)."""
         self.messages = [*messages, *self.messages]  # a new list: views of the old one hold
         self.history_calls = (*calls, *self.history_calls)
+        # Counted in C (a conversation's history is loaded again by every turn of it).
         checksums = self.checksums
-        for call in calls:
-            checksums[call.checksum] = checksums.get(call.checksum, 0) + 1
-            self.history_ids.add(call.id)
+        for checksum, n in Counter(map(_CHECKSUM, calls)).items():
+            checksums[checksum] = checksums.get(checksum, 0) + n
+        self.history_ids.update(map(_CALL_ID, calls))
 
     def seed_calls(self, calls: Iterable[ToolCall]) -> None:
         """Record calls as already stored this turn, without persisting (test doubles)."""

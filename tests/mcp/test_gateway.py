@@ -159,14 +159,16 @@ async def test_a_killed_upstream_is_a_clear_error_and_the_next_call_reconnects(
 ) -> None:
     async with stdio_gateway(write_config(tmp_path, call_log, timeout=60)) as client:
         pending = asyncio.create_task(client.call_tool("fx_hang", {}))
+        deadline = time.monotonic() + 30
         while not logged(call_log):  # the call reached the upstream
+            assert time.monotonic() < deadline, "the call never reached the upstream"
             await asyncio.sleep(0.05)
         upstream = logged(call_log)[0]["pid"]
         started = time.monotonic()
         os.kill(upstream, signal.SIGKILL)
         killed = await asyncio.wait_for(pending, 30)
         elapsed = time.monotonic() - started
-        later = await client.call_tool("fx_echo", {"text": "later"})
+        later = await asyncio.wait_for(client.call_tool("fx_echo", {"text": "later"}), 30)
     assert elapsed < 10  # well before the 60 s call timeout: the death is noticed, not waited out
     assert killed.is_error
     assert "E_MCP_SERVER" in texts(killed)
