@@ -10,14 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from pipeline import (
     Media,
-    MemoryStore,
     ModelResponse,
     ProposedToolCall,
     SqliteStore,
@@ -31,17 +27,6 @@ from pipeline.stores._sqlite_schema import SCHEMA_VERSION
 from pipeline.testing import ScriptedModel
 
 TURNS = 10
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TurnStore]:
-    """Both built-in stores."""
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    sqlite = SqliteStore(tmp_path / "turns.db", synchronous="normal")
-    yield sqlite
-    await sqlite.aclose()
 
 
 @tool
