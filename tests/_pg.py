@@ -77,6 +77,15 @@ class PgServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.conninfo(name)
 
+    def drop_database(self, conninfo: str) -> None:
+        """Drop a database made by `create_database` (closing any connection left to it)."""
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        name = conninfo_to_dict(conninfo)["dbname"]
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
 
 def _runner(as_root: bool) -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if as_root else []
@@ -133,6 +142,8 @@ def pg_server() -> Iterator[PgServer]:
 
 
 @pytest.fixture
-def pg_conninfo(pg_server: PgServer) -> str:
-    """A connection string to a fresh, empty database on the test server."""
-    return pg_server.create_database()
+def pg_conninfo(pg_server: PgServer) -> Iterator[str]:
+    """A connection string to a fresh, empty database on the test server (dropped after)."""
+    conninfo = pg_server.create_database()
+    yield conninfo
+    pg_server.drop_database(conninfo)
