@@ -25,12 +25,12 @@ from ._loop_thread import LoopThread
 from ._postgres_schema import migrate
 from ._postgres_sql import Row
 from ._sqlite_codec import (
-    CALL_COLUMNS,
     PartRow,
     call_from_row,
     encode_call,
     encode_message,
     encode_turn,
+    message_from_row,
     turn_from_row,
 )
 
@@ -167,6 +167,7 @@ class PostgresStore:
             min_size=self._min,
             max_size=self._max,
             timeout=self._timeout,
+            kwargs={"autocommit": True},  # a write is one statement or an explicit transaction
             open=False,
             name="loopware-store",
         )
@@ -262,26 +263,22 @@ class PostgresStore:
             row, parts = await asyncio.to_thread(encode_call, call, body_key)
         values = [sql.scope(conversation_id, turn_id), sql.opt(conversation_id), sql.b(turn_id)]
         values += sql.bytea(row, sql.CALL_BYTEA)
+        key = (values[0], values[2], values[3])  # scope, turn id, call id
+        part_values = [(*sql.bytea(p, sql.PART_BYTEA), *key) for p in parts]
 
-        async def write(pool: Pool) -> list[str] | None:
-            async with pool.connection() as conn:
-                seq = await sql.fetch_one(conn, sql.CALL_UPSERT, values)
-                stale = await sql.spool_keys(conn, seq)
-                if stale is not None:
-                    await conn.execute(
-                        "DELETE FROM loopware.tool_call_results WHERE call_seq = %s", (seq,)
-                    )
-                if parts:
+        async def write(pool: Pool) -> list[str]:
+            # one round trip: the statements are pipelined in one transaction
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                await conn.execute(sql.CALL_UPSERT, values)
+                old = await conn.execute(sql.PARTS_DELETE, key)
+                if part_values:
                     async with conn.cursor() as cur:
-                        await cur.executemany(
-                            sql.PART_INSERT,
-                            [sql.bytea((seq, *p), sql.PART_BYTEA) for p in parts],
-                        )
-            return stale
+                        await cur.executemany(sql.PART_INSERT, part_values)
+            return await sql.spool_keys(old)
 
         stale = await self._run(write)
         kept = {sql.text(p[-1]) for p in parts if p[-1] is not None}
-        await self._forget_bodies([k for k in stale or () if k not in kept])
+        await self._forget_bodies([k for k in stale if k not in kept])
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
@@ -290,18 +287,12 @@ class PostgresStore:
         key = (sql.scope(conversation_id, turn_id), sql.b(turn_id), sql.b(call_id))
 
         async def delete(pool: Pool) -> list[str] | None:
-            async with pool.connection() as conn:
-                cur = await conn.execute(
-                    "SELECT seq FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s "
-                    "AND id = %s FOR UPDATE",
-                    key,
-                )
-                found = await cur.fetchone()
-                if found is None:
-                    return None
-                stale = await sql.spool_keys(conn, found[0])
-                await conn.execute("DELETE FROM loopware.tool_calls WHERE seq = %s", (found[0],))
-            return stale or []
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                parts = await conn.execute(sql.PARTS_DELETE, key)
+                gone = await conn.execute(sql.CALL_DELETE, key)
+            if await gone.fetchone() is None:
+                return None
+            return await sql.spool_keys(parts)
 
         stale = await self._run(delete)
         if stale is None:
@@ -316,11 +307,14 @@ class PostgresStore:
         scope = sql.scope(conversation_id, "")
 
         async def load(pool: Pool) -> tuple[list[Message], list[ToolCall]]:
-            async with pool.connection() as conn, conn.transaction():  # one snapshot for both
+            # one snapshot for both, one round trip
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                messages = await sql.select_messages(conn, "scope = %s", (scope,))
-                calls = await self._select_calls(conn, "scope = %s", (scope,))
-            return messages, calls
+                messages = await conn.execute(
+                    f"{sql.MESSAGE_SELECT} WHERE scope = %s ORDER BY seq", (scope,)
+                )
+                calls = await self._query_calls(conn, "scope = %s", (scope,))
+            return [message_from_row(r) for r in await messages.fetchall()], await calls()
 
         return await self._run(load)
 
@@ -329,8 +323,9 @@ class PostgresStore:
         """Return the calls a turn stored (with or without a conversation), in storage order."""
 
         async def read(pool: Pool) -> list[ToolCall]:
-            async with pool.connection() as conn:
-                return await self._select_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+            async with pool.connection() as conn, conn.pipeline():
+                calls = await self._query_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+            return await calls()
 
         return await self._run(read)
 
@@ -365,24 +360,29 @@ class PostgresStore:
             spool = self._spool
             await asyncio.to_thread(lambda: [spool.delete(k) for k in owned])
 
-    async def _select_calls(
+    async def _query_calls(
         self, conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
-    ) -> list[ToolCall]:
-        cur = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
-        rows = await cur.fetchall()
-        if not rows:
-            return []
-        parts: dict[int, list[PartRow]] = {}
-        if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
-            cur = await conn.execute(
-                f"{sql.PART_SELECT} WHERE call_seq IN "
-                f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
-                params,
-            )
-            for part in await cur.fetchall():
-                parts.setdefault(part[0], []).append(part[1:])
+    ) -> Callable[[], Awaitable[list[ToolCall]]]:
+        """Queue the queries for the calls matching ``where`` and their parts (pipelined).
+
+        Returns what decodes them once the results are in.
+        """
+        calls = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
+        parts = await conn.execute(
+            f"{sql.PART_SELECT} WHERE call_seq IN "
+            f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
+            params,
+        )
         spool = self._spool
-        return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
+
+        async def decode() -> list[ToolCall]:
+            by_call: dict[int, list[PartRow]] = {}
+            for part in await parts.fetchall():
+                by_call.setdefault(part[0], []).append(part[1:])
+            rows = await calls.fetchall()
+            return [call_from_row(row[1:], by_call.get(row[0], ()), spool) for row in rows]
+
+        return decode
 
 
 async def _nothing(pool: Pool) -> None:
