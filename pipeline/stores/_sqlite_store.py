@@ -111,6 +111,10 @@ def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
 
 
+_NO_BODIES = MemorySpoolStore()
+"""The spool given to rows that reference no body (so reading never creates the default one)."""
+
+
 def _keys(rows: Iterable[tuple[str | bytes]]) -> list[str]:
     return [from_sql_text(row[0]) for row in rows]
 
@@ -337,11 +341,9 @@ class SqliteStore:
             cur.execute(_MESSAGE_UPSERT, values)
 
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
-        spool = self.spool
-
         def body_key(position: int, artifact: SpooledArtifact) -> str | None:
             return reference_body(
-                spool,
+                self.spool,  # the default spool's directory is made on the first artifact
                 artifact,
                 turn_key=f"{turn_id}/{call.id}",
                 own_key=owned_key(conversation_id, turn_id, call.id, position),
@@ -431,7 +433,8 @@ class SqliteStore:
             ).fetchall()
             for part in part_rows:
                 parts.setdefault(part[0], []).append(part[1:])
-        spool = self.spool
+        referenced = any(p[-1] is not None for found in parts.values() for p in found)
+        spool = self.spool if referenced else _NO_BODIES
         return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 
