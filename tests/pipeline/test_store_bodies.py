@@ -8,9 +8,11 @@ spool by streaming, and a large body never passes through memory whole (measured
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from pipeline import (
     tool,
 )
 from pipeline.stores import FileSpoolStore
+from pipeline.stores._file_spool import FileSpoolReader
 from pipeline.testing import ScriptedModel
 
 from .._stores import DurableStore, StoreBackend
@@ -234,3 +237,48 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_migrations")]
     conn.close()
     assert versions == [1, 2, 3]
+
+
+class GatedSpool(FileSpoolStore):
+    """Holds the first writer right after its body is written, until `release` is set."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.first_written = threading.Event()
+        self.release = threading.Event()
+
+    def write_chunks(self, id: str, chunks: Iterable[str | bytes]) -> FileSpoolReader:
+        reader = super().write_chunks(id, chunks)
+        if not self.first_written.is_set():
+            self.first_written.set()
+            self.release.wait(30)
+        return reader
+
+
+async def test_a_call_saved_from_two_stores_at_once_keeps_the_body_of_the_row_that_won(
+    durable: StoreBackend, tmp_path: Path
+) -> None:
+    """Save A copies its body, save B copies and commits, then A commits: A's body survives.
+
+    (Each save copies to a key of its own; with one shared key, B's copy would overwrite A's
+    body and the winning row would read the loser's body.)
+    """
+    spool = GatedSpool(tmp_path / "bodies")
+    other = MemorySpoolStore()
+    bodies = [f"version {v}\n" + "x" * (40_000 + v) for v in range(2)]
+
+    def save(v: int) -> ToolCall:
+        artifact = SpooledArtifact(other.write(str(v), bodies[v]))
+        return ToolCall.completed(id="same", tool="fetch", args={"v": v}, results=artifact)
+
+    async with opened(durable, spool) as one, opened(durable, spool) as two:
+        first = asyncio.create_task(one.save_tool_call("c", "t", save(0)))
+        await asyncio.to_thread(spool.first_written.wait, 30)  # A's body is in the spool
+        await two.save_tool_call("c", "t", save(1))  # B copies and commits
+        spool.release.set()
+        await first  # A commits last: its row wins
+        _, [loaded] = await one.load_conversation("c")
+    assert loaded.args == {"v": 0}
+    assert isinstance(loaded.results, SpooledArtifact)
+    assert loaded.results.as_string() == bodies[0]
+    assert len(spool_files(spool)) == 1  # B's copy went with B's row
