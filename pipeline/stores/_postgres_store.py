@@ -139,10 +139,22 @@ class PostgresStore:
             return self._thread
 
     async def _run(self, job: Callable[[Pool], Awaitable[R]]) -> R:
-        """Run ``job`` with the pool on the store's loop (opening the pool first if needed)."""
+        """Run ``job`` with the pool on the store's loop (opening the pool first if needed).
+
+        A job whose connection turns out to be dead (the server restarted, or closed an idle
+        connection) is run once more on a fresh one: every job is one transaction of
+        idempotent statements (upserts, deletes by key, reads), so running it again is safe.
+        """
 
         async def on_store_loop() -> R:
-            return await job(await self._ready())
+            import psycopg
+
+            pool = await self._ready()
+            try:
+                return await job(pool)
+            except psycopg.OperationalError:
+                await pool.check()  # drop the dead connections before the second attempt
+                return await job(pool)
 
         return await self._loop_thread().run(on_store_loop())
 

@@ -196,3 +196,23 @@ async def test_four_processes_share_one_conversation_and_lose_nothing(
         mine = [c for c in calls if str(c.results).startswith(f"worker {worker} ")]
         assert [c.args["i"] for c in mine] == list(range(50))
         assert [c.id for c in mine] == [f"c{i}" for i in range(50)]
+
+
+async def test_connections_the_server_dropped_are_replaced_without_an_error(
+    pg_conninfo: str,
+) -> None:
+    """After the server ends every connection (a restart), the next operations just work."""
+    async with PostgresStore(pg_conninfo, spool=MemorySpoolStore(), min_size=2) as store:
+        await store.save_tool_call("c", "t", ToolCall.completed(id="a", tool="x", args={},
+                                                                results="before"))
+        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert ended is not None
+        assert ended[0] >= 1
+        await store.save_tool_call("c", "t", ToolCall.completed(id="b", tool="x", args={},
+                                                                results="after"))
+        _, calls = await store.load_conversation("c")
+    assert [c.results for c in calls] == ["before", "after"]
