@@ -39,6 +39,7 @@ from .._errors import InvalidRunnerConfigError
 from ._body_refs import is_owned, owned_key, reference_body
 from ._file_spool import FileSpoolStore
 from ._spool import MemorySpoolStore, SpoolStore
+from ._sqlite_bodies import externalise_bodies
 from ._sqlite_codec import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -219,12 +220,14 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        self._migrate()  # with foreign keys off: a migration may rebuild a referenced table
+        previous = self._migrate()  # foreign keys off: a migration may rebuild a table
         conn.execute("PRAGMA foreign_keys = ON")
+        if 0 < previous < 3:  # bodies used to live in the rows: stream them to the spool
+            externalise_bodies(conn, lambda: self.spool)
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> int:
         with self._transaction() as cur:
-            migrate(cur, self._path)
+            return migrate(cur, self._path)
 
     def _close_connection(self) -> None:
         if self._conn is not None:

@@ -208,35 +208,61 @@ async def test_a_runner_sharing_the_stores_spool_stores_references_only(
 async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
     tmp_path: Path,
 ) -> None:
-    """Rows written before bodies moved to the spool load back unchanged after the migration."""
+    """Rows written before bodies moved to the spool load back unchanged after the migration.
+
+    The migration streams a large inline body (32 MiB here) out to the spool, with a peak of a
+    few MiB of memory; a small one stays in its row.
+    """
     path = tmp_path / "v2.db"
     SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:  # what version 2 wrote: the body in the part's text
+    line = "abcdefghijklmnopqrs\n"
+    size = 32 * MIB
+    with sqlite3.connect(path) as conn:  # what version 2 wrote: the bodies in the parts' text
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
         conn.execute("DELETE FROM schema_migrations WHERE version = 3")
+        for call_id in ("small", "large"):
+            conn.execute(
+                "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
+                " is_complete, is_error, from_artifact_tool, inline, created_at, updated_at,"
+                " completed_at, results_kind, results_text) VALUES ('c:c', 'c', 't', ?, 'x',"
+                " '{}', ?, 1, 0, 0, 0, ?, ?, ?, 'artifact', NULL)",
+                (call_id, "ab" * 32, *["2025-01-01T00:00:00+00:00"] * 3),
+            )
+        parts = "INSERT INTO tool_call_results (call_seq, position, kind, artifact_class, text,"
         conn.execute(
-            "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
-            " is_complete, is_error, from_artifact_tool, inline, created_at, updated_at,"
-            " completed_at, results_kind, results_text) VALUES ('c:c', 'c', 't', 'old', 'x',"
-            " '{}', ?, 1, 0, 0, 0, ?, ?, ?, 'artifact', NULL)",
-            ("ab" * 32, *["2025-01-01T00:00:00+00:00"] * 3),
-        )
-        conn.execute(
-            "INSERT INTO tool_call_results (call_seq, position, kind, artifact_class, text,"
-            " byte_length, media, data) VALUES (1, 0, 'artifact',"
+            parts + " byte_length, media, data) VALUES (1, 0, 'artifact',"
             " 'pipeline._artifact:SpooledArtifact', 'old body\nsecond line', 20, NULL, NULL)"
         )
+        conn.execute(  # made by SQLite itself: 32 MiB of lines, never in this process
+            parts + " byte_length, media, data) VALUES (2, 0, 'artifact', 'x:Y',"
+            " replace(printf('%.*c', ?, 'x'), ?, ?), ?, NULL, NULL)",
+            (size, "x" * len(line), line, size),
+        )
     conn.close()
-    async with SqliteStore(path) as store:
-        _, [old] = await store.load_conversation("c")
-        assert await store.delete_tool_call("c", "t", "old") is True
-    assert isinstance(old.results, SpooledArtifact)
-    assert old.results.as_string() == "old body\nsecond line"
-    assert old.results.byte_length() == 20
+    tracemalloc.start()
+    try:
+        async with SqliteStore(path) as store:
+            _, [small, large] = await store.load_conversation("c")
+            assert isinstance(large.results, SpooledArtifact)
+            head, count = large.results.head(1), large.results.line_count()
+            _, peak = tracemalloc.get_traced_memory()
+            assert await store.delete_tool_call("c", "t", "small") is True
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB"
+    assert isinstance(small.results, SpooledArtifact)
+    assert small.results.as_string() == "old body\nsecond line"
+    assert small.results.byte_length() == 20
+    assert (head, count) == (["abcdefghijklmnopqrs"], size // len(line) + 1)
+    assert large.results.byte_length() == size
     with sqlite3.connect(path) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_migrations")]
+        inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
+        assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
     assert versions == [1, 2, 3]
+    [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
+    assert moved.stat().st_size == size
 
 
 class GatedSpool(FileSpoolStore):
