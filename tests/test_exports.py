@@ -20,6 +20,7 @@ PACKAGES = [
     "pipeline.stores",
     "middleware",
     "middleware.audit",
+    "middleware.transcripts",
     "loopware_cli",
 ]
 SUBPACKAGES = [p for p in PACKAGES if p.startswith("pipeline.")]
