@@ -111,14 +111,24 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
         ),
     ),
+    (
+        3,
+        (
+            # artifact bodies by reference (issues 14 and 17): a part names the spool key of
+            # its body; parts written before keep their text and stay readable
+            "ALTER TABLE tool_call_results ADD COLUMN spool_key TEXT",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 """The schema version this code writes; older databases are migrated when opened."""
 
 
-def migrate(cur: sqlite3.Cursor, path: str) -> None:
+def migrate(cur: sqlite3.Cursor, path: str) -> int:
     """Bring the database to `SCHEMA_VERSION` (inside the caller's transaction).
+
+    Returns the version the database had before (0 for a new one).
 
     Foreign keys must be off while it runs (a rebuilt table is dropped and renamed; its
     dependent rows must stay); the store turns them on afterwards.
@@ -146,3 +156,4 @@ def migrate(cur: sqlite3.Cursor, path: str) -> None:
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
             (version, datetime.now(UTC).isoformat()),
         )
+    return int(current)

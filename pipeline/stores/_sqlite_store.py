@@ -12,6 +12,11 @@ transaction that has committed before the coroutine returns. With ``synchronous=
 default) a commit also survives an OS crash or power loss; ``"normal"`` survives the process
 being killed at any point, and is several times faster.
 
+Artifact bodies are kept by reference: a result part records the spool key of its body in the
+store's spool (by default a `FileSpoolStore` in ``<path>-spool`` beside the database), never the
+body itself, so storing or loading a 200 MB result does not hold it in memory (see
+`pipeline.stores._body_refs`).
+
 Messages are keyed by (conversation, id) inside a conversation, and tool calls by
 (conversation, turn, id), as `MemoryStore` keys them: concurrent turns of one conversation may
 store the same provider id and neither call is lost. Turns without a conversation are stored
@@ -24,22 +29,26 @@ import asyncio
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
 from .._errors import InvalidRunnerConfigError
+from . import _sqlite_sql as sql
+from ._body_refs import is_owned, owned_key, reference_body
+from ._file_spool import FileSpoolStore
+from ._spool import MemorySpoolStore, SpoolStore
+from ._sqlite_bodies import externalise_bodies
 from ._sqlite_codec import (
     CALL_COLUMNS,
-    MESSAGE_COLUMNS,
-    TURN_COLUMNS,
     PartRow,
     call_from_row,
     encode_call,
     encode_message,
     encode_turn,
+    from_sql_text,
     message_from_row,
     sql_text,
     turn_from_row,
@@ -48,6 +57,7 @@ from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
     from .._toolcall import ToolCall
+    from ..artifacts._artifact import SpooledArtifact
     from ..models._seam import Message
     from ._store import TurnRecord
 
@@ -56,48 +66,16 @@ __all__ = ["SqliteStore"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM tool_calls"
-_PART_SELECT = (
-    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data "
-    "FROM tool_call_results"
-)
-_CALL_UPDATE = (
-    "UPDATE tool_calls SET conversation_id = ?, turn_id = ?, "
-    + ", ".join(f"{c} = ?" for c in CALL_COLUMNS[1:])
-    + " WHERE seq = ?"
-)
-_CALL_INSERT = (
-    "INSERT INTO tool_calls (scope, conversation_id, turn_id, "
-    + ", ".join(CALL_COLUMNS)
-    + ") VALUES ("
-    + ", ".join("?" * (len(CALL_COLUMNS) + 3))
-    + ")"
-)
-_PART_INSERT = (
-    "INSERT INTO tool_call_results "
-    "(call_seq, position, kind, artifact_class, text, byte_length, media, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_MESSAGE_UPSERT = (
-    "INSERT INTO messages (scope, conversation_id, turn_id, "
-    + ", ".join(MESSAGE_COLUMNS)
-    + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO UPDATE SET "
-    + "conversation_id = excluded.conversation_id, turn_id = excluded.turn_id, "
-    + ", ".join(f"{c} = excluded.{c}" for c in MESSAGE_COLUMNS[1:])
-)
-_MESSAGE_SELECT = "SELECT " + ", ".join(MESSAGE_COLUMNS) + " FROM messages"
-_TURN_UPSERT = (
-    "INSERT OR REPLACE INTO turns ("
-    + ", ".join(TURN_COLUMNS)
-    + ") VALUES ("
-    + ", ".join("?" * len(TURN_COLUMNS))
-    + ")"
-)
-_TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM turns"
-
-
 def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
+
+
+_NO_BODIES = MemorySpoolStore()
+"""The spool given to rows that reference no body (so reading never creates the default one)."""
+
+
+def _keys(rows: Iterable[tuple[str | bytes]]) -> list[str]:
+    return [from_sql_text(row[0]) for row in rows]
 
 
 def _ids(conversation_id: str | None, turn_id: str) -> tuple[str | bytes | None, str | bytes]:
@@ -113,6 +91,10 @@ class SqliteStore:
         synchronous: ``"full"`` (default: commits survive power loss) or ``"normal"`` (commits
             survive a process kill; faster).
         busy_timeout: Seconds to wait for a lock held by another connection to the same file.
+        spool: Where artifact bodies are kept (the database holds their spool keys). Default:
+            a `FileSpoolStore` in the directory ``<path>-spool`` (created on the first
+            artifact), or a `MemorySpoolStore` for ``":memory:"``. Give the runner the same
+            spool and bodies are never copied.
 
     Raises:
         InvalidRunnerConfigError: a bad option, a file that is not an SQLite database, or a
@@ -121,7 +103,7 @@ class SqliteStore:
     Use it as an async context manager, or call `close()` / `aclose()` when done.
     """
 
-    __slots__ = ("_closed", "_conn", "_executor", "_path")
+    __slots__ = ("_closed", "_conn", "_executor", "_path", "_spool")
 
     def __init__(
         self,
@@ -129,6 +111,7 @@ class SqliteStore:
         *,
         synchronous: Literal["full", "normal"] = "full",
         busy_timeout: float = 30.0,
+        spool: SpoolStore | None = None,
     ) -> None:
         """Open (and create or migrate) the database; see the class docstring."""
         bad: list[str] = []
@@ -145,9 +128,16 @@ class SqliteStore:
             or timeout < 0
         ):
             bad.append(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        if spool is not None and not all(
+            callable(getattr(spool, m, None)) for m in ("write", "read", "delete")
+        ):
+            bad.append(f"spool must implement SpoolStore (write, read, delete), not {spool!r}")
         if bad:
             raise InvalidRunnerConfigError("SqliteStore: " + "; ".join(bad), field="store")
         self._path = os.fspath(path)
+        self._spool: SpoolStore | None = spool
+        if spool is None and self._path == ":memory:":
+            self._spool = MemorySpoolStore()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-sqlite")
@@ -173,6 +163,14 @@ class SqliteStore:
         """The database file."""
         return self._path
 
+    @property
+    def spool(self) -> SpoolStore:
+        """Where the artifact bodies of stored calls are kept."""
+        spool = self._spool
+        if spool is None:
+            spool = self._spool = FileSpoolStore(self._path + "-spool")
+        return spool
+
     # -- life cycle (worker thread) -----------------------------------------------------------
     def _open(self, synchronous: str, busy_timeout: float) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, timeout=busy_timeout)
@@ -180,12 +178,14 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        self._migrate()  # with foreign keys off: a migration may rebuild a referenced table
+        previous = self._migrate()  # foreign keys off: a migration may rebuild a table
         conn.execute("PRAGMA foreign_keys = ON")
+        if 0 < previous < 3:  # bodies used to live in the rows: stream them to the spool
+            externalise_bodies(conn, lambda: self.spool)
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> int:
         with self._transaction() as cur:
-            migrate(cur, self._path)
+            return migrate(cur, self._path)
 
     def _close_connection(self) -> None:
         if self._conn is not None:
@@ -293,42 +293,65 @@ class SqliteStore:
     # -- worker-thread bodies -------------------------------------------------------------------
     def _write_turn(self, record: TurnRecord) -> None:
         with self._transaction() as cur:
-            cur.execute(_TURN_UPSERT, encode_turn(record))
+            cur.execute(sql.TURN_UPSERT, encode_turn(record))
 
     def _write_message(self, conversation_id: str | None, turn_id: str, message: Message) -> None:
         values = (_scope(conversation_id, turn_id), *_ids(conversation_id, turn_id))
         values += encode_message(message)
         with self._transaction() as cur:
-            cur.execute(_MESSAGE_UPSERT, values)
+            cur.execute(sql.MESSAGE_UPSERT, values)
 
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
-        row, parts = encode_call(call)  # reads artifact bodies: done here, off the event loop
+        def body_key(position: int, artifact: SpooledArtifact) -> str | None:
+            return reference_body(
+                self.spool,  # the default spool's directory is made on the first artifact
+                artifact,
+                turn_key=f"{turn_id}/{call.id}",
+                own_key=owned_key(conversation_id, turn_id, call.id, position),
+            )
+
+        row, parts = encode_call(call, body_key)  # copies bodies: here, off the event loop
         scope = _scope(conversation_id, turn_id)
         ids = _ids(conversation_id, turn_id)
+        stale: list[str] = []
         with self._transaction() as cur:
             found = cur.execute(
                 "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
                 (scope, ids[1], row[0]),
             ).fetchone()
             if found is None:
-                cur.execute(_CALL_INSERT, (scope, *ids, *row))
+                cur.execute(sql.CALL_INSERT, (scope, *ids, *row))
                 seq = cur.lastrowid
             else:
                 seq = found[0]
-                cur.execute(_CALL_UPDATE, (*ids, *row[1:], seq))
+                stale = _keys(cur.execute(sql.PART_KEYS, (seq,)).fetchall())
+                cur.execute(sql.CALL_UPDATE, (*ids, *row[1:], seq))
                 cur.execute("DELETE FROM tool_call_results WHERE call_seq = ?", (seq,))
             if parts:
-                cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
+                cur.executemany(sql.PART_INSERT, [(seq, *part) for part in parts])
+        kept = {from_sql_text(p[-1]) for p in parts if p[-1] is not None}
+        self._forget_bodies(k for k in stale if k not in kept)
+
+    def _forget_bodies(self, keys: Iterable[str]) -> None:
+        """Delete the bodies this store copied for rows that no longer refer to them."""
+        for key in keys:
+            if is_owned(key):
+                self.spool.delete(key)
 
     def _delete_call(
         self, scope: str | bytes, turn_id: str | bytes, call_id: str | bytes
     ) -> bool:
         with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
+            found = cur.execute(
+                "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
                 (scope, turn_id, call_id),
-            )
-            return cur.rowcount > 0
+            ).fetchone()
+            if found is None:
+                return False
+            stale = _keys(cur.execute(sql.PART_KEYS, (found[0],)).fetchall())
+            cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
+        self._forget_bodies(stale)
+        return True
 
     def _read_conversation(self, scope: str | bytes) -> tuple[list[Message], list[ToolCall]]:
         with self._transaction(write=False) as cur:  # one snapshot for both reads
@@ -346,32 +369,34 @@ class SqliteStore:
 
     def _read_turn(self, turn_id: str | bytes) -> TurnRecord | None:
         with self._transaction(write=False) as cur:
-            row = cur.execute(_TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
+            row = cur.execute(sql.TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
         return None if row is None else turn_from_row(row)
 
     @staticmethod
     def _select_messages(
         cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
     ) -> list[Message]:
-        rows = cur.execute(f"{_MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        rows = cur.execute(f"{sql.MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         return [message_from_row(row) for row in rows]
 
-    @staticmethod
     def _select_calls(
+        self,
         cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
     ) -> list[ToolCall]:
-        rows = cur.execute(f"{_CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        rows = cur.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         if not rows:
             return []
         parts: dict[int, list[PartRow]] = {}
         if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
             part_rows = cur.execute(
-                f"{_PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
+                f"{sql.PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
                 params,
             ).fetchall()
             for part in part_rows:
                 parts.setdefault(part[0], []).append(part[1:])
-        return [call_from_row(row[1:], parts.get(row[0], ())) for row in rows]
+        referenced = any(p[-1] is not None for found in parts.values() for p in found)
+        spool = self.spool if referenced else _NO_BODIES
+        return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 
 SqliteStore.__module__ = "pipeline"

@@ -1,0 +1,409 @@
+"""`PostgresStore`: the `TurnStore` on PostgreSQL (psycopg 3, async, a connection pool).
+
+Same semantics as `SqliteStore`: messages keyed by (conversation, id), tool calls by
+(conversation, turn, id) with a replaced call keeping its place, turns without a conversation
+kept under their turn, artifact bodies by reference to a spool store. Every write is one
+transaction that has committed before the coroutine returns, so several processes (workers) can
+share one database; storage order is the order rows were first inserted.
+
+psycopg is imported when the store opens, never by ``import pipeline``: install the extra
+``loopware[postgres]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
+
+from .._errors import InvalidRunnerConfigError
+from . import _postgres_sql as sql
+from ._body_refs import is_owned, owned_key, reference_body
+from ._loop_thread import LoopThread
+from ._postgres_schema import migrate
+from ._postgres_sql import Row
+from ._sqlite_codec import (
+    PartRow,
+    call_from_row,
+    encode_call,
+    encode_message,
+    encode_turn,
+    message_from_row,
+    turn_from_row,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+    from .._toolcall import ToolCall
+    from ..artifacts._artifact import SpooledArtifact
+    from ..models._seam import Message
+    from ._spool import SpoolStore
+    from ._store import TurnRecord
+
+    Pool: TypeAlias = AsyncConnectionPool[AsyncConnection[Row]]
+
+__all__ = ["PostgresStore"]
+
+R = TypeVar("R")
+
+
+class PostgresStore:
+    """A `TurnStore` in a PostgreSQL database, shared safely by many processes.
+
+    Args:
+        conninfo: A libpq connection string or URL (``"postgresql://user@host/db"``,
+            ``"host=/run/postgresql dbname=app"``).
+        spool: Where artifact bodies are kept; the database holds their spool keys. Every
+            process sharing the database needs the same bodies, so give each a
+            `FileSpoolStore` on one shared directory (and the runner the same spool, so bodies
+            are never copied).
+        min_size: Connections the pool keeps open.
+        max_size: The most connections the pool opens.
+        timeout: Seconds to wait for a connection (at open and for each operation).
+
+    Raises:
+        InvalidRunnerConfigError: a bad option; at `open`, a server that cannot be reached or
+            a database written by a newer loopware.
+
+    Use it as an async context manager, or call `open()` (optional: the first operation
+    opens it) and `aclose()` / `close()`. It can be used from any event loop (each
+    ``run_sync`` has its own): the pool lives on the store's own loop thread.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_conninfo",
+        "_lock",
+        "_max",
+        "_min",
+        "_opening",
+        "_pool",
+        "_spool",
+        "_thread",
+        "_timeout",
+    )
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        spool: SpoolStore,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+    ) -> None:
+        """Check the options; nothing connects until `open` (see the class docstring)."""
+        sql.check_options(conninfo, spool, min_size, max_size, timeout)
+        self._conninfo = conninfo
+        self._spool = spool
+        self._min = min_size
+        self._max = max_size
+        self._timeout = float(timeout)
+        self._pool: Pool | None = None
+        self._opening: asyncio.Lock | None = None  # lives on the store's own loop
+        self._thread: LoopThread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        """Show the server (without a password) and whether the store is open."""
+        state = "closed" if self._closed else "open" if self._pool is not None else "new"
+        return f"PostgresStore({sql.redact(self._conninfo)!r}, {state})"
+
+    @property
+    def spool(self) -> SpoolStore:
+        """Where the artifact bodies of stored calls are kept."""
+        return self._spool
+
+    # -- life cycle -----------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect the pool and create or migrate the schema (idempotent).
+
+        Raises:
+            InvalidRunnerConfigError: the server cannot be reached in ``timeout`` seconds, or
+                its schema is newer than this loopware's.
+            RuntimeError: the store was closed.
+        """
+        await self._run(_nothing)
+
+    def _loop_thread(self) -> LoopThread:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Cannot operate on a closed PostgresStore.")
+            if self._thread is None:
+                self._thread = LoopThread("loopware-postgres")
+            return self._thread
+
+    async def _run(self, job: Callable[[Pool], Awaitable[R]]) -> R:
+        """Run ``job`` with the pool on the store's loop (opening the pool first if needed).
+
+        A job whose connection turns out to be dead (the server restarted, or closed an idle
+        connection) is run once more on a fresh one: every job is one transaction of
+        idempotent statements (upserts, deletes by key, reads), so running it again is safe.
+        """
+
+        async def on_store_loop() -> R:
+            import psycopg
+
+            pool = await self._ready()
+            try:
+                return await job(pool)
+            except psycopg.OperationalError:
+                await pool.check()  # drop the dead connections before the second attempt
+                return await job(pool)
+
+        return await self._loop_thread().run(on_store_loop())
+
+    async def _ready(self) -> Pool:
+        """Return the open pool (on the store's loop), opening it once."""
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._connect()
+            return self._pool
+
+    async def _connect(self) -> Pool:
+        import psycopg
+        from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+        where = sql.redact(self._conninfo)
+        pool: Pool = AsyncConnectionPool(
+            self._conninfo,
+            min_size=self._min,
+            max_size=self._max,
+            timeout=self._timeout,
+            kwargs={"autocommit": True},  # a write is one statement or an explicit transaction
+            open=False,
+            name="loopware-store",
+        )
+        try:
+            await pool.open(wait=True, timeout=self._timeout)
+            async with pool.connection() as conn:
+                await migrate(conn, where)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise InvalidRunnerConfigError(
+                f"PostgresStore: cannot open {where!r}: {exc}", field="store"
+            ) from exc
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
+
+    def close(self) -> None:
+        """Close the pool and stop the store's thread (idempotent; blocks until done).
+
+        Operations afterwards raise `RuntimeError`.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        try:
+            thread.run_sync(self._close_pool())
+        finally:
+            thread.stop()
+
+    async def _close_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def aclose(self) -> None:
+        """Like `close`, without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> Self:
+        """Open the store and return it."""
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        await self.aclose()
+
+    # -- TurnStore ------------------------------------------------------------------------------
+    async def save_turn(self, record: TurnRecord) -> None:
+        """Insert or replace a turn's summary (committed before returning)."""
+        values = sql.bytea(encode_turn(record), sql.TURN_BYTEA)
+        await self._run(lambda pool: _execute(pool, sql.TURN_UPSERT, values))
+
+    async def save_message(
+        self, conversation_id: str | None, turn_id: str, message: Message
+    ) -> None:
+        """Insert or replace a message by id (committed before returning)."""
+        values = [sql.scope(conversation_id, turn_id), sql.opt(conversation_id), sql.b(turn_id)]
+        values += sql.bytea(encode_message(message), sql.MESSAGE_BYTEA)
+        await self._run(lambda pool: _execute(pool, sql.MESSAGE_UPSERT, values))
+
+    async def save_tool_call(
+        self, conversation_id: str | None, turn_id: str, call: ToolCall
+    ) -> None:
+        """Insert or replace a turn's call by id, keeping its position (committed first).
+
+        Artifact bodies the spool does not hold yet are copied into it first (off the event
+        loop, streaming), so a committed row never refers to a missing body.
+        """
+        spool = self._spool
+
+        def body_key(position: int, artifact: SpooledArtifact) -> str | None:
+            return reference_body(
+                spool,
+                artifact,
+                turn_key=f"{turn_id}/{call.id}",
+                own_key=owned_key(conversation_id, turn_id, call.id, position),
+            )
+
+        if isinstance(call.results, str):
+            row, parts = encode_call(call, body_key)
+        else:
+            row, parts = await asyncio.to_thread(encode_call, call, body_key)
+        values = [sql.scope(conversation_id, turn_id), sql.opt(conversation_id), sql.b(turn_id)]
+        values += sql.bytea(row, sql.CALL_BYTEA)
+        key = (values[0], values[2], values[3])  # scope, turn id, call id
+        part_values = [(*sql.bytea(p, sql.PART_BYTEA), *key) for p in parts]
+
+        async def write(pool: Pool) -> list[str]:
+            # one round trip: the statements are pipelined in one transaction
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                await conn.execute(sql.CALL_UPSERT, values)
+                old = await conn.execute(sql.PARTS_DELETE, key)
+                if part_values:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(sql.PART_INSERT, part_values)
+            return await sql.spool_keys(old)
+
+        stale = await self._run(write)
+        kept = {sql.text(p[-1]) for p in parts if p[-1] is not None}
+        await self._forget_bodies([k for k in stale if k not in kept])
+
+    async def delete_tool_call(
+        self, conversation_id: str | None, turn_id: str, call_id: str
+    ) -> bool:
+        """Delete a turn's call by id (committed before returning); return whether it existed."""
+        key = (sql.scope(conversation_id, turn_id), sql.b(turn_id), sql.b(call_id))
+
+        async def delete(pool: Pool) -> list[str] | None:
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                parts = await conn.execute(sql.PARTS_DELETE, key)
+                gone = await conn.execute(sql.CALL_DELETE, key)
+            if await gone.fetchone() is None:
+                return None
+            return await sql.spool_keys(parts)
+
+        stale = await self._run(delete)
+        if stale is None:
+            return False
+        await self._forget_bodies(stale)
+        return True
+
+    async def load_conversation(
+        self, conversation_id: str
+    ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
+        """Return the conversation's messages and tool calls, each in storage order."""
+        scope = sql.scope(conversation_id, "")
+
+        async def load(pool: Pool) -> tuple[list[Message], list[ToolCall]]:
+            # one snapshot for both, one round trip
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                messages = await conn.execute(
+                    f"{sql.MESSAGE_SELECT} WHERE scope = %s ORDER BY seq", (scope,)
+                )
+                calls = await self._query_calls(conn, "scope = %s", (scope,))
+            return [message_from_row(r) for r in await messages.fetchall()], await calls()
+
+        return await self._run(load)
+
+    # -- reading helpers ------------------------------------------------------------------------
+    async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:
+        """Return the calls a turn stored (with or without a conversation), in storage order."""
+
+        async def read(pool: Pool) -> list[ToolCall]:
+            async with pool.connection() as conn, conn.pipeline():
+                calls = await self._query_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+            return await calls()
+
+        return await self._run(read)
+
+    async def messages_for_turn(self, turn_id: str) -> list[Message]:
+        """Return the messages a turn stored, in storage order."""
+
+        async def read(pool: Pool) -> list[Message]:
+            async with pool.connection() as conn:
+                return await sql.select_messages(conn, "turn_id = %s", (sql.b(turn_id),))
+
+        return await self._run(read)
+
+    async def turn(self, turn_id: str) -> TurnRecord | None:
+        """Return a stored turn's summary, if any."""
+
+        async def read(pool: Pool) -> Row | None:
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    sql.TURN_SELECT + " WHERE turn_id = %s", (sql.b(turn_id),)
+                )
+                found: Row | None = await cur.fetchone()
+                return found
+
+        row = await self._run(read)
+        return None if row is None else turn_from_row(row)
+
+    # -- internals ------------------------------------------------------------------------------
+    async def _forget_bodies(self, keys: list[str]) -> None:
+        """Delete the bodies this store copied for rows that no longer refer to them."""
+        owned = [k for k in keys if is_owned(k)]
+        if owned:
+            spool = self._spool
+            await asyncio.to_thread(lambda: [spool.delete(k) for k in owned])
+
+    async def _query_calls(
+        self, conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
+    ) -> Callable[[], Awaitable[list[ToolCall]]]:
+        """Queue the queries for the calls matching ``where`` and their parts (pipelined).
+
+        Returns what decodes them once the results are in.
+        """
+        calls = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
+        parts = await conn.execute(
+            f"{sql.PART_SELECT} WHERE call_seq IN "
+            f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
+            params,
+        )
+        spool = self._spool
+
+        async def decode() -> list[ToolCall]:
+            by_call: dict[int, list[PartRow]] = {}
+            for part in await parts.fetchall():
+                by_call.setdefault(part[0], []).append(part[1:])
+            rows = await calls.fetchall()
+            return [call_from_row(row[1:], by_call.get(row[0], ()), spool) for row in rows]
+
+        return decode
+
+
+async def _nothing(pool: Pool) -> None:
+    return None
+
+
+async def _execute(pool: Pool, query: str, values: Sequence[object]) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(query, values)
+
+
+PostgresStore.__module__ = "pipeline"
