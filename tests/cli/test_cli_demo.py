@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import re
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -95,16 +94,13 @@ def _in_tmp(
     monkeypatch.delenv("TERM", raising=False)
 
 
-def test_demo_prints_the_turn_and_summary_in_under_two_seconds(
+def test_demo_prints_the_turn_and_summary(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The whole plain output is pinned (times aside) and the run takes under 2 s."""
-    started = time.perf_counter()
+    """The whole plain output is pinned (times aside)."""
     status = main(["demo"])
-    elapsed = time.perf_counter() - started
     out = capsys.readouterr().out
     assert status == 0
-    assert elapsed < 2.0
     out = out.replace(audit_path_in(out), "AUDIT")
     assert re.sub(r"\d+ ms", "N ms", out) == EXPECTED
 

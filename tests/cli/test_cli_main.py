@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -138,7 +137,7 @@ def _installed_script() -> Path:
 def test_installed_console_script_runs_help_demo_and_replay(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The real `loopware` script: --help, a plain demo under 2 s, and replay's status 1."""
+    """The real `loopware` script: --help, a plain demo, and replay's status 1."""
     script = _installed_script()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["PYTHONPATH"] = str(REPO)
@@ -148,13 +147,10 @@ def test_installed_console_script_runs_help_demo_and_replay(
     )
     assert helped.returncode == 0
     assert "replay" in helped.stdout
-    started = time.perf_counter()
     demo = subprocess.run(
         [script, "demo"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
     )
-    elapsed = time.perf_counter() - started
     assert demo.returncode == 0, demo.stderr
-    assert elapsed < 2.0
     assert "\x1b[" not in demo.stdout  # piped: plain text
     assert "  audit verified  yes" in demo.stdout.splitlines()
     assert list(tmp_path.iterdir()) == []  # the audit file is a temporary one

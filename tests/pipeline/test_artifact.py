@@ -342,9 +342,9 @@ def test_catastrophic_backtracking_is_stopped_with_a_typed_error() -> None:
     from pipeline import InvalidToolArgsError, MemorySpoolStore, SpooledArtifact
 
     artifact = SpooledArtifact(MemorySpoolStore().write("redos", "a" * 40 + "!"))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the limit holds however loaded the machine is
     with pytest.raises(InvalidToolArgsError) as err:
         artifact.grep(r"(a|aa)+$")
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert err.value.code == "E_INVALID_TOOL_ARGS"
     assert "took longer" in err.value.message
