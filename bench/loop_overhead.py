@@ -347,6 +347,8 @@ async def main_async(quick: bool) -> int:
     print()
     for label, ok in checks:
         print(f"{verdict(ok)}  {label}")
+    if quick:  # a smoke run: too few turns for a verdict to mean anything
+        return 0
     return 0 if all(ok for _, ok in checks) else 1
 
 
