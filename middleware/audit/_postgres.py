@@ -38,6 +38,7 @@ from ._chain import (
     seal,
     verify_rows,
 )
+from ._sqlite import SQL_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,27 +48,20 @@ __all__ = ["PostgresAuditSink"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_COLUMNS = (
-    "kind",
-    "turn_id",
-    "conversation_id",
-    "recorded_at",
-    "call_id",
-    "tool",
-    "checksum",
-    "args",
-    "is_error",
-    "duration_ms",
-    "decision",
-    "policy",
-    "reason",
-    "status",
-    "error",
-    "input",
-)
+_COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
 _BYTEA = frozenset(
-    ("turn_id", "conversation_id", "call_id", "tool", "checksum", "args", "policy", "reason",
-     "error", "input")
+    (
+        "turn_id",
+        "conversation_id",
+        "call_id",
+        "tool",
+        "checksum",
+        "args",
+        "policy",
+        "reason",
+        "error",
+        "input",
+    )
 )
 _VERSION = 1
 _LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
@@ -168,8 +162,17 @@ class PostgresAuditSink:
             tables written by a newer loopware.
     """
 
-    __slots__ = ("_chain", "_closed", "_conn", "_conninfo", "_executor", "_head", "_lock",
-                 "_queued", "_timeout")
+    __slots__ = (
+        "_chain",
+        "_closed",
+        "_conn",
+        "_conninfo",
+        "_executor",
+        "_head",
+        "_lock",
+        "_queued",
+        "_timeout",
+    )
 
     def __init__(self, conninfo: str, *, chain: str = "default", timeout: float = 30.0) -> None:
         """Connect, create or check the tables, and read the chain's head."""
