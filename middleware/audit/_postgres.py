@@ -33,12 +33,11 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_from_fields,
     entry_to_fields,
     seal,
     verify_rows,
 )
-from ._sqlite import SQL_COLUMNS
+from ._sqlite import SQL_COLUMNS, row_from_values
 
 if TYPE_CHECKING:
     import psycopg
@@ -105,26 +104,7 @@ def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
     return (*out, row.prev_hash, row.hash)
 
 
-def _parse(values: Sequence[Any]) -> AuditRow | None:
-    """Re-create a row read back; None when it does not parse (a tampered or forged row)."""
-    fields = dict(zip(_COLUMNS, values[1:-2], strict=True))
-    for name, value in fields.items():
-        if isinstance(value, bytes | memoryview):
-            try:
-                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
-            except UnicodeDecodeError:
-                return None
-    flag = fields["is_error"]
-    if type(flag) is not int or flag not in (0, 1):
-        return None
-    fields["is_error"] = bool(flag)
-    index, prev_hash, digest = values[0], values[-2], values[-1]
-    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
-        return None
-    try:
-        return AuditRow(int(index), entry_from_fields(fields), prev_hash, digest)
-    except ValueError:
-        return None
+_parse = row_from_values
 
 
 def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:

@@ -132,23 +132,47 @@ def _chain_values(
         row = AuditRow(index, e, prev, digest)
         rows.append(row)
         if data.isascii():  # no text to store as bytes (see _sql_text)
-            values.append((
-                index, e.kind, e.turn_id, e.conversation_id, recorded, e.call_id,
-                e.tool, e.checksum, e.args, int(e.is_error), e.duration_ms, e.decision, e.policy,
-                e.reason, e.status, e.error, e.input, prev, digest,
-            ))
+            values.append(
+                (
+                    index,
+                    e.kind,
+                    e.turn_id,
+                    e.conversation_id,
+                    recorded,
+                    e.call_id,
+                    e.tool,
+                    e.checksum,
+                    e.args,
+                    int(e.is_error),
+                    e.duration_ms,
+                    e.decision,
+                    e.policy,
+                    e.reason,
+                    e.status,
+                    e.error,
+                    e.input,
+                    prev,
+                    digest,
+                )
+            )
         else:
             values.append(_sql_values(row))
         index, prev = index + 1, digest
     return rows, values
 
 
-def _sql_row(values: Sequence[Any]) -> AuditRow | None:
+def row_from_values(values: Sequence[Any]) -> AuditRow | None:
+    """Re-create a row read back as ``index, *SQL_COLUMNS, prev_hash, hash`` (both SQL sinks).
+
+    Text may come back as bytes (SQLite keeps text holding a lone surrogate as a blob, see
+    ``_sql_text``; PostgreSQL keeps free text as ``bytea``). None when the row does not parse:
+    a tampered or forged row.
+    """
     fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
     for name, value in fields.items():
-        if isinstance(value, bytes):  # text that held a lone surrogate (see _sql_text)
+        if isinstance(value, bytes | memoryview):
             try:
-                fields[name] = value.decode("utf-8", "surrogatepass")
+                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
                 return None
     flag = fields["is_error"]
@@ -189,7 +213,14 @@ class SqliteAuditSink:
     """
 
     __slots__ = (
-        "_conn", "_cursor", "_fast", "_fast_cursor", "_head", "_path", "_unchecked", "_writer"
+        "_conn",
+        "_cursor",
+        "_fast",
+        "_fast_cursor",
+        "_head",
+        "_path",
+        "_unchecked",
+        "_writer",
     )
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
@@ -315,9 +346,7 @@ class SqliteAuditSink:
         if self._conn is not None:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
-    def _append_locked(
-        self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]
-    ) -> list[AuditRow]:
+    def _append_locked(self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         """Write ``entries`` in the transaction just begun (holding the write lock); commit.
 
         The head in memory is checked by the writes themselves, at no extra cost: the first
@@ -362,7 +391,7 @@ class SqliteAuditSink:
         finally:
             conn.execute("COMMIT")
         stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
-        return [_sql_row(v) for v in values], stored
+        return [row_from_values(v) for v in values], stored
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are committed."""
