@@ -219,7 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipelines.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
     pipelines.add_argument("--json", action="store_true", help="print the stages as JSON")
+    _add_durable_commands(sub)
     return parser
+
+
+def _add_durable_commands(sub: _Subparsers) -> None:
+    from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
+    from ._worker import WORKER_DESCRIPTION, add_worker_arguments, run_worker
+
+    worker = _subparser(sub, "worker", "run queued durable turns", WORKER_DESCRIPTION, run_worker)
+    add_worker_arguments(worker)
+    approve = _subparser(
+        sub, "approve", "settle a gate a durable turn waits on", APPROVE_DESCRIPTION, run_approve
+    )
+    add_approve_arguments(approve)
 
 
 def _error(command: str, message: str) -> None:

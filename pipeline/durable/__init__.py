@@ -12,6 +12,7 @@ from ._errors import DurableConfigError as DurableConfigError
 from ._errors import GateNotWaitingError as GateNotWaitingError
 from ._errors import RecordedToolError as RecordedToolError
 from ._errors import ReplayDivergedError as ReplayDivergedError
+from ._errors import ToolInterruptedError as ToolInterruptedError
 from ._outcome import TurnOutcome as TurnOutcome
 from ._runner import DEFAULT_QUEUE as DEFAULT_QUEUE
 from ._runner import DEFAULT_SYSTEM_DATABASE as DEFAULT_SYSTEM_DATABASE
@@ -29,6 +30,7 @@ __all__ = [
     "GateNotWaitingError",
     "RecordedToolError",
     "ReplayDivergedError",
+    "ToolInterruptedError",
     "TurnOutcome",
     "WaitingGate",
     "durable_tool",

@@ -46,6 +46,7 @@ class DurableClient:
         """Connect to the system database (see the class docstring)."""
         check_options(system_database, queue, 1, 1.0, app_name)
         dbos = load_dbos()
+        dbos.DBOS.migrate(system_database)  # idempotent: a client may come before any worker
         self._client = dbos.DBOSClient(
             system_database_url=system_database, application_name=app_name
         )

@@ -2,7 +2,8 @@
 
 ``DurableConfigError`` (E_DURABLE_CONFIG) is a ``ConfigurationError``,
 ``GateNotWaitingError`` (E_DURABLE_GATE_NOT_WAITING) a ``GateError``,
-``RecordedToolError`` (E_DURABLE_RECORDED_TOOL_ERROR) a ``ToolError``, and
+``RecordedToolError`` (E_DURABLE_RECORDED_TOOL_ERROR) and ``ToolInterruptedError``
+(E_DURABLE_TOOL_INTERRUPTED) are ``ToolError``, and
 ``ReplayDivergedError`` (E_DURABLE_REPLAY_DIVERGED) a ``LoopError``.
 """
 
@@ -12,7 +13,13 @@ from typing import Any
 
 from .._errors import ConfigurationError, GateError, LoopError, ToolError
 
-__all__ = ["DurableConfigError", "GateNotWaitingError", "RecordedToolError", "ReplayDivergedError"]
+__all__ = [
+    "DurableConfigError",
+    "GateNotWaitingError",
+    "RecordedToolError",
+    "ReplayDivergedError",
+    "ToolInterruptedError",
+]
 
 
 class DurableConfigError(ConfigurationError):
@@ -55,6 +62,20 @@ class RecordedToolError(ToolError):
         return self.text
 
 
+class ToolInterruptedError(ToolError):
+    """A handler was running when its worker died; the resumed turn did not run it again.
+
+    Durable tools run at most once: the call's record reads this error (the model can check
+    and retry). Tools whose handler is safe to repeat opt in to a re-run instead
+    (``DurableTurnRunner(rerun_interrupted=...)``).
+    """
+
+    code = "E_DURABLE_TOOL_INTERRUPTED"
+    status = 500
+    fatal = False
+    default_message = "the tool was interrupted by a worker's crash"
+
+
 class ReplayDivergedError(LoopError):
     """A resumed turn reached a step with a stash that differs from the one checkpointed there.
 
@@ -68,5 +89,11 @@ class ReplayDivergedError(LoopError):
     default_message = "the resumed turn diverged from its checkpoints"
 
 
-for _cls in (DurableConfigError, GateNotWaitingError, RecordedToolError, ReplayDivergedError):
+for _cls in (
+    DurableConfigError,
+    GateNotWaitingError,
+    RecordedToolError,
+    ReplayDivergedError,
+    ToolInterruptedError,
+):
     _cls.__module__ = "pipeline.durable"

@@ -12,6 +12,7 @@ message settles it. Whoever settles the gate first wins: an in-process approver 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -112,10 +113,8 @@ async def _wait(gate: Gate[Any], durable_id: str, on_gate: GateListener | None) 
     announce = {"gate_id": durable_id, "reason": gate.reason, "payload": gate.payload}
     await DBOS.set_event_async(GATE_EVENT, {**announce, "state": "waiting"})
     if on_gate is not None:
-        try:
+        with contextlib.suppress(Exception):  # a listener's failure never holds the turn
             on_gate(durable_id, gate)
-        except Exception:  # a listener's failure never holds the turn (as for events)
-            pass
     timeout = gate.timeout
     seconds = FOREVER if timeout is None or not math.isfinite(timeout) else timeout
     message = await DBOS.recv_async(durable_id, timeout_seconds=seconds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
@@ -31,6 +31,8 @@ class TurnOutcome(TypedDict):
     """The code of the first error of a failed turn."""
     error_message: str | None
     """Its message."""
+    stash: dict[str, Any]
+    """The stash at the turn's end (the middleware's state: counts, limits, decisions)."""
 
 
 def outcome_of(result: TurnResult) -> TurnOutcome:
@@ -45,6 +47,7 @@ def outcome_of(result: TurnResult) -> TurnOutcome:
         tool_calls=len(result.tool_calls),
         error_code=failure.code if failure is not None else None,
         error_message=failure.message if failure is not None else None,
+        stash=dict(result.stash),
     )
 
 

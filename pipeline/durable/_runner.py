@@ -10,7 +10,8 @@ the durable parts sit on the model seam, the tools and the runner's events. See 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._call_records import DEFAULT_INLINE_LIMIT
@@ -19,10 +20,11 @@ from .._executor import DEFAULT_MAX_CALLS_PER_RESPONSE, ToolLoopExecutor
 from .._ids import new_id
 from .._runner import TurnRunner
 from .._stash import Stash
+from ..stores._store import MemoryStore
 from ._errors import DurableConfigError, GateNotWaitingError
 from ._gates import GATE_EVENT, GateListener, decision_message, gate_waiter, split_gate_id
 from ._outcome import TurnOutcome
-from ._steps import DurableModel, StashBinder, durable_tool
+from ._steps import DurableModel, DurableStore, StashBinder, durable_tool
 
 if TYPE_CHECKING:
     from dbos import Queue, WorkflowHandleAsync
@@ -40,6 +42,15 @@ DEFAULT_SYSTEM_DATABASE = "sqlite:///loopware-system.sqlite"
 """The default DBOS system database: a SQLite file in the current directory (one machine)."""
 DEFAULT_QUEUE = "loopware-turns"
 """The default name of the queue turns wait on."""
+
+
+_STORE_API = (
+    "save_turn",
+    "save_message",
+    "save_tool_call",
+    "delete_tool_call",
+    "load_conversation",
+)
 
 
 def load_dbos() -> Any:
@@ -86,6 +97,9 @@ class DurableTurnRunner:
         app_name: The DBOS application name (workers of one application share it).
         poll_interval: Seconds between this worker's looks at the queue.
         on_gate: Called ``(durable gate id, gate)`` when a turn starts waiting on a gate.
+        rerun_interrupted: Globs of the tools whose handler may run again when its worker
+            died while it ran (idempotent tools); any other tool runs at most once and such a
+            call reads `ToolInterruptedError`.
 
     Raises:
         DurableConfigError: a bad option.
@@ -123,12 +137,16 @@ class DurableTurnRunner:
         app_name: str = "loopware",
         poll_interval: float = 1.0,
         on_gate: GateListener | None = None,
+        rerun_interrupted: Collection[str] = (),
     ) -> None:
         """Check the options and build the underlying runner (see the class docstring)."""
         check_options(system_database, queue, concurrency, poll_interval, app_name)
         eid: object = executor_id
         if eid is not None and (not isinstance(eid, str) or not eid):
             raise DurableConfigError(f"executor_id must be a non-empty string, got {executor_id!r}")
+        rerun = check_patterns(rerun_interrupted)
+        if store is not None and not all(callable(getattr(store, m, None)) for m in _STORE_API):
+            raise DurableConfigError(f"store must implement TurnStore, got {store!r}")
         if isinstance(model, str):
             from ..models._infer import infer_model  # provider SDKs load only when named
 
@@ -140,9 +158,12 @@ class DurableTurnRunner:
         )
         self._runner = TurnRunner(
             executor=StashBinder(executor),
-            tools=[durable_tool(t) for t in tools],
+            tools=[
+                durable_tool(t, rerun_interrupted=any(fnmatchcase(t.name, p) for p in rerun))
+                for t in tools
+            ],
             middleware=middleware,
-            store=store,
+            store=DurableStore(store if store is not None else MemoryStore()),
             spool=spool,
             system_prompt=system_prompt,
             max_iterations=max_iterations,
@@ -332,6 +353,20 @@ def check_options(
         raise DurableConfigError(f"poll_interval must be in (0, 60] seconds, got {poll!r}")
     if not isinstance(app, str) or not app:
         raise DurableConfigError(f"app_name must be a non-empty string, got {app!r}")
+
+
+def check_patterns(patterns: object) -> tuple[str, ...]:
+    """Check a collection of tool-name globs.
+
+    Raises:
+        DurableConfigError: it is a string or holds anything but non-empty strings.
+    """
+    if isinstance(patterns, str | bytes) or not isinstance(patterns, Collection):
+        raise DurableConfigError(f"rerun_interrupted must be a list of globs, got {patterns!r}")
+    found = tuple(patterns)
+    if not all(isinstance(p, str) and p for p in found):
+        raise DurableConfigError(f"rerun_interrupted must hold non-empty globs, got {found!r}")
+    return found
 
 
 def check_turn(

@@ -18,26 +18,32 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import LoopError, TurnAbortedError
 from .._toolcall import ToolCall
-from ._errors import RecordedToolError
+from ._errors import RecordedToolError, ToolInterruptedError
 from ._replay import current_run, stash_digest
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .._dispatch import DispatchContext
     from .._dispatch_loop import Executor
     from .._stash import Stash
     from .._tool import Tool, ToolHandler, ToolOutput
-    from ..models._seam import ChatModel, ModelRequest, ModelResponse
+    from ..models._seam import ChatModel, Message, ModelRequest, ModelResponse
+    from ..stores._store import TurnRecord, TurnStore
 
-__all__ = ["DurableModel", "StashBinder", "durable_tool"]
+__all__ = ["DurableModel", "DurableStore", "StashBinder", "durable_tool"]
 
 MODEL_STEP = "loopware.model"
 """The name of a model call's step."""
+TOOL_START = "loopware.tool-start:"
+"""The prefix of the step marking that a tool's handler starts (the tool's name follows)."""
 TOOL_STEP = "loopware.tool:"
 """The prefix of a tool handler's step name (the tool's name follows)."""
 
 Outcome = tuple[str, Any, Any]
 """How a handler ended: ``("ok", output, None)``, ``("abort", message, None)``,
-``("loop", text, None)`` (a `LoopError`) or ``("raised", type name, text)``."""
+``("loop", text, None)`` (a `LoopError`), ``("raised", type name, text)`` or
+``("interrupted", None, None)`` (the handler was running when its worker died)."""
 
 
 async def _run_step(name: str, fn: Any, *args: Any) -> Any:
@@ -105,9 +111,16 @@ class StashBinder:
         await self.inner(ctx)
 
 
-def durable_tool(tool: Tool[Any]) -> Tool[Any]:
-    """A copy of ``tool`` whose handler runs as a checkpointed step inside a durable turn."""
-    step = TOOL_STEP + tool.name
+def durable_tool(tool: Tool[Any], *, rerun_interrupted: bool = False) -> Tool[Any]:
+    """A copy of ``tool`` whose handler runs as a checkpointed step inside a durable turn.
+
+    Two steps per call: a start mark, then the handler's outcome. A re-run that finds the mark
+    without an outcome knows the handler was running when its worker died: by default it is
+    not run again (at most once) and the call reads a `ToolInterruptedError`;
+    ``rerun_interrupted=True`` runs it again (for idempotent tools).
+    """
+    name = tool.name
+    start, step = TOOL_START + name, TOOL_STEP + name
 
     def wrap(handler: ToolHandler[Any]) -> ToolHandler[Any]:
         async def durable_handler(args: Any, ctx: DispatchContext, meta: Stash) -> ToolOutput:
@@ -115,9 +128,23 @@ def durable_tool(tool: Tool[Any]) -> Tool[Any]:
             if run is None:
                 return await _invoke_plain(handler, args, ctx, meta)
             digest = stash_digest(getattr(ctx, "stash", None))
-            recorded, outcome = await _run_step(step, _invoke, handler, args, ctx, meta, digest)
+            fresh = False
+
+            async def mark() -> str:
+                nonlocal fresh
+                fresh = True
+                return digest
+
+            run.check(await _run_step(start, mark), digest, start)
+
+            async def invoke() -> tuple[str, Outcome]:
+                if not fresh and not rerun_interrupted:  # started before, never recorded
+                    return digest, ("interrupted", None, None)
+                return await _invoke(handler, args, ctx, meta, digest)
+
+            recorded, outcome = await _run_step(step, invoke)
             run.check(recorded, digest, step)
-            return _unpack(outcome, tool.name)
+            return _unpack(outcome, name)
 
         return durable_handler
 
@@ -157,7 +184,73 @@ def _unpack(outcome: Outcome, tool_name: str) -> ToolOutput:
         raise TurnAbortedError(first)
     if kind == "loop":
         raise RecordedToolError(first, tool_name=tool_name)
+    if kind == "interrupted":
+        raise ToolInterruptedError(
+            f"tool {tool_name!r} was running when its worker stopped and was not run again "
+            "(whether it took effect is unknown)",
+            tool_name=tool_name,
+        )
     cls = _NAMED.get(first)
     if cls is None:  # same name, same text: the runner wraps it exactly as the original
         cls = _NAMED[first] = type(first, (Exception,), {"__module__": "builtins"})
     raise cls(second)
+
+
+LOAD_STEP = "loopware.load_conversation"
+"""The name of the step that loads a durable turn's conversation."""
+
+
+class DurableStore:
+    """A `TurnStore` whose ``load_conversation`` is a step of the durable turn.
+
+    A re-run must start from the history the first run saw, not from the store as it is now
+    (which holds the interrupted run's own messages and calls). Writes go straight through:
+    they are idempotent (keyed by the deterministic ids), so writing again on a re-run is safe.
+    """
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: TurnStore) -> None:
+        """Wrap ``store``."""
+        self.store = store
+
+    def __repr__(self) -> str:
+        """Show the wrapped store."""
+        return f"DurableStore({self.store!r})"
+
+    async def save_turn(self, record: TurnRecord) -> None:
+        """Save the turn's summary."""
+        await self.store.save_turn(record)
+
+    async def save_message(
+        self, conversation_id: str | None, turn_id: str, message: Message
+    ) -> None:
+        """Save a message."""
+        await self.store.save_message(conversation_id, turn_id, message)
+
+    async def save_tool_call(
+        self, conversation_id: str | None, turn_id: str, call: ToolCall
+    ) -> None:
+        """Save a tool call."""
+        await self.store.save_tool_call(conversation_id, turn_id, call)
+
+    async def delete_tool_call(
+        self, conversation_id: str | None, turn_id: str, call_id: str
+    ) -> bool:
+        """Delete a tool call."""
+        return await self.store.delete_tool_call(conversation_id, turn_id, call_id)
+
+    async def load_conversation(
+        self, conversation_id: str
+    ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
+        """Load the conversation once per turn: a re-run gets what the first run got."""
+        if current_run() is None:
+            return await self.store.load_conversation(conversation_id)
+        loaded: tuple[Sequence[Message], Sequence[ToolCall]] = await _run_step(
+            LOAD_STEP, self._load, conversation_id
+        )
+        return loaded
+
+    async def _load(self, conversation_id: str) -> tuple[list[Message], list[ToolCall]]:
+        messages, calls = await self.store.load_conversation(conversation_id)
+        return list(messages), list(calls)

@@ -1,0 +1,109 @@
+"""The application the durable tests' worker processes run (``loopware worker`` names it).
+
+``PlanModel`` is stateless: it decides from the request alone (this turn's completed calls), so a
+turn resumed in a fresh process asks for exactly what the first process would have. ``record``
+appends its token (the call id) to ``$LOOPWARE_TEST_LOG`` with fsync, so the file proves how
+often each handler ran. Sleeps widen the windows a SIGKILL can land in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+from middleware import (
+    ApprovalGate,
+    AuditLog,
+    RepetitionDetector,
+    SqliteAuditSink,
+    ToolCallCounter,
+    ToolCallLimit,
+)
+from pipeline import (
+    ModelRequest,
+    ModelResponse,
+    ProposedToolCall,
+    SpooledArtifact,
+    Usage,
+    tool,
+)
+
+CALLS_PER_RESPONSE = 2
+RESPONSES = 3
+CALLS_PER_TURN = CALLS_PER_RESPONSE * RESPONSES
+
+
+@tool
+async def record(token: str) -> str:
+    """Record a token (the test's counting tool)."""
+    await asyncio.sleep(random.uniform(0.0, 0.04))
+    fd = os.open(os.environ["LOOPWARE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{token}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    await asyncio.sleep(random.uniform(0.0, 0.02))
+    return f"recorded {token}"
+
+
+@tool
+def refund(order: str) -> str:
+    """Refund an order (needs approval)."""
+    fd = os.open(os.environ["LOOPWARE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"refund {order}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return f"refunded {order}"
+
+
+TOOLS = [record, refund]
+
+
+class PlanModel:
+    """Proposes ``CALLS_PER_RESPONSE`` calls per response, ``RESPONSES`` times, then answers."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(random.uniform(0.0, 0.02))
+        turn = request.turn_id or "turn"
+        mine = [c for c in request.tool_calls if c.id.startswith(f"{turn}-")]
+        usage = Usage(input_tokens=10, output_tokens=5)
+        asked = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        if asked.startswith("refund "):
+            if not mine:
+                order = asked.removeprefix("refund ")
+                call = ProposedToolCall(
+                    id=f"{turn}-r", name="refund", arguments=f'{{"order": "{order}"}}'
+                )
+                return ModelResponse(tool_calls=[call], usage=usage)
+            result = mine[0].results
+            shown = result.as_string() if isinstance(result, SpooledArtifact) else str(result)
+            return ModelResponse(text=f"refund: {shown}", usage=usage)
+        if len(mine) >= CALLS_PER_TURN:
+            return ModelResponse(text=f"done after {len(mine)} calls", usage=usage)
+        calls = [
+            ProposedToolCall(
+                id=f"{turn}-{i}", name="record", arguments=f'{{"token": "{turn}-{i}"}}'
+            )
+            for i in range(len(mine), len(mine) + CALLS_PER_RESPONSE)
+        ]
+        return ModelResponse(tool_calls=calls, usage=usage)
+
+
+def model() -> PlanModel:
+    """The model (a factory, as ``model_from`` takes it)."""
+    return PlanModel()
+
+
+def stack() -> list[object]:
+    """Every stateful built-in, an approval gate on refunds, and the audit log."""
+    return [
+        ToolCallCounter(),
+        ToolCallLimit({"record": 100}, total=200),
+        RepetitionDetector(threshold=3),
+        ApprovalGate(["refund"]),
+        AuditLog(SqliteAuditSink(os.environ["LOOPWARE_TEST_AUDIT"])),
+    ]
