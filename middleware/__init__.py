@@ -36,6 +36,7 @@ from .audit._chain import AuditRow as AuditRow
 from .audit._chain import AuditSink as AuditSink
 from .audit._jsonl import JsonlAuditSink as JsonlAuditSink
 from .audit._log import AuditLog as AuditLog
+from .audit._postgres import PostgresAuditSink as PostgresAuditSink
 from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "Middleware",
     "OnExceed",
     "OnRepeat",
+    "PostgresAuditSink",
     "RepetitionDetector",
     "SqliteAuditSink",
     "TokenBudget",

@@ -137,6 +137,7 @@ from .stages import TurnStageFn as TurnStageFn
 from .stores import FileSpoolStore as FileSpoolStore
 from .stores import MemorySpoolStore as MemorySpoolStore
 from .stores import MemoryStore as MemoryStore
+from .stores import PostgresStore as PostgresStore
 from .stores import SpoolReader as SpoolReader
 from .stores import SpoolStore as SpoolStore
 from .stores import SqliteStore as SqliteStore

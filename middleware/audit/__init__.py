@@ -1,4 +1,4 @@
-"""The audit wing: `AuditLog` and its hash-chained sinks (SQLite and JSON Lines).
+"""The audit wing: `AuditLog` and its hash-chained sinks (SQLite, JSON Lines, PostgreSQL).
 
 `AuditLog` observes the runner's events (a short-circuiting middleware cannot skip it) and
 appends one chained row per completed tool call and per turn; `sink.verify()` names the first
@@ -12,6 +12,7 @@ from ._chain import AuditRow as AuditRow
 from ._chain import AuditSink as AuditSink
 from ._jsonl import JsonlAuditSink as JsonlAuditSink
 from ._log import AuditLog as AuditLog
+from ._postgres import PostgresAuditSink as PostgresAuditSink
 from ._sqlite import SqliteAuditSink as SqliteAuditSink
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "AuditRow",
     "AuditSink",
     "JsonlAuditSink",
+    "PostgresAuditSink",
     "SqliteAuditSink",
 ]

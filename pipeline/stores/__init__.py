@@ -1,11 +1,13 @@
 """Persistence seams: where turns, messages and tool calls are kept, and where bodies are spooled.
 
 `TurnStore` is the store seam (`MemoryStore` by default, `SqliteStore` for a real embedded
-database); `SpoolStore` holds artifact bodies (`MemorySpoolStore` by default, `FileSpoolStore`
-for bodies too large for memory). See ``docs/architecture.md``.
+database, `PostgresStore` for a database shared by many processes); `SpoolStore` holds artifact
+bodies (`MemorySpoolStore` by default, `FileSpoolStore` for bodies too large for memory).
+See ``docs/architecture.md``.
 """
 
 from ._file_spool import FileSpoolStore as FileSpoolStore
+from ._postgres_store import PostgresStore as PostgresStore
 from ._spool import MemorySpoolStore as MemorySpoolStore
 from ._spool import SpoolReader as SpoolReader
 from ._spool import SpoolStore as SpoolStore
@@ -18,6 +20,7 @@ __all__ = [
     "FileSpoolStore",
     "MemorySpoolStore",
     "MemoryStore",
+    "PostgresStore",
     "SpoolReader",
     "SpoolStore",
     "SqliteStore",

@@ -5,8 +5,11 @@ flags and timestamps. Results are kept by shape (``results_kind``):
 
 - ``text``: a ``str`` result, in the call row;
 - ``artifact`` / ``artifacts``: one part per artifact, holding its class as an import path
-  (``module:qualname``) and its full text; loading re-creates the class over an in-memory spool
-  reader (the base `SpooledArtifact` when the class can no longer be imported);
+  (``module:qualname``) and the spool key of its body (the body stays in the store's spool,
+  see `pipeline.stores._body_refs`); loading re-creates the class over the spool's reader (the
+  base `SpooledArtifact` when the class can no longer be imported). Parts written before
+  schema version 3, and in-memory bodies holding a lone surrogate, hold the full text instead
+  and load over an in-memory reader;
 - ``media`` / ``medias``: one part per `Media`, holding its fields as JSON and its bytes.
 
 SQLite text is UTF-8, which cannot hold a lone surrogate (file names decoded with
@@ -21,21 +24,26 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._toolcall import ToolCall
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._media import Media
 from ..models._seam import Message
+from ._body_refs import missing_body
 from ._spool import MemorySpoolReader
 from ._store import TurnRecord
+
+if TYPE_CHECKING:
+    from ._spool import SpoolStore
 
 __all__ = [
     "CALL_COLUMNS",
     "MESSAGE_COLUMNS",
     "TURN_COLUMNS",
+    "BodyKey",
     "CallRow",
     "PartRow",
     "call_from_row",
@@ -88,9 +96,21 @@ CallRow = tuple[Any, ...]
 """Values for `CALL_COLUMNS`."""
 
 PartRow = tuple[
-    int, str, str | None, str | bytes | None, int | None, str | bytes | None, bytes | None
+    int,
+    str,
+    str | None,
+    str | bytes | None,
+    int | None,
+    str | bytes | None,
+    bytes | None,
+    str | bytes | None,
 ]
-"""One result part: position, kind, artifact class, text, byte length, media JSON, data."""
+"""One result part: position, kind, artifact class, text (parts written before schema version
+3), byte length, media JSON, data, spool key."""
+
+BodyKey = Callable[[int, SpooledArtifact], str | None]
+"""Given a part's position and its artifact, return the spool key holding the body (None: the
+body goes into the row; see `pipeline.stores._body_refs`)."""
 
 _artifact_classes: dict[str, type[SpooledArtifact]] = {}
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -152,16 +172,18 @@ def _artifact_class(path: str) -> type[SpooledArtifact]:
     return resolved
 
 
-def _artifact_part(position: int, artifact: SpooledArtifact) -> PartRow:
+def _artifact_part(position: int, artifact: SpooledArtifact, body_key: BodyKey) -> PartRow:
+    key = body_key(position, artifact)
     reader = artifact.reader
     return (
         position,
         "artifact",
         _class_path(type(artifact)),
-        sql_text(reader.read_all()),
+        sql_text(reader.read_all()) if key is None else None,
         reader.byte_length(),
         None,
         None,
+        None if key is None else sql_text(key),
     )
 
 
@@ -175,11 +197,16 @@ def _media_part(position: int, media: Media) -> PartRow:
         "source": media.source,
         "id": media.id,
     }
-    return (position, "media", None, None, None, sql_text(_json(fields)), media.read_bytes())
+    data = media.read_bytes()
+    return (position, "media", None, None, None, sql_text(_json(fields)), data, None)
 
 
-def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
-    """Return the call's column values and its result parts."""
+def encode_call(call: ToolCall, body_key: BodyKey) -> tuple[CallRow, list[PartRow]]:
+    """Return the call's column values and its result parts.
+
+    ``body_key`` places each artifact's body in the spool (see `BodyKey`); it is called before
+    the rows are written, so a stored reference always has its body.
+    """
     results: object = call.results
     kind: ResultsKind
     text: str | None = None
@@ -188,7 +215,7 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
         kind, text = "text", results
     elif isinstance(results, SpooledArtifact):
         kind = "artifact"
-        parts.append(_artifact_part(0, results))
+        parts.append(_artifact_part(0, results, body_key))
     elif isinstance(results, Media):
         kind = "media"
         parts.append(_media_part(0, results))
@@ -197,7 +224,7 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
         parts.extend(_media_part(i, m) for i, m in enumerate(results))
     elif isinstance(results, tuple) and results and isinstance(results[0], SpooledArtifact):
         kind = "artifacts"
-        parts.extend(_artifact_part(i, a) for i, a in enumerate(results))
+        parts.extend(_artifact_part(i, a, body_key) for i, a in enumerate(results))
     else:
         raise TypeError(f"cannot store tool call results of type {type(results).__name__}")
     row: CallRow = (
@@ -218,10 +245,15 @@ def encode_call(call: ToolCall) -> tuple[CallRow, list[PartRow]]:
     return row, parts
 
 
-def _decode_part(part: PartRow) -> SpooledArtifact | Media:
-    _, kind, class_path, text, byte_length, media_json, data = part
+def _decode_part(part: PartRow, spool: SpoolStore) -> SpooledArtifact | Media:
+    _, kind, class_path, text, byte_length, media_json, data, spool_key = part
     if kind == "artifact":
-        reader = MemorySpoolReader(_opt_from(text) or "", byte_length)
+        reader: Any
+        if spool_key is not None:
+            key = from_sql_text(spool_key)
+            reader = spool.read(key) or missing_body(key)
+        else:  # a body kept in the row (see BodyKey), or written before schema version 3
+            reader = MemorySpoolReader(_opt_from(text) or "", byte_length)
         cls = _artifact_class(class_path or "")
         try:
             return cls(reader)
@@ -231,8 +263,12 @@ def _decode_part(part: PartRow) -> SpooledArtifact | Media:
     return Media(data=data, **fields)
 
 
-def call_from_row(row: Sequence[Any], parts: Sequence[PartRow]) -> ToolCall:
-    """Re-create a `ToolCall` from the values of `CALL_COLUMNS` and its result parts."""
+def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStore) -> ToolCall:
+    """Re-create a `ToolCall` from the values of `CALL_COLUMNS` and its result parts.
+
+    Artifact bodies are read through ``spool`` (a body missing from it reads as one line
+    saying so, see `missing_body`).
+    """
     (
         call_id,
         tool,
@@ -252,7 +288,7 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow]) -> ToolCall:
     if kind == "text":
         results = _opt_from(text)
     else:
-        decoded = tuple(_decode_part(p) for p in sorted(parts, key=lambda p: p[0]))
+        decoded = tuple(_decode_part(p, spool) for p in sorted(parts, key=lambda p: p[0]))
         results = decoded if kind in ("artifacts", "medias") else decoded[0]
     return ToolCall(
         id=from_sql_text(call_id),

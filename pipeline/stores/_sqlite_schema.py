@@ -111,6 +111,14 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)",
         ),
     ),
+    (
+        3,
+        (
+            # artifact bodies by reference (issues 14 and 17): a part names the spool key of
+            # its body; parts written before keep their text and stay readable
+            "ALTER TABLE tool_call_results ADD COLUMN spool_key TEXT",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

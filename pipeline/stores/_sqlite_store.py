@@ -12,6 +12,11 @@ transaction that has committed before the coroutine returns. With ``synchronous=
 default) a commit also survives an OS crash or power loss; ``"normal"`` survives the process
 being killed at any point, and is several times faster.
 
+Artifact bodies are kept by reference: a result part records the spool key of its body in the
+store's spool (by default a `FileSpoolStore` in ``<path>-spool`` beside the database), never the
+body itself, so storing or loading a 200 MB result does not hold it in memory (see
+`pipeline.stores._body_refs`).
+
 Messages are keyed by (conversation, id) inside a conversation, and tool calls by
 (conversation, turn, id), as `MemoryStore` keys them: concurrent turns of one conversation may
 store the same provider id and neither call is lost. Turns without a conversation are stored
@@ -24,13 +29,16 @@ import asyncio
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
 from .._errors import InvalidRunnerConfigError
+from ._body_refs import is_owned, owned_key, reference_body
+from ._file_spool import FileSpoolStore
+from ._spool import MemorySpoolStore, SpoolStore
 from ._sqlite_codec import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -40,6 +48,7 @@ from ._sqlite_codec import (
     encode_call,
     encode_message,
     encode_turn,
+    from_sql_text,
     message_from_row,
     sql_text,
     turn_from_row,
@@ -48,6 +57,7 @@ from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
     from .._toolcall import ToolCall
+    from ..artifacts._artifact import SpooledArtifact
     from ..models._seam import Message
     from ._store import TurnRecord
 
@@ -58,7 +68,7 @@ R = TypeVar("R")
 
 _CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM tool_calls"
 _PART_SELECT = (
-    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data "
+    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key "
     "FROM tool_call_results"
 )
 _CALL_UPDATE = (
@@ -75,9 +85,10 @@ _CALL_INSERT = (
 )
 _PART_INSERT = (
     "INSERT INTO tool_call_results "
-    "(call_seq, position, kind, artifact_class, text, byte_length, media, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "(call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_PART_KEYS = "SELECT spool_key FROM tool_call_results WHERE spool_key IS NOT NULL AND call_seq = ?"
 _MESSAGE_UPSERT = (
     "INSERT INTO messages (scope, conversation_id, turn_id, "
     + ", ".join(MESSAGE_COLUMNS)
@@ -100,6 +111,10 @@ def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
 
 
+def _keys(rows: Iterable[tuple[str | bytes]]) -> list[str]:
+    return [from_sql_text(row[0]) for row in rows]
+
+
 def _ids(conversation_id: str | None, turn_id: str) -> tuple[str | bytes | None, str | bytes]:
     return (None if conversation_id is None else sql_text(conversation_id)), sql_text(turn_id)
 
@@ -113,6 +128,10 @@ class SqliteStore:
         synchronous: ``"full"`` (default: commits survive power loss) or ``"normal"`` (commits
             survive a process kill; faster).
         busy_timeout: Seconds to wait for a lock held by another connection to the same file.
+        spool: Where artifact bodies are kept (the database holds their spool keys). Default:
+            a `FileSpoolStore` in the directory ``<path>-spool`` (created on the first
+            artifact), or a `MemorySpoolStore` for ``":memory:"``. Give the runner the same
+            spool and bodies are never copied.
 
     Raises:
         InvalidRunnerConfigError: a bad option, a file that is not an SQLite database, or a
@@ -121,7 +140,7 @@ class SqliteStore:
     Use it as an async context manager, or call `close()` / `aclose()` when done.
     """
 
-    __slots__ = ("_closed", "_conn", "_executor", "_path")
+    __slots__ = ("_closed", "_conn", "_executor", "_path", "_spool")
 
     def __init__(
         self,
@@ -129,6 +148,7 @@ class SqliteStore:
         *,
         synchronous: Literal["full", "normal"] = "full",
         busy_timeout: float = 30.0,
+        spool: SpoolStore | None = None,
     ) -> None:
         """Open (and create or migrate) the database; see the class docstring."""
         bad: list[str] = []
@@ -145,9 +165,16 @@ class SqliteStore:
             or timeout < 0
         ):
             bad.append(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        if spool is not None and not all(
+            callable(getattr(spool, m, None)) for m in ("write", "read", "delete")
+        ):
+            bad.append(f"spool must implement SpoolStore (write, read, delete), not {spool!r}")
         if bad:
             raise InvalidRunnerConfigError("SqliteStore: " + "; ".join(bad), field="store")
         self._path = os.fspath(path)
+        self._spool: SpoolStore | None = spool
+        if spool is None and self._path == ":memory:":
+            self._spool = MemorySpoolStore()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-sqlite")
@@ -172,6 +199,14 @@ class SqliteStore:
     def path(self) -> str:
         """The database file."""
         return self._path
+
+    @property
+    def spool(self) -> SpoolStore:
+        """Where the artifact bodies of stored calls are kept."""
+        spool = self._spool
+        if spool is None:
+            spool = self._spool = FileSpoolStore(self._path + "-spool")
+        return spool
 
     # -- life cycle (worker thread) -----------------------------------------------------------
     def _open(self, synchronous: str, busy_timeout: float) -> None:
@@ -302,9 +337,20 @@ class SqliteStore:
             cur.execute(_MESSAGE_UPSERT, values)
 
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
-        row, parts = encode_call(call)  # reads artifact bodies: done here, off the event loop
+        spool = self.spool
+
+        def body_key(position: int, artifact: SpooledArtifact) -> str | None:
+            return reference_body(
+                spool,
+                artifact,
+                turn_key=f"{turn_id}/{call.id}",
+                own_key=owned_key(conversation_id, turn_id, call.id, position),
+            )
+
+        row, parts = encode_call(call, body_key)  # copies bodies: here, off the event loop
         scope = _scope(conversation_id, turn_id)
         ids = _ids(conversation_id, turn_id)
+        stale: list[str] = []
         with self._transaction() as cur:
             found = cur.execute(
                 "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
@@ -315,20 +361,34 @@ class SqliteStore:
                 seq = cur.lastrowid
             else:
                 seq = found[0]
+                stale = _keys(cur.execute(_PART_KEYS, (seq,)).fetchall())
                 cur.execute(_CALL_UPDATE, (*ids, *row[1:], seq))
                 cur.execute("DELETE FROM tool_call_results WHERE call_seq = ?", (seq,))
             if parts:
                 cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
+        kept = {from_sql_text(p[-1]) for p in parts if p[-1] is not None}
+        self._forget_bodies(k for k in stale if k not in kept)
+
+    def _forget_bodies(self, keys: Iterable[str]) -> None:
+        """Delete the bodies this store copied for rows that no longer refer to them."""
+        for key in keys:
+            if is_owned(key):
+                self.spool.delete(key)
 
     def _delete_call(
         self, scope: str | bytes, turn_id: str | bytes, call_id: str | bytes
     ) -> bool:
         with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
+            found = cur.execute(
+                "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
                 (scope, turn_id, call_id),
-            )
-            return cur.rowcount > 0
+            ).fetchone()
+            if found is None:
+                return False
+            stale = _keys(cur.execute(_PART_KEYS, (found[0],)).fetchall())
+            cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
+        self._forget_bodies(stale)
+        return True
 
     def _read_conversation(self, scope: str | bytes) -> tuple[list[Message], list[ToolCall]]:
         with self._transaction(write=False) as cur:  # one snapshot for both reads
@@ -356,8 +416,8 @@ class SqliteStore:
         rows = cur.execute(f"{_MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         return [message_from_row(row) for row in rows]
 
-    @staticmethod
     def _select_calls(
+        self,
         cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
     ) -> list[ToolCall]:
         rows = cur.execute(f"{_CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
@@ -371,7 +431,8 @@ class SqliteStore:
             ).fetchall()
             for part in part_rows:
                 parts.setdefault(part[0], []).append(part[1:])
-        return [call_from_row(row[1:], parts.get(row[0], ())) for row in rows]
+        spool = self.spool
+        return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 
 SqliteStore.__module__ = "pipeline"

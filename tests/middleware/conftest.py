@@ -21,6 +21,8 @@ from pipeline import (
     tool,
 )
 
+from ._sinks import JsonlSinks, PostgresSinks, SinkBackend, SqliteSinks
+
 
 @tool
 def search(q: str) -> str:
@@ -161,3 +163,13 @@ def decisions_log() -> Callable[[TurnRunner], list[Log]]:
         return seen
 
     return attach
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def sinks(request: pytest.FixtureRequest) -> SinkBackend:
+    """Each audit sink: JSON Lines, SQLite, PostgreSQL (a chain per log folder)."""
+    if request.param == "jsonl":
+        return JsonlSinks()
+    if request.param == "sqlite":
+        return SqliteSinks()
+    return PostgresSinks(request.getfixturevalue("pg_conninfo"))

@@ -1,10 +1,13 @@
-"""`AuditLog` through real turns: rows per call and per turn, decisions, flushing, concurrency."""
+"""`AuditLog` through real turns: rows per call and per turn, decisions, flushing, concurrency.
+
+The `sink` fixture runs the tests against every sink (JSON Lines, SQLite, PostgreSQL).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,6 @@ from middleware import (
     AuditHead,
     AuditLog,
     AuditRow,
-    JsonlAuditSink,
     Middleware,
     RepetitionDetector,
     SqliteAuditSink,
@@ -35,6 +37,8 @@ from pipeline import (
     tool,
 )
 from pipeline.testing import ScriptedModel
+
+from ._sinks import Sink, SinkBackend
 
 
 @tool
@@ -58,8 +62,10 @@ def step(*calls: ProposedToolCall) -> ModelResponse:
 
 
 @pytest.fixture
-def sink(tmp_path: Path) -> SqliteAuditSink:
-    return SqliteAuditSink(tmp_path / "audit.sqlite", synchronous="normal")
+def sink(sinks: SinkBackend, tmp_path: Path) -> Iterator[Sink]:
+    opened = sinks.open(tmp_path)
+    yield opened
+    opened.close()
 
 
 def runner_for(audit: AuditLog, steps: list[ModelResponse], **kwargs: Any) -> TurnRunner:
@@ -72,17 +78,17 @@ def runner_for(audit: AuditLog, steps: list[ModelResponse], **kwargs: Any) -> Tu
     )
 
 
-def entries(sink: SqliteAuditSink | JsonlAuditSink) -> list[AuditEntry]:
+def entries(sink: Sink) -> list[AuditEntry]:
     return [row.entry for row in sink.rows()]
 
 
-def final_calls(sink: SqliteAuditSink | JsonlAuditSink) -> dict[str, AuditEntry]:
+def final_calls(sink: Sink) -> dict[str, AuditEntry]:
     """Each call's final form, as a reader computes it: the last row of its call id."""
     return {e.call_id: e for e in entries(sink) if e.kind == "tool_call" and e.call_id}
 
 
 async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
-    sink: SqliteAuditSink,
+    sink: Sink,
 ) -> None:
     """Each completed call and the turn get a row, readable as soon as run() returns."""
     runner = runner_for(
@@ -120,7 +126,7 @@ async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
     assert sink.verify() is None
 
 
-async def test_policy_decisions_are_recorded_on_their_calls(sink: SqliteAuditSink) -> None:
+async def test_policy_decisions_are_recorded_on_their_calls(sink: Sink) -> None:
     """A RepetitionDetector hide decision lands on the call that triggered it, by call id.
 
     The hide is taken in dispatch_output, after the call's row was written at its store
@@ -144,7 +150,7 @@ async def test_policy_decisions_are_recorded_on_their_calls(sink: SqliteAuditSin
     assert {k: e.decision for k, e in final_calls(sink).items()} == {"a": "allowed", "b": "hidden"}
 
 
-async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAuditSink) -> None:
+async def test_checksum_decisions_apply_and_the_strongest_wins(sink: Sink) -> None:
     """Decisions without a call id match by checksum; denied outranks approved and warned.
 
     Taken after the store, each one that raises the call's decision writes the call's row
@@ -171,7 +177,7 @@ async def test_checksum_decisions_apply_and_the_strongest_wins(sink: SqliteAudit
     assert (call.decision, call.policy, call.reason) == ("denied", "judge", "because denied")
 
 
-async def test_a_failing_turn_is_still_audited(sink: SqliteAuditSink) -> None:
+async def test_a_failing_turn_is_still_audited(sink: Sink) -> None:
     """A middleware that raises after calls were stored cannot keep them out of the log."""
 
     async def fail(ctx: DispatchContext, call_next: CallNext) -> None:
@@ -191,7 +197,7 @@ async def test_a_failing_turn_is_still_audited(sink: SqliteAuditSink) -> None:
     assert rows[1].error.startswith("E_DISPATCH_PIPELINE_ERROR")
 
 
-async def test_short_circuited_turn_input_still_gets_a_turn_row(sink: SqliteAuditSink) -> None:
+async def test_short_circuited_turn_input_still_gets_a_turn_row(sink: Sink) -> None:
     """A turn input middleware that never calls call_next cannot skip the turn's row."""
 
     async def block(ctx: TurnContext, call_next: CallNext) -> None:
@@ -206,7 +212,7 @@ async def test_short_circuited_turn_input_still_gets_a_turn_row(sink: SqliteAudi
     assert (row.kind, row.status, row.input) == ("turn", "failed", "blocked")
 
 
-async def test_aborted_turn_row_says_aborted(sink: SqliteAuditSink) -> None:
+async def test_aborted_turn_row_says_aborted(sink: Sink) -> None:
     """Aborting a turn from a middleware records a turn row with status aborted."""
 
     async def stop(ctx: DispatchContext, call_next: CallNext) -> None:
@@ -234,9 +240,8 @@ class _Echoes:
         return step(propose("search", {"q": key}, f"{key}-{done}"))
 
 
-async def test_concurrent_turns_share_one_intact_chain(tmp_path: Path) -> None:
+async def test_concurrent_turns_share_one_intact_chain(sink: Sink) -> None:
     """Rows of 50 concurrent turns interleave in one chain that verifies, none lost."""
-    sink = JsonlAuditSink(tmp_path / "audit.jsonl", synchronous="normal")
     runner = TurnRunner(executor=ToolLoopExecutor(_Echoes()), tools=[search],
                         middleware=[AuditLog(sink)])
     results = await asyncio.gather(*(runner.run(f"u{i}") for i in range(50)))
@@ -249,11 +254,10 @@ async def test_concurrent_turns_share_one_intact_chain(tmp_path: Path) -> None:
             ("tool_call", f"{key}-0"), ("tool_call", f"{key}-1"), ("turn", None)
         ]
     assert sink.verify() is None
-    sink.close()
 
 
 async def test_a_mutated_call_gets_a_row_per_store_the_last_in_its_final_form(
-    sink: SqliteAuditSink,
+    sink: Sink,
 ) -> None:
     """A call replaced by id is audited at each store; its last row holds its final form.
 
@@ -281,7 +285,7 @@ async def test_a_mutated_call_gets_a_row_per_store_the_last_in_its_final_form(
 
 
 async def test_a_decision_log_with_a_non_text_action_is_ignored_quietly(
-    sink: SqliteAuditSink,
+    sink: Sink,
 ) -> None:
     """A policy.decision log whose action is not text (a list) is skipped, not a listener error."""
 

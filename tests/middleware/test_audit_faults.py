@@ -30,6 +30,8 @@ from pipeline import (
 )
 from pipeline.testing import ScriptedModel
 
+from ._sinks import SinkBackend
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -265,13 +267,11 @@ def propose(call_id: str, name: str = "search") -> ProposedToolCall:
     return ProposedToolCall(id=call_id, name=name, arguments=json.dumps({"q": call_id}))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
-async def test_a_call_has_its_row_as_soon_as_it_is_stored(tmp_path: Path, kind: str) -> None:
-    """Inside a ToolCallStored listener, the call's row is already in the sink."""
-    sink: SqliteAuditSink | JsonlAuditSink = (
-        SqliteAuditSink(tmp_path / "a.sqlite", synchronous="normal") if kind == "sqlite"
-        else JsonlAuditSink(tmp_path / "a.jsonl", synchronous="normal")
-    )
+async def test_a_call_has_its_row_as_soon_as_it_is_stored(
+    tmp_path: Path, sinks: SinkBackend
+) -> None:
+    """Inside a ToolCallStored listener, the call's row is already in the sink (every sink)."""
+    sink = sinks.open(tmp_path)
     runner = TurnRunner(
         executor=ToolLoopExecutor(
             ScriptedModel([ModelResponse(tool_calls=[propose("a"), propose("b"), propose("c")])])

@@ -1,4 +1,8 @@
-"""Audit sinks: append order, reopening, and tamper detection by ``verify()``."""
+"""Audit sinks: append order, reopening, and tamper detection by ``verify()``.
+
+The `sinks` fixture (``tests/middleware/conftest.py``) runs the shared tests against every
+sink: JSON Lines, SQLite and PostgreSQL (a throw-away server, ``tests/_pg.py``).
+"""
 
 from __future__ import annotations
 
@@ -17,11 +21,7 @@ from hypothesis import strategies as st
 from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
 from pipeline import InvalidMiddlewareConfigError, SqliteStore, ToolCall
 
-Sink = SqliteAuditSink | JsonlAuditSink
-SINKS: dict[str, Callable[[Path], Sink]] = {
-    "sqlite": lambda p: SqliteAuditSink(p / "audit.sqlite", synchronous="normal"),
-    "jsonl": lambda p: JsonlAuditSink(p / "audit.jsonl", synchronous="normal"),
-}
+from ._sinks import Sink, SinkBackend
 
 
 def entry(i: int, *, turn: str = "t1") -> AuditEntry:
@@ -57,14 +57,9 @@ def append(sink: Sink, entries: list[AuditEntry]) -> list[AuditRow]:
     return asyncio.run(go())
 
 
-@pytest.fixture(params=sorted(SINKS), ids=sorted(SINKS))
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def test_rows_are_chained_in_append_order(kind: str, tmp_path: Path) -> None:
+def test_rows_are_chained_in_append_order(sinks: SinkBackend, tmp_path: Path) -> None:
     """Appended rows come back in order, each carrying the previous row's hash."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
     written = write(sink, 5)
     rows = sink.rows()
     assert rows == written
@@ -78,9 +73,9 @@ def test_rows_are_chained_in_append_order(kind: str, tmp_path: Path) -> None:
     sink.close()  # idempotent
 
 
-def test_concurrent_appends_form_one_chain(kind: str, tmp_path: Path) -> None:
+def test_concurrent_appends_form_one_chain(sinks: SinkBackend, tmp_path: Path) -> None:
     """Appends issued together from many tasks form one intact chain in call order."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
 
     async def go() -> list[list[AuditRow]]:
         futures = [sink.append([entry(i, turn=f"t{i % 4}"), entry(i + 100)]) for i in range(40)]
@@ -92,12 +87,12 @@ def test_concurrent_appends_form_one_chain(kind: str, tmp_path: Path) -> None:
     sink.close()
 
 
-def test_reopened_sink_continues_the_chain(kind: str, tmp_path: Path) -> None:
+def test_reopened_sink_continues_the_chain(sinks: SinkBackend, tmp_path: Path) -> None:
     """A sink opened on an existing log appends after its last row."""
-    first = SINKS[kind](tmp_path)
+    first = sinks.open(tmp_path)
     write(first, 3)
     first.close()
-    second = SINKS[kind](tmp_path)
+    second = sinks.open(tmp_path)
     [row] = append(second, [entry(9)])
     assert row.index == 3
     assert row.prev_hash == second.rows()[2].hash
@@ -105,41 +100,43 @@ def test_reopened_sink_continues_the_chain(kind: str, tmp_path: Path) -> None:
     second.close()
 
 
-def test_verify_with_a_saved_head_detects_a_rewritten_tail(kind: str, tmp_path: Path) -> None:
+def test_verify_with_a_saved_head_detects_a_rewritten_tail(
+    sinks: SinkBackend, tmp_path: Path
+) -> None:
     """A head saved elsewhere catches truncation even when the stored head was rewritten."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
     write(sink, 4)
     saved = sink.head()
     sink.close()
-    if kind == "sqlite":
-        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
-            conn.execute("DELETE FROM audit_rows WHERE idx = 3")
-            conn.execute("UPDATE audit_head SET count = 3, hash = (SELECT hash FROM audit_rows "
-                         "WHERE idx = 2)")
+    if sinks.name != "jsonl":
+        sinks.sql(tmp_path, "DELETE FROM audit_rows WHERE idx = 3")
+        sinks.sql(tmp_path, "UPDATE audit_head SET count = 3, hash = (SELECT hash FROM "
+                  "audit_rows WHERE idx = 2)")
     else:
         path = tmp_path / "audit.jsonl"
         lines = path.read_text().splitlines(keepends=True)
         path.write_text("".join(lines[:3]))
         (tmp_path / "audit.jsonl.head").write_text(json.dumps(
             {"count": 3, "hash": json.loads(lines[2])["hash"]}))
-    reopened = SINKS[kind](tmp_path)
+    reopened = sinks.open(tmp_path)
     assert reopened.verify() is None  # consistent on its own
     assert reopened.verify(head=saved) == 3
     reopened.close()
 
 
-def test_truncated_log_stays_detectable_after_more_appends(kind: str, tmp_path: Path) -> None:
+def test_truncated_log_stays_detectable_after_more_appends(
+    sinks: SinkBackend, tmp_path: Path
+) -> None:
     """Rows appended after the tail was cut do not hide the cut."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
     write(sink, 4)
     sink.close()
-    if kind == "sqlite":
-        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
-            conn.execute("DELETE FROM audit_rows WHERE idx = 3")
+    if sinks.name != "jsonl":
+        sinks.sql(tmp_path, "DELETE FROM audit_rows WHERE idx = 3")
     else:
         path = tmp_path / "audit.jsonl"
         path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
-    reopened = SINKS[kind](tmp_path)
+    reopened = sinks.open(tmp_path)
     assert reopened.verify() == 3
     append(reopened, [entry(7)])
     assert reopened.verify() == 3
@@ -206,32 +203,35 @@ _FIELDS = ", ".join(_COLUMNS)
 _ASSIGN = ", ".join(f"{c} = ?" for c in _COLUMNS)
 
 
-def _tamper_sqlite(path: Path, op: str, k: int) -> None:
-    with sqlite3.connect(path) as conn:
+def _tamper_sql(sinks: SinkBackend, folder: Path, op: str, k: int) -> None:
+    def run(statement: str, *params: object) -> list[tuple[object, ...]]:
+        return sinks.sql(folder, statement, params)
 
-        def row(i: int) -> tuple[object, ...]:
-            return tuple(conn.execute(f"SELECT {_FIELDS} FROM audit_rows WHERE idx = ?", (i,))
-                         .fetchone())
+    def row(i: int) -> tuple[object, ...]:
+        [found] = run(f"SELECT {_FIELDS} FROM audit_rows WHERE idx = ?", i)
+        return tuple(found)
 
-        if op == "edit":
-            conn.execute("UPDATE audit_rows SET args = '{\"q\":\"forged\"}' WHERE idx = ?", (k,))
-        elif op == "flip":
-            conn.execute("UPDATE audit_rows SET is_error = 1 - is_error WHERE idx = ?", (k,))
-        elif op == "delete":  # and renumber the rows after it, as a forger would
-            conn.execute("DELETE FROM audit_rows WHERE idx = ?", (k,))
-            conn.execute("UPDATE audit_rows SET idx = -(idx - 1) WHERE idx > ?", (k,))
-            conn.execute("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
-        elif op == "swap":
-            first, second = row(k), row(k + 1)
-            conn.execute(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", (*second, k))
-            conn.execute(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", (*first, k + 1))
-        elif op == "insert":
-            forged = list(row(k))
-            forged[_COLUMNS.index("reason")] = "forged reason"
-            conn.execute("UPDATE audit_rows SET idx = -(idx + 1) WHERE idx >= ?", (k,))
-            conn.execute("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
-            marks = ", ".join("?" * (len(_COLUMNS) + 1))
-            conn.execute(f"INSERT INTO audit_rows (idx, {_FIELDS}) VALUES ({marks})", (k, *forged))
+    if op == "edit":
+        run("UPDATE audit_rows SET args = '{\"q\":\"forged\"}' WHERE idx = ?", k)
+    elif op == "flip":
+        run("UPDATE audit_rows SET is_error = 1 - is_error WHERE idx = ?", k)
+    elif op == "delete":  # and renumber the rows after it, as a forger would
+        run("DELETE FROM audit_rows WHERE idx = ?", k)
+        run("UPDATE audit_rows SET idx = -(idx - 1) WHERE idx > ?", k)
+        run("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
+    elif op == "swap":
+        first, second = row(k), row(k + 1)
+        run(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", *second, k)
+        run(f"UPDATE audit_rows SET {_ASSIGN} WHERE idx = ?", *first, k + 1)
+    elif op == "insert":
+        forged = list(row(k))
+        forged[_COLUMNS.index("reason")] = b"forged reason" if sinks.name == "postgres" else (
+            "forged reason"
+        )
+        run("UPDATE audit_rows SET idx = -(idx + 1) WHERE idx >= ?", k)
+        run("UPDATE audit_rows SET idx = -idx WHERE idx < 0")
+        marks = ", ".join("?" * (len(_COLUMNS) + 1))
+        run(f"INSERT INTO audit_rows (idx, {_FIELDS}) VALUES ({marks})", k, *forged)
 
 
 def _tamper_jsonl(path: Path, op: str, k: int) -> None:
@@ -269,20 +269,20 @@ def tampering(draw: st.DrawFn) -> tuple[int, str, int]:
 )
 @given(case=tampering())
 def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
-    kind: str, tmp_path_factory: pytest.TempPathFactory, case: tuple[int, str, int]
+    sinks: SinkBackend, tmp_path_factory: pytest.TempPathFactory, case: tuple[int, str, int]
 ) -> None:
     """Editing, deleting, swapping or inserting row k makes verify() return exactly k."""
     n, op, k = case
     folder = tmp_path_factory.mktemp("audit")
-    sink = SINKS[kind](folder)
+    sink = sinks.open(folder)
     write(sink, n)
     assert sink.verify() is None
     sink.close()
-    if kind == "sqlite":
-        _tamper_sqlite(folder / "audit.sqlite", op, k)
+    if sinks.name != "jsonl":
+        _tamper_sql(sinks, folder, op, k)
     else:
         _tamper_jsonl(folder / "audit.jsonl", op, k)
-    reopened = SINKS[kind](folder)
+    reopened = sinks.open(folder)
     try:
         assert reopened.verify() == k, (op, k, n)
     finally:
@@ -317,9 +317,9 @@ def test_sqlite_sink_refuses_a_newer_audit_schema(tmp_path: Path) -> None:
         SqliteAuditSink(path)
 
 
-async def test_two_sinks_on_one_file_keep_every_row(kind: str, tmp_path: Path) -> None:
+async def test_two_sinks_on_one_file_keep_every_row(sinks: SinkBackend, tmp_path: Path) -> None:
     """Two sinks on one log (two runners' AuditLogs) interleave into one intact chain."""
-    first, second = SINKS[kind](tmp_path), SINKS[kind](tmp_path)
+    first, second = sinks.open(tmp_path), sinks.open(tmp_path)
     written = [await sink.append([entry(i)]) for i, sink in enumerate([first, second] * 3)]
     assert [row.index for rows in written for row in rows] == list(range(6))
     assert [row.call_id for row in (r.entry for r in first.rows())] == [
@@ -331,22 +331,23 @@ async def test_two_sinks_on_one_file_keep_every_row(kind: str, tmp_path: Path) -
     second.close()
 
 
-def test_verify_with_a_saved_head_detects_a_rewritten_last_row(kind: str, tmp_path: Path) -> None:
+def test_verify_with_a_saved_head_detects_a_rewritten_last_row(
+    sinks: SinkBackend, tmp_path: Path
+) -> None:
     """A saved head catches a last row replaced by a consistent forgery (count unchanged)."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
     write(sink, 3)
     saved = sink.head()
     sink.close()
-    if kind == "sqlite":
-        with sqlite3.connect(tmp_path / "audit.sqlite") as conn:
-            conn.execute("DELETE FROM audit_rows WHERE idx = 2")
-            conn.execute("UPDATE audit_head SET count = 2, hash = (SELECT hash FROM audit_rows "
-                         "WHERE idx = 1)")
+    if sinks.name != "jsonl":
+        sinks.sql(tmp_path, "DELETE FROM audit_rows WHERE idx = 2")
+        sinks.sql(tmp_path, "UPDATE audit_head SET count = 2, hash = (SELECT hash FROM "
+                  "audit_rows WHERE idx = 1)")
     else:
         path = tmp_path / "audit.jsonl"
         path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
         (tmp_path / "audit.jsonl.head").unlink()
-    forger = SINKS[kind](tmp_path)
+    forger = sinks.open(tmp_path)
     append(forger, [entry(99)])  # a different row 2, correctly chained
     assert forger.verify() is None  # consistent on its own
     assert forger.verify(head=saved) == 2
@@ -367,9 +368,9 @@ def test_a_row_appended_after_a_torn_line_is_readable(tmp_path: Path) -> None:
     assert (last["index"], last["hash"], last["call_id"]) == (row.index, row.hash, "call-5")
 
 
-def test_text_with_lone_surrogates_is_kept_exactly(kind: str, tmp_path: Path) -> None:
+def test_text_with_lone_surrogates_is_kept_exactly(sinks: SinkBackend, tmp_path: Path) -> None:
     """A row whose text holds lone surrogates (undecodable file names) is written and verifies."""
-    sink = SINKS[kind](tmp_path)
+    sink = sinks.open(tmp_path)
     odd = AuditEntry(
         kind="turn",
         turn_id="t1",

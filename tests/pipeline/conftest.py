@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from pipeline import Event, Tool, TurnRunner, tool
+from pipeline import Event, MemoryStore, Tool, TurnRunner, TurnStore, tool
+
+from .._stores import PostgresBackend, SqliteBackend, StoreBackend
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> StoreBackend:
+    """Each durable store backend: an SQLite file, a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return SqliteBackend(tmp_path)
+    return PostgresBackend(request.getfixturevalue("pg_conninfo"), tmp_path)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TurnStore]:
+    """Each built-in `TurnStore`, open on an empty database (closed afterwards)."""
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    backend: StoreBackend = (
+        SqliteBackend(tmp_path)
+        if request.param == "sqlite"
+        else PostgresBackend(request.getfixturevalue("pg_conninfo"), tmp_path)
+    )
+    opened = await backend.open()
+    yield opened
+    await opened.aclose()
 
 
 @pytest.fixture

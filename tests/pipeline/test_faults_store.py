@@ -10,14 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from pipeline import (
     Media,
-    MemoryStore,
     ModelResponse,
     ProposedToolCall,
     SqliteStore,
@@ -31,17 +27,6 @@ from pipeline.stores._sqlite_schema import SCHEMA_VERSION
 from pipeline.testing import ScriptedModel
 
 TURNS = 10
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TurnStore]:
-    """Both built-in stores."""
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    sqlite = SqliteStore(tmp_path / "turns.db", synchronous="normal")
-    yield sqlite
-    await sqlite.aclose()
 
 
 @tool
@@ -120,6 +105,7 @@ def _rewind_to_version_1(path: Path) -> None:
         conn.execute("DROP TABLE tool_calls")
         conn.execute("ALTER TABLE tool_calls_v1 RENAME TO tool_calls")
         conn.execute("CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)")
+        conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tool_calls'").fetchone()
         assert "UNIQUE (scope, id)" in sql[0]

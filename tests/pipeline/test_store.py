@@ -1,22 +1,19 @@
-"""The `TurnStore` contract: `MemoryStore` and `SqliteStore` pass the same suite."""
+"""The `TurnStore` contract: `MemoryStore`, `SqliteStore` and `PostgresStore` pass one suite.
+
+The `store` fixture (``tests/pipeline/conftest.py``) runs every test against each of them.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from middleware import Middleware
 from pipeline import (
     DispatchContext,
-    MemoryStore,
     Message,
     ModelResponse,
     ProposedToolCall,
-    SqliteStore,
     ToolCall,
     ToolLoopExecutor,
     TurnRunner,
@@ -25,16 +22,6 @@ from pipeline import (
     tool_call_checksum,
 )
 from pipeline.testing import ScriptedModel
-
-
-@pytest.fixture(params=["memory", "sqlite"], ids=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TurnStore]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    sqlite = SqliteStore(tmp_path / "turns.db", synchronous="normal")
-    yield sqlite
-    await sqlite.aclose()
 
 
 def call(call_id: str, text: str = "hi", *, tool_name: str = "echo") -> ToolCall:

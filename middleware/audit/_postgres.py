@@ -1,0 +1,375 @@
+"""`PostgresAuditSink`: an audit chain in PostgreSQL that many processes append to at once.
+
+The chain stays linear across processes because appends are serialised **in the database**, per
+chain: an append locks its chain's head row (``SELECT ... FOR UPDATE`` on
+``loopware.audit_chains``), chains its rows after the head it finds there, inserts them and moves
+the head, in one transaction. A second process appending to the same chain waits on that row
+lock, then sees the new head; chains with different names never wait on each other. Nothing in
+the process has to coordinate, so any number of workers (and `AuditLog`s) can share a chain.
+
+Like the built-in sinks, each sink runs its I/O on one worker thread of its own (over one psycopg
+connection, re-opened if it breaks): the event loop never waits on the network, and this
+process's appends are chained in the order ``append`` was called; appends queued while the
+thread is busy are written in one transaction. Free text is stored as ``bytea`` (UTF-8 with
+``surrogatepass``: PostgreSQL ``text`` holds no NUL and no lone surrogate); read one in SQL with
+``convert_from(column, 'UTF8')``. The tables live in the ``loopware`` schema beside
+`pipeline.stores.PostgresStore`'s, with their own ``audit_migrations``. psycopg is imported when
+a sink is created, never by ``import middleware`` (extra ``loopware[postgres]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from pipeline import InvalidMiddlewareConfigError
+
+from ._chain import (
+    GENESIS_HASH,
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    entry_from_fields,
+    entry_to_fields,
+    seal,
+    verify_rows,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresAuditSink"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_COLUMNS = (
+    "kind",
+    "turn_id",
+    "conversation_id",
+    "recorded_at",
+    "call_id",
+    "tool",
+    "checksum",
+    "args",
+    "is_error",
+    "duration_ms",
+    "decision",
+    "policy",
+    "reason",
+    "status",
+    "error",
+    "input",
+)
+_BYTEA = frozenset(
+    ("turn_id", "conversation_id", "call_id", "tool", "checksum", "args", "policy", "reason",
+     "error", "input")
+)
+_VERSION = 1
+_LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
+_SCHEMA = (
+    "CREATE SCHEMA IF NOT EXISTS loopware",
+    """CREATE TABLE loopware.audit_chains (
+        chain text PRIMARY KEY, count bigint NOT NULL, hash text NOT NULL
+    )""",
+    """CREATE TABLE loopware.audit_rows (
+        chain text NOT NULL, idx bigint NOT NULL, kind text, turn_id bytea,
+        conversation_id bytea, recorded_at text, call_id bytea, tool bytea, checksum bytea,
+        args bytea, is_error smallint, duration_ms double precision, decision text,
+        policy bytea, reason bytea, status text, error bytea, input bytea, prev_hash text,
+        hash text, PRIMARY KEY (chain, idx)
+    )""",
+)
+_INSERT = (
+    "INSERT INTO loopware.audit_rows (chain, idx, "
+    + ", ".join(_COLUMNS)
+    + ", prev_hash, hash) VALUES ("
+    + ", ".join(["%s"] * (len(_COLUMNS) + 4))
+    + ")"
+)
+_SELECT = (
+    "SELECT idx, " + ", ".join(_COLUMNS) + ", prev_hash, hash FROM loopware.audit_rows "
+    "WHERE chain = %s ORDER BY idx"
+)
+_LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
+_HEAD = "SELECT count, hash FROM loopware.audit_chains WHERE chain = %s"
+
+
+def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
+    fields = entry_to_fields(row.entry)
+    fields["is_error"] = int(row.entry.is_error)
+    out: list[Any] = [chain, row.index]
+    for name in _COLUMNS:
+        value = fields[name]
+        if name in _BYTEA and value is not None:
+            value = value.encode("utf-8", "surrogatepass")
+        out.append(value)
+    return (*out, row.prev_hash, row.hash)
+
+
+def _parse(values: Sequence[Any]) -> AuditRow | None:
+    """Re-create a row read back; None when it does not parse (a tampered or forged row)."""
+    fields = dict(zip(_COLUMNS, values[1:-2], strict=True))
+    for name, value in fields.items():
+        if isinstance(value, bytes | memoryview):
+            try:
+                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return None
+    flag = fields["is_error"]
+    if type(flag) is not int or flag not in (0, 1):
+        return None
+    fields["is_error"] = bool(flag)
+    index, prev_hash, digest = values[0], values[-2], values[-1]
+    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
+        return None
+    try:
+        return AuditRow(int(index), entry_from_fields(fields), prev_hash, digest)
+    except ValueError:
+        return None
+
+
+def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
+    """Where appends continue: after the stored head unless rows were written past it.
+
+    (As the SQLite sink does: continuing after the stored head even when rows are missing from
+    the end keeps that truncation detectable.)
+    """
+    if stored is not None and (last is None or stored.count >= last.count):
+        return stored
+    return last or AuditHead(0, GENESIS_HASH)
+
+
+def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
+    try:
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+    except InvalidStateError:  # the caller stopped waiting; the rows are written all the same
+        pass
+
+
+class PostgresAuditSink:
+    """An audit chain in PostgreSQL, safe for many processes appending at once.
+
+    Args:
+        conninfo: A libpq connection string or URL.
+        chain: The chain's name: sinks (in any process) with the same name append to one
+            chain; different names are independent chains in the same tables.
+        timeout: Seconds to wait when connecting.
+
+    Raises:
+        InvalidMiddlewareConfigError: a bad option, a server that cannot be reached, or audit
+            tables written by a newer loopware.
+    """
+
+    __slots__ = ("_chain", "_closed", "_conn", "_conninfo", "_executor", "_head", "_lock",
+                 "_queued", "_timeout")
+
+    def __init__(self, conninfo: str, *, chain: str = "default", timeout: float = 30.0) -> None:
+        """Connect, create or check the tables, and read the chain's head."""
+        bad: list[str] = []
+        given: tuple[object, object, object] = (conninfo, chain, timeout)  # checked at run time
+        if not isinstance(given[0], str) or not given[0].strip():
+            bad.append(f"conninfo must be a non-empty connection string, got {conninfo!r}")
+        if not isinstance(given[1], str) or not given[1] or not given[1].isprintable():
+            bad.append(f"chain must be a non-empty printable name, got {chain!r}")
+        wait = given[2]
+        if (
+            isinstance(wait, bool)
+            or not isinstance(wait, int | float)
+            or not math.isfinite(wait)
+            or wait <= 0
+        ):
+            bad.append(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if bad:
+            raise InvalidMiddlewareConfigError("PostgresAuditSink: " + "; ".join(bad))
+        self._conninfo = conninfo
+        self._chain = chain
+        self._timeout = float(timeout)
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._head = AuditHead(0, GENESIS_HASH)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-audit")
+        try:
+            self._executor.submit(self._open).result()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        """Show the chain and the number of rows appended so far."""
+        return f"PostgresAuditSink(chain={self._chain!r}, rows={self._head.count})"
+
+    @property
+    def chain(self) -> str:
+        """The chain's name."""
+        return self._chain
+
+    # -- worker thread --------------------------------------------------------------------------
+    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
+        import psycopg
+
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        if conn is not None:
+            conn.close()
+        self._conn = psycopg.connect(
+            self._conninfo, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
+        )
+        return self._conn
+
+    def _open(self) -> None:
+        import psycopg
+
+        try:
+            self._migrate(self._connect())
+        except psycopg.Error as exc:
+            raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
+
+    def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+            conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS loopware.audit_migrations "
+                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT MAX(version) FROM loopware.audit_migrations").fetchone()
+            version = int(row[0] or 0) if row is not None else 0
+            if version > _VERSION:
+                raise InvalidMiddlewareConfigError(
+                    f"PostgresAuditSink: the database has audit schema version {version}, newer "
+                    f"than this loopware's {_VERSION}"
+                )
+            if version < 1:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (1)")
+            self._head = self._stored_head(conn, lock=False)
+
+    def _stored_head(self, conn: psycopg.Connection[tuple[Any, ...]], *, lock: bool) -> AuditHead:
+        """Where the next row goes, as the database holds it now (inside a transaction).
+
+        With ``lock``, the chain's head row is locked until the transaction ends: this is what
+        serialises appends to one chain across processes.
+        """
+        if lock:
+            conn.execute(
+                "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
+                "ON CONFLICT (chain) DO NOTHING",
+                (self._chain, GENESIS_HASH),
+            )
+        stored = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,)).fetchone()
+        last = conn.execute(_LAST, (self._chain,)).fetchone()
+        return _resume(
+            None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
+            None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
+        )
+
+    def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        if not entries:
+            return []
+        conn = self._connect()
+        with conn.transaction():
+            rows = seal(entries, self._stored_head(conn, lock=True))
+            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+            with conn.cursor() as cur:
+                cur.executemany(_INSERT, [_values(self._chain, row) for row in rows])
+            conn.execute(
+                "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s",
+                (head.count, head.hash, self._chain),
+            )
+        self._head = head
+        return rows
+
+    def _drain(self) -> None:
+        with self._lock:
+            group, self._queued = self._queued, []
+        try:
+            rows = self._write([entry for entries, _ in group for entry in entries])
+        except BaseException as exc:
+            for _, done in group:
+                _settle(done, exc)
+            return
+        start = 0
+        for entries, done in group:
+            _settle(done, rows[start : start + len(entries)])
+            start += len(entries)
+
+    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
+        conn = self._connect()
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            values = conn.execute(_SELECT, (self._chain,)).fetchall()
+            head = conn.execute(_HEAD, (self._chain,)).fetchone()
+        stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
+        return [_parse(v) for v in values], stored
+
+    def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._closed:
+            raise ValueError("the audit sink is closed")
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+    # -- AuditSink ------------------------------------------------------------------------------
+    def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
+        """Queue ``entries`` as the next rows; the future completes once they are committed."""
+        if self._closed:
+            raise ValueError("the audit sink is closed")
+        done: Future[list[AuditRow]] = Future()
+        with self._lock:
+            self._queued.append((tuple(entries), done))
+            first = len(self._queued) == 1
+        if first:  # appends queued before the job runs are written with it
+            self._executor.submit(self._drain)
+        return asyncio.wrap_future(done)
+
+    def rows(self) -> list[AuditRow]:
+        """Return every row of the chain in order.
+
+        Raises:
+            ValueError: a row does not parse (it was tampered with; `verify` locates it).
+        """
+        rows, _ = self._call(self._read)
+        for i, row in enumerate(rows):
+            if row is None:
+                raise ValueError(f"audit row {i} of chain {self._chain!r} is malformed")
+        return [row for row in rows if row is not None]
+
+    def head(self) -> AuditHead:
+        """Return the head as this sink last wrote or read it (keep a copy to anchor the chain)."""
+        return self._call(lambda: self._head)
+
+    def verify(self, *, head: AuditHead | None = None) -> int | None:
+        """Return None when the chain is intact, else the 0-based index of the first bad row.
+
+        Args:
+            head: A head saved earlier with `head`; by default the one stored with the rows.
+        """
+        rows, stored = self._call(self._read)
+        return verify_rows(rows, head if head is not None else stored)
+
+    def close(self) -> None:
+        """Finish queued appends and close the connection (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+
+        def last() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        self._executor.submit(last).result()
+        self._executor.shutdown(wait=True)
+
+
+PostgresAuditSink.__module__ = "middleware"

@@ -1,0 +1,183 @@
+"""The SQL of `PostgresStore` and how its values become ``bytea`` and back.
+
+Free text goes into ``bytea`` columns as UTF-8 with ``surrogatepass`` (see
+``_postgres_schema``); the row shapes are `SqliteStore`'s (``_sqlite_codec``), so both stores
+encode and decode calls, messages and turns with the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._errors import InvalidRunnerConfigError
+from ._sqlite_codec import CALL_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, message_from_row
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, AsyncCursor
+
+    from ..models._seam import Message
+
+__all__ = [
+    "CALL_BYTEA",
+    "CALL_SELECT",
+    "CALL_UPSERT",
+    "MESSAGE_BYTEA",
+    "MESSAGE_UPSERT",
+    "PART_BYTEA",
+    "PART_INSERT",
+    "PART_SELECT",
+    "TURN_BYTEA",
+    "TURN_SELECT",
+    "TURN_UPSERT",
+    "Row",
+    "b",
+    "bytea",
+    "check_options",
+    "fetch_one",
+    "opt",
+    "redact",
+    "scope",
+    "select_messages",
+    "spool_keys",
+    "text",
+]
+
+Row = tuple[Any, ...]
+
+CALL_BYTEA = (0, 1, 2, 12)  # id, tool, args, results_text in CALL_COLUMNS
+MESSAGE_BYTEA = (0, 2, 4)  # id, content, tool_call_ids
+TURN_BYTEA = (0, 1, 3, 4, 7)  # turn_id, conversation_id, input, output, error_message
+PART_BYTEA = (4, 6, 8)  # text, media, spool_key after the call's seq
+
+CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM loopware.tool_calls"
+PART_SELECT = (
+    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data, "
+    "spool_key FROM loopware.tool_call_results"
+)
+CALL_UPSERT = (
+    "INSERT INTO loopware.tool_calls (scope, conversation_id, turn_id, "
+    + ", ".join(CALL_COLUMNS)
+    + ") VALUES ("
+    + ", ".join(["%s"] * (len(CALL_COLUMNS) + 3))
+    + ") ON CONFLICT (scope, turn_id, id) DO UPDATE SET conversation_id = "
+    + "excluded.conversation_id, "
+    + ", ".join(f"{c} = excluded.{c}" for c in CALL_COLUMNS[1:])
+    + " RETURNING seq"
+)
+PART_INSERT = (
+    "INSERT INTO loopware.tool_call_results "
+    "(call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+MESSAGE_UPSERT = (
+    "INSERT INTO loopware.messages (scope, conversation_id, turn_id, "
+    + ", ".join(MESSAGE_COLUMNS)
+    + ") VALUES ("
+    + ", ".join(["%s"] * (len(MESSAGE_COLUMNS) + 3))
+    + ") ON CONFLICT (scope, id) DO UPDATE SET "
+    + "conversation_id = excluded.conversation_id, turn_id = excluded.turn_id, "
+    + ", ".join(f"{c} = excluded.{c}" for c in MESSAGE_COLUMNS[1:])
+)
+MESSAGE_SELECT = "SELECT " + ", ".join(MESSAGE_COLUMNS) + " FROM loopware.messages"
+TURN_UPSERT = (
+    "INSERT INTO loopware.turns ("
+    + ", ".join(TURN_COLUMNS)
+    + ") VALUES ("
+    + ", ".join(["%s"] * len(TURN_COLUMNS))
+    + ") ON CONFLICT (turn_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in TURN_COLUMNS[1:])
+)
+TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM loopware.turns"
+
+
+def b(value: str | bytes) -> bytes:
+    """Free text as ``bytea``: its UTF-8 bytes, lone surrogates included."""
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+
+
+def bytea(values: Sequence[Any], positions: tuple[int, ...]) -> list[Any]:
+    out = list(values)
+    for i in positions:
+        if out[i] is not None:
+            out[i] = b(out[i])
+    return out
+
+
+def scope(conversation_id: str | None, turn_id: str) -> bytes:
+    return b(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
+
+
+def opt(value: str | None) -> bytes | None:
+    return None if value is None else b(value)
+
+
+def check_options(
+    conninfo: object, spool: object, min_size: object, max_size: object, timeout: object
+) -> None:
+    bad: list[str] = []
+    if not isinstance(conninfo, str) or not conninfo.strip():
+        bad.append(f"conninfo must be a non-empty connection string, got {conninfo!r}")
+    if not all(callable(getattr(spool, m, None)) for m in ("write", "read", "delete")):
+        bad.append(f"spool must implement SpoolStore (write, read, delete), not {spool!r}")
+    sizes_ok = True
+    for name, size in (("min_size", min_size), ("max_size", max_size)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            bad.append(f"{name} must be a non-negative int, not {size!r}")
+            sizes_ok = False
+    if sizes_ok and (max_size < 1 or max_size < min_size):  # type: ignore[operator]
+        bad.append(f"max_size must be at least 1 and min_size, not {max_size!r}")
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        bad.append(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if bad:
+        raise InvalidRunnerConfigError("PostgresStore: " + "; ".join(bad), field="store")
+
+
+async def fetch_one(conn: AsyncConnection[Row], query: str, params: Sequence[Any]) -> Any:
+    cur = await conn.execute(query, params)
+    row = await cur.fetchone()
+    assert row is not None  # RETURNING always yields the row
+    return row[0]
+
+
+async def spool_keys(conn: AsyncConnection[Row], seq: int) -> list[str] | None:
+    """Return the spool keys of the call's current parts (None when it has no parts)."""
+    cur: AsyncCursor[Row] = await conn.execute(
+        "SELECT spool_key FROM loopware.tool_call_results WHERE call_seq = %s", (seq,)
+    )
+    rows = await cur.fetchall()
+    if not rows:
+        return None
+    return [text(key) for (key,) in rows if key is not None]
+
+
+async def select_messages(
+    conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
+) -> list[Message]:
+    cur = await conn.execute(f"{MESSAGE_SELECT} WHERE {where} ORDER BY seq", params)
+    return [message_from_row(row) for row in await cur.fetchall()]
+
+
+def text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def redact(conninfo: str) -> str:
+    """The connection string without its password (for messages and reprs)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    except ImportError:  # the extra is missing: show nothing that could hold a secret
+        return "<conninfo>"
+    try:
+        params = conninfo_to_dict(conninfo)
+    except Exception:  # a malformed string: never echo it back
+        return "<conninfo>"
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo("", **params)

@@ -1,0 +1,195 @@
+"""`PostgresAuditSink` specifics: one linear chain from many OS processes, named chains, errors.
+
+What every sink shares (order, reopening, tamper detection) is pinned by the parametrised suite
+in ``test_audit_sinks.py``; these are the parts only the PostgreSQL sink has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from middleware import AuditEntry, AuditRow, PostgresAuditSink
+from pipeline import InvalidMiddlewareConfigError
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCESSES = 4
+APPENDS = 60
+
+
+def entry(call_id: str) -> AuditEntry:
+    return AuditEntry(
+        kind="tool_call",
+        turn_id="t",
+        conversation_id=None,
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+        call_id=call_id,
+        tool="search",
+        checksum="0" * 64,
+        args='{"q":"x"}',
+        decision="allowed",
+    )
+
+
+def append(sink: PostgresAuditSink, entries: list[AuditEntry]) -> list[AuditRow]:
+    async def go() -> list[AuditRow]:
+        return await sink.append(entries)
+
+    return asyncio.run(go())
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from datetime import UTC, datetime
+    from middleware import AuditEntry, PostgresAuditSink
+
+    conninfo, worker, appends = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    def entry(call_id):
+        return AuditEntry(kind="tool_call", turn_id=f"turn-{worker}", conversation_id=None,
+                          recorded_at=datetime.now(UTC), call_id=call_id, tool="search",
+                          checksum="0" * 64, args='{"q":"x"}', decision="allowed")
+
+    async def main():
+        sink = PostgresAuditSink(conninfo, chain="shared")
+        print("ready", flush=True)
+        sys.stdin.readline()  # every process starts appending at the same moment
+        # a few appends in flight at once per process, each of one to three rows
+        for start in range(0, appends, 5):
+            await asyncio.gather(*(
+                sink.append([entry(f"{worker}-{i}-{j}") for j in range(i % 3 + 1)])
+                for i in range(start, min(start + 5, appends))
+            ))
+        sink.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_processes_appending_at_once_form_one_linear_chain(pg_conninfo: str) -> None:
+    """Four OS processes appending to one chain at once: it verifies, no row lost or doubled."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WRITER, pg_conninfo, str(w), str(APPENDS), env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for w in range(PROCESSES)
+    ]
+    for child in children:
+        assert child.stdout is not None
+        assert await child.stdout.readline() == b"ready\n"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        await child.stdin.drain()
+    for child in children:
+        _, err = await child.communicate()
+        assert child.returncode == 0, err.decode()
+
+    sink = PostgresAuditSink(pg_conninfo, chain="shared")
+    try:
+        rows = sink.rows()
+        assert sink.verify() is None
+        head = sink.head()
+    finally:
+        sink.close()
+    per_process = sum(i % 3 + 1 for i in range(APPENDS))
+    assert len(rows) == head.count == PROCESSES * per_process
+    assert [r.index for r in rows] == list(range(len(rows)))
+    ids = [str(r.entry.call_id) for r in rows]
+    assert max(Counter(ids).values()) == 1  # nothing doubled
+    for w in range(PROCESSES):
+        mine = [i for i in ids if i.startswith(f"{w}-")]
+        assert len(mine) == per_process  # nothing lost
+        # each append's rows are contiguous and in order
+        for i in range(APPENDS):
+            batch = [f"{w}-{i}-{j}" for j in range(i % 3 + 1)]
+            at = ids.index(batch[0])
+            assert ids[at : at + len(batch)] == batch
+
+
+def test_chains_with_different_names_are_independent(pg_conninfo: str) -> None:
+    """Two named chains in one database each start at row 0 and verify on their own."""
+    first = PostgresAuditSink(pg_conninfo, chain="a")
+    second = PostgresAuditSink(pg_conninfo, chain="b")
+    try:
+        for i in range(3):
+            append(first, [entry(f"a{i}")])
+            append(second, [entry(f"b{i}")])
+        assert [r.index for r in first.rows()] == [0, 1, 2]
+        assert [r.entry.call_id for r in second.rows()] == ["b0", "b1", "b2"]
+        assert first.verify() is None
+        assert second.verify() is None
+        assert first.head() != second.head()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: str) -> None:
+    """A connection the server closed (restart, idle timeout) is re-opened by the next append."""
+    sink = PostgresAuditSink(pg_conninfo, chain="c")
+    try:
+        append(sink, [entry("before")])
+        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        with pytest.raises(psycopg.OperationalError):
+            append(sink, [entry("lost")])  # the broken connection fails this append ...
+        [row] = append(sink, [entry("after")])  # ... and the next one reconnects
+        assert row.index == 1
+        assert [r.entry.call_id for r in sink.rows()] == ["before", "after"]
+        assert sink.verify() is None
+    finally:
+        sink.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        ({"conninfo": ""}, "conninfo"),
+        ({"conninfo": 7}, "conninfo"),
+        ({"chain": ""}, "chain"),
+        ({"chain": "a\x00b"}, "chain"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": True}, "timeout"),
+    ],
+    ids=["empty", "int", "empty-chain", "nul-chain", "zero-timeout", "bool-timeout"],
+)
+def test_bad_options_raise_invalid_middleware_config(
+    kwargs: dict[str, object], problem: str
+) -> None:
+    """Each bad option is named in an InvalidMiddlewareConfigError before anything connects."""
+    options: dict[str, object] = {"conninfo": "dbname=x", **kwargs}
+    with pytest.raises(InvalidMiddlewareConfigError, match=problem):
+        PostgresAuditSink(**options)  # type: ignore[arg-type]
+
+
+def test_an_unreachable_server_is_a_config_error(tmp_path: Path) -> None:
+    """A server that cannot be reached raises InvalidMiddlewareConfigError at construction."""
+    with pytest.raises(InvalidMiddlewareConfigError, match="cannot open"):
+        PostgresAuditSink(f"host={tmp_path} port=1 dbname=x", timeout=1)
+
+
+def test_a_newer_audit_schema_is_refused(pg_conninfo: str) -> None:
+    """Audit tables written by a newer loopware raise InvalidMiddlewareConfigError."""
+    PostgresAuditSink(pg_conninfo).close()
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (7)")
+    with pytest.raises(InvalidMiddlewareConfigError, match="version 7"):
+        PostgresAuditSink(pg_conninfo)
