@@ -13,8 +13,9 @@
     model = "openai:gpt-4.1-mini"     # a model string, or model_from = "my_app:model"
     tools = ["my_app:TOOLS"]
     middleware = ["my_app:stack"]
-    store = "sqlite:agent.db"         # "memory", "sqlite:PATH", or store_from = "my_app:store"
-    spool = "spool"                   # a FileSpoolStore directory (optional)
+    store = "sqlite:agent.db"         # "memory", "sqlite:PATH", a postgresql:// URL,
+                                      # or store_from = "my_app:store"
+    spool = "spool"                   # a FileSpoolStore directory (the default with PostgreSQL)
     system_prompt = "You are ..."
     max_iterations = 50
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pipeline import FileSpoolStore, MemoryStore, SqliteStore, Tool, TurnStore
+from pipeline import FileSpoolStore, MemoryStore, SpoolStore, SqliteStore, Tool, TurnStore
 from pipeline.durable import DEFAULT_QUEUE, DEFAULT_SYSTEM_DATABASE, DurableConfigError
 
 from ._resolve import resolve_middleware, resolve_tools
@@ -190,8 +191,11 @@ def resolve_object(spec: str) -> object:
     return target
 
 
-def build_store(config: WorkerConfig) -> TurnStore:
-    """The `TurnStore` the ``[runner]`` table names (default `MemoryStore`)."""
+def build_store(config: WorkerConfig, spool: SpoolStore | None) -> TurnStore:
+    """The `TurnStore` the ``[runner]`` table names (default `MemoryStore`).
+
+    A PostgreSQL store keeps artifact bodies in ``spool`` (the runner's).
+    """
     runner, where = config.runner, config.path
     source = _text(where, runner, "store_from")
     if source is not None:
@@ -204,7 +208,13 @@ def build_store(config: WorkerConfig) -> TurnStore:
         return MemoryStore()
     if spec.startswith("sqlite:"):
         return SqliteStore(where.parent / spec.removeprefix("sqlite:"))
-    raise _bad(where, f"store must be 'memory' or 'sqlite:PATH', got {spec!r}")
+    if spec.startswith(("postgresql://", "postgres://")) or " dbname=" in f" {spec}":
+        from pipeline.stores import PostgresStore  # psycopg loads only when named
+
+        return PostgresStore(spec, spool=spool or FileSpoolStore(where.parent / "spool"))
+    raise _bad(
+        where, f"store must be 'memory', 'sqlite:PATH' or a PostgreSQL URL, got {spec!r}"
+    )
 
 
 def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
@@ -227,7 +237,13 @@ def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
     middleware: list[object] = []
     for spec in _texts(where, runner, "middleware"):
         middleware.extend(resolve_middleware(spec))
-    spool = _text(where, runner, "spool")
+    spool_dir = _text(where, runner, "spool")
+    store_spec = runner.get("store")
+    if spool_dir is None and isinstance(store_spec, str) and not store_spec.startswith(
+        ("memory", "sqlite:")
+    ):
+        spool_dir = "spool"  # workers sharing a PostgreSQL store share a spool directory
+    spool = None if spool_dir is None else FileSpoolStore(where.parent / spool_dir)
     iterations = runner.get("max_iterations", 50)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise _bad(where, f"max_iterations must be an int >= 1, got {iterations!r}")
@@ -235,8 +251,8 @@ def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
         "model": model,
         "tools": tools,
         "middleware": middleware,
-        "store": build_store(config),
-        "spool": None if spool is None else FileSpoolStore(where.parent / spool),
+        "store": build_store(config, spool),
+        "spool": spool,
         "system_prompt": _text(where, runner, "system_prompt"),
         "max_iterations": iterations,
         "system_database": config.system_database,

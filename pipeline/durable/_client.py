@@ -7,7 +7,7 @@ A client needs only the system database URL: no tools, model or worker (DBOS's `
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._gates import GATE_EVENT, decision_message, split_gate_id
@@ -91,6 +91,18 @@ class DurableClient:
         """The turn's workflow status (``ENQUEUED``, ``PENDING``, ``SUCCESS``...), or None."""
         found = self._client.list_workflows(workflow_ids=[turn_id], load_input=False)
         return found[0].status if found else None
+
+    def statuses(self, turn_ids: Sequence[str]) -> dict[str, str]:
+        """Each known turn's workflow status, in one query."""
+        found = self._client.list_workflows(
+            workflow_ids=list(turn_ids), load_input=False, load_output=False
+        )
+        return {w.workflow_id: w.status for w in found}
+
+    def outcomes(self, turn_ids: Sequence[str]) -> dict[str, TurnOutcome]:
+        """The outcomes of those of ``turn_ids`` that finished, in one query."""
+        found = self._client.list_workflows(workflow_ids=list(turn_ids), load_input=False)
+        return {w.workflow_id: w.output for w in found if w.status == "SUCCESS"}
 
     def result(self, turn_id: str, *, timeout: float | None = None) -> TurnOutcome:
         """Wait for a turn's outcome (``timeout`` seconds at most: `TimeoutError`)."""
