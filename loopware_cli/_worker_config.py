@@ -18,6 +18,7 @@
     spool = "spool"                   # a FileSpoolStore directory (the default with PostgreSQL)
     system_prompt = "You are ..."
     max_iterations = 50
+    rerun_interrupted = ["fetch_*"]   # idempotent tools a crash may run again (default: none)
 
 Relative paths are relative to the file's directory; ``module:attr`` names import with the
 current directory importable (as ``loopware run`` does).
@@ -70,6 +71,7 @@ _RUNNER: Final = frozenset(
         "spool",
         "system_prompt",
         "max_iterations",
+        "rerun_interrupted",
     }
 )
 
@@ -255,6 +257,7 @@ def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
         "spool": spool,
         "system_prompt": _text(where, runner, "system_prompt"),
         "max_iterations": iterations,
+        "rerun_interrupted": _texts(where, runner, "rerun_interrupted"),
         "system_database": config.system_database,
         "queue": config.queue,
         "concurrency": config.concurrency,

@@ -18,6 +18,7 @@ from ._runner import DEFAULT_QUEUE as DEFAULT_QUEUE
 from ._runner import DEFAULT_SYSTEM_DATABASE as DEFAULT_SYSTEM_DATABASE
 from ._runner import DurableTurnRunner as DurableTurnRunner
 from ._steps import DurableModel as DurableModel
+from ._steps import DurableStore as DurableStore
 from ._steps import durable_tool as durable_tool
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "DurableClient",
     "DurableConfigError",
     "DurableModel",
+    "DurableStore",
     "DurableTurnRunner",
     "GateNotWaitingError",
     "RecordedToolError",

@@ -254,3 +254,7 @@ class DurableStore:
     async def _load(self, conversation_id: str) -> tuple[list[Message], list[ToolCall]]:
         messages, calls = await self.store.load_conversation(conversation_id)
         return list(messages), list(calls)
+
+
+for _public in (DurableModel, DurableStore, durable_tool):
+    _public.__module__ = "pipeline.durable"

@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import signal
+from pathlib import Path
 
 from middleware import (
     ApprovalGate,
     AuditLog,
+    Middleware,
     RepetitionDetector,
     SqliteAuditSink,
     ToolCallCounter,
@@ -25,6 +28,8 @@ from pipeline import (
     ModelResponse,
     ProposedToolCall,
     SpooledArtifact,
+    ToolCallContext,
+    ToolCallNext,
     Usage,
     tool,
 )
@@ -60,7 +65,24 @@ def refund(order: str) -> str:
     return f"refunded {order}"
 
 
-TOOLS = [record, refund]
+@tool
+def crash_once(token: str) -> str:
+    """Kill this worker the first time it runs for ``token`` (a crash at a known point)."""
+    log = Path(os.environ["LOOPWARE_TEST_LOG"])
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{token}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    marker = log.with_name(f"crashed-{token}")
+    if not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"survived {token}"
+
+
+TOOLS = [record, refund, crash_once]
 
 
 class PlanModel:
@@ -72,6 +94,13 @@ class PlanModel:
         mine = [c for c in request.tool_calls if c.id.startswith(f"{turn}-")]
         usage = Usage(input_tokens=10, output_tokens=5)
         asked = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        if asked == "crash":
+            if len(mine) < 2:
+                name = "crash_once" if mine else "record"
+                cid = f"{turn}-{len(mine)}"
+                call = ProposedToolCall(id=cid, name=name, arguments=f'{{"token": "{cid}"}}')
+                return ModelResponse(tool_calls=[call], usage=usage)
+            return ModelResponse(text=f"crash: {[c.is_error for c in mine]}", usage=usage)
         if asked.startswith("refund "):
             if not mine:
                 order = asked.removeprefix("refund ")
@@ -96,6 +125,18 @@ class PlanModel:
 def model() -> PlanModel:
     """The model (a factory, as ``model_from`` takes it)."""
     return PlanModel()
+
+
+def chaos() -> Middleware:
+    """A middleware whose stash a re-run cannot rebuild: a random number before every call."""
+    mw = Middleware("chaos")
+
+    @mw.tool_call
+    async def stamp(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        ctx.stash.update("test.stamp", lambda _: random.random(), default=0.0)
+        await call_next()
+
+    return mw
 
 
 def stack() -> list[object]:

@@ -38,7 +38,15 @@ class Workers:
         }
         self.running: list[subprocess.Popen[str]] = []
 
-    def write_config(self, *, concurrency: int = 2, executor_id: str | None = None) -> Path:
+    def write_config(
+        self,
+        *,
+        concurrency: int = 2,
+        executor_id: str | None = None,
+        middleware: tuple[str, ...] = ("stack",),
+        runner: tuple[str, ...] = (),
+        store: str = "sqlite:agent.db",
+    ) -> Path:
         lines = [
             f'system_database = "{self.system_database}"',
             f"concurrency = {concurrency}",
@@ -50,9 +58,10 @@ class Workers:
             "[runner]",
             f'model_from = "{APP}:model"',
             f'tools = ["{APP}:TOOLS"]',
-            f'middleware = ["{APP}:stack"]',
-            'store = "sqlite:agent.db"',
+            "middleware = [" + ", ".join(f'"{APP}:{m}"' for m in middleware) + "]",
+            f'store = "{store}"',
             'spool = "spool"',
+            *runner,
         ]
         self.config.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return self.config
@@ -105,6 +114,12 @@ class Workers:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
         self.running.remove(proc)
+
+    def died(self, proc: subprocess.Popen[str]) -> int:
+        """Wait for a worker that kills itself; return its exit status."""
+        proc.communicate(timeout=60)
+        self.running.remove(proc)
+        return proc.returncode
 
     def stop(self, proc: subprocess.Popen[str]) -> str:
         proc.send_signal(signal.SIGTERM)
