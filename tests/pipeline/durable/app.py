@@ -17,11 +17,14 @@ from pathlib import Path
 from middleware import (
     ApprovalGate,
     AuditLog,
+    IterationBudget,
     Middleware,
     RepetitionDetector,
     SqliteAuditSink,
+    TokenBudget,
     ToolCallCounter,
     ToolCallLimit,
+    ToolPolicy,
 )
 from pipeline import (
     ModelRequest,
@@ -140,8 +143,11 @@ def chaos() -> Middleware:
 
 
 def stack() -> list[object]:
-    """Every stateful built-in, an approval gate on refunds, and the audit log."""
+    """Every built-in policy (an approval gate on refunds) and the audit log."""
     return [
+        ToolPolicy(deny=["shell*"]),
+        IterationBudget(10),
+        TokenBudget(100_000),
         ToolCallCounter(),
         ToolCallLimit({"record": 100}, total=200),
         RepetitionDetector(threshold=3),
