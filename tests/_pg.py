@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["PgServer", "find_bindir", "pg_conninfo", "pg_server"]
+__all__ = ["ClusterUnavailable", "PgServer", "cluster", "find_bindir", "pg_conninfo", "pg_server"]
 
 _counter = itertools.count()
 
@@ -91,22 +91,32 @@ def _runner(as_root: bool) -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if as_root else []
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """Start a PostgreSQL server for the session (skips when the binaries are absent)."""
-    pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
+class ClusterUnavailable(RuntimeError):
+    """The PostgreSQL binaries (or, as root, the ``postgres`` user) are missing."""
+
+
+@contextlib.contextmanager
+def cluster() -> Iterator[PgServer]:
+    """Run a throw-away PostgreSQL server for the ``with`` block (see the module docstring).
+
+    Raises:
+        ClusterUnavailable: what is needed to run one is missing (the reason says what).
+        RuntimeError: ``initdb`` or ``pg_ctl`` failed (their output says why).
+    """
     bindir = find_bindir()
     if bindir is None:
-        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+        raise ClusterUnavailable("PostgreSQL binaries (initdb, pg_ctl) are not installed")
     as_root = os.geteuid() == 0
     owner: pwd.struct_passwd | None = None
     if as_root:
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run initdb as")
+            raise ClusterUnavailable(
+                "running as root and there is no 'postgres' user to run initdb as"
+            ) from None
         if shutil.which("runuser") is None:
-            pytest.skip("running as root and runuser is missing (needed to run initdb)")
+            raise ClusterUnavailable("running as root and runuser is missing (needed for initdb)")
     root = Path(tempfile.mkdtemp(prefix="loopware-pg-"))
     if owner is not None:
         os.chown(root, owner.pw_uid, owner.pw_gid)
@@ -139,6 +149,17 @@ def pg_server() -> Iterator[PgServer]:
             capture_output=True, env=env, timeout=120, check=False,
         )
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """Start a PostgreSQL server for the session (skips when the binaries are absent)."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
+    try:
+        with cluster() as server:
+            yield server
+    except ClusterUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

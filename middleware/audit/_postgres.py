@@ -260,16 +260,20 @@ class PostgresAuditSink:
         """Where the next row goes, as the database holds it now (inside a transaction).
 
         With ``lock``, the chain's head row is locked until the transaction ends: this is what
-        serialises appends to one chain across processes.
+        serialises appends to one chain across processes. The head and the last row are read
+        by two statements sent together (one round trip in pipeline mode); in READ COMMITTED
+        the second one starts after the lock is granted, so it sees the rows of the append
+        that held the lock before.
         """
-        if lock:
+        if lock:  # make sure there is a head row to lock (a new chain, or one deleted by hand)
             conn.execute(
                 "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
                 "ON CONFLICT (chain) DO NOTHING",
                 (self._chain, GENESIS_HASH),
             )
-        stored = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,)).fetchone()
-        last = conn.execute(_LAST, (self._chain,)).fetchone()
+        head = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
+        tail = conn.execute(_LAST, (self._chain,))
+        stored, last = head.fetchone(), tail.fetchone()
         return _resume(
             None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
             None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
@@ -279,7 +283,8 @@ class PostgresAuditSink:
         if not entries:
             return []
         conn = self._connect()
-        with conn.transaction():
+        # two round trips: lock and read the head, then write the rows, move the head, commit
+        with conn.pipeline(), conn.transaction():
             rows = seal(entries, self._stored_head(conn, lock=True))
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             with conn.cursor() as cur:

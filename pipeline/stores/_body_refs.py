@@ -7,8 +7,10 @@ artifact reads through that spool (streaming, for `FileSpoolStore`).
 - When the artifact's reader already is the spool's reader for the turn's own key
   (``<turn_id>/<call_id>``, what the runner writes when it was given the same spool), only the
   key is recorded: nothing is copied.
-- Otherwise the body is copied into the spool under a key the store owns (`owned_key`), before
-  the row that refers to it commits, so a committed reference always has its body. A reader
+- Otherwise the body is copied into the spool under a fresh key the store owns (`owned_key`:
+  unique per save, so two processes saving the same call at once never overwrite each other's
+  body; whichever row commits last keeps its own), before the row that refers to it commits,
+  so a committed reference always has its body. A reader
   over a file (one with a ``path``, like `FileSpoolReader`) is copied in raw chunks (exact
   bytes, never whole in memory); any other reader's text is written as it is (it is in memory
   already for `MemorySpoolReader`).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,11 +58,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def owned_key(conversation_id: str | None, turn_id: str, call_id: str, position: int) -> str:
-    """Return the spool key a store copies a call's ``position``-th artifact body to.
+    """Return a fresh spool key for a copy of a call's ``position``-th artifact body.
 
-    JSON with ASCII escapes keeps the key unambiguous whatever the ids hold.
+    JSON with ASCII escapes keeps the key unambiguous whatever the ids hold; a random token
+    makes it unique per save.
     """
-    return OWNED_PREFIX + json.dumps([conversation_id, turn_id, call_id, position])
+    token = secrets.token_hex(8)
+    return OWNED_PREFIX + json.dumps([conversation_id, turn_id, call_id, position, token])
 
 
 def is_owned(key: str) -> bool:
@@ -102,12 +107,11 @@ def reference_body(
         spool: The store's spool.
         artifact: The artifact being stored.
         turn_key: The key the runner writes the call's body under (``<turn_id>/<call_id>``).
-        own_key: The key to copy the body to when the spool does not hold it yet.
+        own_key: A fresh key to copy the body to when the spool does not hold it there.
     """
     reader = artifact.reader
-    for key in (turn_key, own_key):
-        if spool.read(key) is reader:
-            return key
+    if spool.read(turn_key) is reader:
+        return turn_key
     return own_key if _copy(spool, own_key, reader) else None
 
 

@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_BYTEA",
+    "CALL_DELETE",
     "CALL_SELECT",
     "CALL_UPSERT",
     "MESSAGE_BYTEA",
     "MESSAGE_UPSERT",
+    "PARTS_DELETE",
     "PART_BYTEA",
     "PART_INSERT",
     "PART_SELECT",
@@ -35,7 +37,6 @@ __all__ = [
     "b",
     "bytea",
     "check_options",
-    "fetch_one",
     "opt",
     "redact",
     "scope",
@@ -49,7 +50,7 @@ Row = tuple[Any, ...]
 CALL_BYTEA = (0, 1, 2, 12)  # id, tool, args, results_text in CALL_COLUMNS
 MESSAGE_BYTEA = (0, 2, 4)  # id, content, tool_call_ids
 TURN_BYTEA = (0, 1, 3, 4, 7)  # turn_id, conversation_id, input, output, error_message
-PART_BYTEA = (4, 6, 8)  # text, media, spool_key after the call's seq
+PART_BYTEA = (3, 5, 7)  # text, media, spool_key of a PartRow
 
 CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM loopware.tool_calls"
 PART_SELECT = (
@@ -64,12 +65,22 @@ CALL_UPSERT = (
     + ") ON CONFLICT (scope, turn_id, id) DO UPDATE SET conversation_id = "
     + "excluded.conversation_id, "
     + ", ".join(f"{c} = excluded.{c}" for c in CALL_COLUMNS[1:])
-    + " RETURNING seq"
+)
+_CALL_SEQ = (
+    "(SELECT seq FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s AND id = %s)"
 )
 PART_INSERT = (
     "INSERT INTO loopware.tool_call_results "
-    "(call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "(position, kind, artifact_class, text, byte_length, media, data, spool_key, call_seq) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, " + _CALL_SEQ + ")"
+)
+"""A part's values, then the call's (scope, turn id, id): no round trip to learn its seq."""
+PARTS_DELETE = (
+    "DELETE FROM loopware.tool_call_results WHERE call_seq = " + _CALL_SEQ + " RETURNING spool_key"
+)
+"""Delete a call's parts, returning their spool keys."""
+CALL_DELETE = (
+    "DELETE FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s AND id = %s RETURNING seq"
 )
 MESSAGE_UPSERT = (
     "INSERT INTO loopware.messages (scope, conversation_id, turn_id, "
@@ -139,22 +150,9 @@ def check_options(
         raise InvalidRunnerConfigError("PostgresStore: " + "; ".join(bad), field="store")
 
 
-async def fetch_one(conn: AsyncConnection[Row], query: str, params: Sequence[Any]) -> Any:
-    cur = await conn.execute(query, params)
-    row = await cur.fetchone()
-    assert row is not None  # RETURNING always yields the row
-    return row[0]
-
-
-async def spool_keys(conn: AsyncConnection[Row], seq: int) -> list[str] | None:
-    """Return the spool keys of the call's current parts (None when it has no parts)."""
-    cur: AsyncCursor[Row] = await conn.execute(
-        "SELECT spool_key FROM loopware.tool_call_results WHERE call_seq = %s", (seq,)
-    )
-    rows = await cur.fetchall()
-    if not rows:
-        return None
-    return [text(key) for (key,) in rows if key is not None]
+async def spool_keys(cur: AsyncCursor[Row]) -> list[str]:
+    """Return the spool keys a `PARTS_DELETE` returned."""
+    return [text(key) for (key,) in await cur.fetchall() if key is not None]
 
 
 async def select_messages(

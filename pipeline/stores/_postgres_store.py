@@ -13,22 +13,24 @@ psycopg is imported when the store opens, never by ``import pipeline``: install 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
 
 from .._errors import InvalidRunnerConfigError
 from . import _postgres_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
+from ._loop_thread import LoopThread
 from ._postgres_schema import migrate
 from ._postgres_sql import Row
 from ._sqlite_codec import (
-    CALL_COLUMNS,
     PartRow,
     call_from_row,
     encode_call,
     encode_message,
     encode_turn,
+    message_from_row,
     turn_from_row,
 )
 
@@ -42,7 +44,11 @@ if TYPE_CHECKING:
     from ._spool import SpoolStore
     from ._store import TurnRecord
 
+    Pool: TypeAlias = AsyncConnectionPool[AsyncConnection[Row]]
+
 __all__ = ["PostgresStore"]
+
+R = TypeVar("R")
 
 
 class PostgresStore:
@@ -64,10 +70,22 @@ class PostgresStore:
             a database written by a newer loopware.
 
     Use it as an async context manager, or call `open()` (optional: the first operation
-    opens it) and `aclose()`.
+    opens it) and `aclose()` / `close()`. It can be used from any event loop (each
+    ``run_sync`` has its own): the pool lives on the store's own loop thread.
     """
 
-    __slots__ = ("_closed", "_conninfo", "_lock", "_max", "_min", "_pool", "_spool", "_timeout")
+    __slots__ = (
+        "_closed",
+        "_conninfo",
+        "_lock",
+        "_max",
+        "_min",
+        "_opening",
+        "_pool",
+        "_spool",
+        "_thread",
+        "_timeout",
+    )
 
     def __init__(
         self,
@@ -85,8 +103,10 @@ class PostgresStore:
         self._min = min_size
         self._max = max_size
         self._timeout = float(timeout)
-        self._pool: AsyncConnectionPool[AsyncConnection[Row]] | None = None
-        self._lock: asyncio.Lock | None = None
+        self._pool: Pool | None = None
+        self._opening: asyncio.Lock | None = None  # lives on the store's own loop
+        self._thread: LoopThread | None = None
+        self._lock = threading.Lock()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -108,34 +128,58 @@ class PostgresStore:
                 its schema is newer than this loopware's.
             RuntimeError: the store was closed.
         """
-        await self._ready()
+        await self._run(_nothing)
 
-    async def _ready(self) -> AsyncConnectionPool[AsyncConnection[Row]]:
-        pool = self._pool
-        if pool is not None:
-            return pool
-        if self._closed:
-            raise RuntimeError("Cannot operate on a closed PostgresStore.")
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._pool is not None:
-                return self._pool
+    def _loop_thread(self) -> LoopThread:
+        with self._lock:
             if self._closed:
                 raise RuntimeError("Cannot operate on a closed PostgresStore.")
-            self._pool = await self._connect()
+            if self._thread is None:
+                self._thread = LoopThread("loopware-postgres")
+            return self._thread
+
+    async def _run(self, job: Callable[[Pool], Awaitable[R]]) -> R:
+        """Run ``job`` with the pool on the store's loop (opening the pool first if needed).
+
+        A job whose connection turns out to be dead (the server restarted, or closed an idle
+        connection) is run once more on a fresh one: every job is one transaction of
+        idempotent statements (upserts, deletes by key, reads), so running it again is safe.
+        """
+
+        async def on_store_loop() -> R:
+            import psycopg
+
+            pool = await self._ready()
+            try:
+                return await job(pool)
+            except psycopg.OperationalError:
+                await pool.check()  # drop the dead connections before the second attempt
+                return await job(pool)
+
+        return await self._loop_thread().run(on_store_loop())
+
+    async def _ready(self) -> Pool:
+        """Return the open pool (on the store's loop), opening it once."""
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await self._connect()
             return self._pool
 
-    async def _connect(self) -> AsyncConnectionPool[AsyncConnection[Row]]:
+    async def _connect(self) -> Pool:
         import psycopg
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
         where = sql.redact(self._conninfo)
-        pool: AsyncConnectionPool[AsyncConnection[Row]] = AsyncConnectionPool(
+        pool: Pool = AsyncConnectionPool(
             self._conninfo,
             min_size=self._min,
             max_size=self._max,
             timeout=self._timeout,
+            kwargs={"autocommit": True},  # a write is one statement or an explicit transaction
             open=False,
             name="loopware-store",
         )
@@ -153,12 +197,31 @@ class PostgresStore:
             raise
         return pool
 
-    async def aclose(self) -> None:
-        """Close the pool (idempotent); operations afterwards raise `RuntimeError`."""
-        self._closed = True
+    def close(self) -> None:
+        """Close the pool and stop the store's thread (idempotent; blocks until done).
+
+        Operations afterwards raise `RuntimeError`.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        try:
+            thread.run_sync(self._close_pool())
+        finally:
+            thread.stop()
+
+    async def _close_pool(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+    async def aclose(self) -> None:
+        """Like `close`, without blocking the event loop."""
+        await asyncio.to_thread(self.close)
 
     async def __aenter__(self) -> Self:
         """Open the store and return it."""
@@ -178,9 +241,7 @@ class PostgresStore:
     async def save_turn(self, record: TurnRecord) -> None:
         """Insert or replace a turn's summary (committed before returning)."""
         values = sql.bytea(encode_turn(record), sql.TURN_BYTEA)
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            await conn.execute(sql.TURN_UPSERT, values)
+        await self._run(lambda pool: _execute(pool, sql.TURN_UPSERT, values))
 
     async def save_message(
         self, conversation_id: str | None, turn_id: str, message: Message
@@ -188,9 +249,7 @@ class PostgresStore:
         """Insert or replace a message by id (committed before returning)."""
         values = [sql.scope(conversation_id, turn_id), sql.opt(conversation_id), sql.b(turn_id)]
         values += sql.bytea(encode_message(message), sql.MESSAGE_BYTEA)
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            await conn.execute(sql.MESSAGE_UPSERT, values)
+        await self._run(lambda pool: _execute(pool, sql.MESSAGE_UPSERT, values))
 
     async def save_tool_call(
         self, conversation_id: str | None, turn_id: str, call: ToolCall
@@ -216,39 +275,41 @@ class PostgresStore:
             row, parts = await asyncio.to_thread(encode_call, call, body_key)
         values = [sql.scope(conversation_id, turn_id), sql.opt(conversation_id), sql.b(turn_id)]
         values += sql.bytea(row, sql.CALL_BYTEA)
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            seq = await sql.fetch_one(conn, sql.CALL_UPSERT, values)
-            stale = await sql.spool_keys(conn, seq)
-            if stale is not None:
-                await conn.execute(
-                    "DELETE FROM loopware.tool_call_results WHERE call_seq = %s", (seq,)
-                )
-            if parts:
-                async with conn.cursor() as cur:
-                    await cur.executemany(
-                        sql.PART_INSERT, [sql.bytea((seq, *p), sql.PART_BYTEA) for p in parts]
-                    )
+        key = (values[0], values[2], values[3])  # scope, turn id, call id
+        part_values = [(*sql.bytea(p, sql.PART_BYTEA), *key) for p in parts]
+
+        async def write(pool: Pool) -> list[str]:
+            # one round trip: the statements are pipelined in one transaction
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                await conn.execute(sql.CALL_UPSERT, values)
+                old = await conn.execute(sql.PARTS_DELETE, key)
+                if part_values:
+                    async with conn.cursor() as cur:
+                        await cur.executemany(sql.PART_INSERT, part_values)
+            return await sql.spool_keys(old)
+
+        stale = await self._run(write)
         kept = {sql.text(p[-1]) for p in parts if p[-1] is not None}
-        await self._forget_bodies([k for k in stale or () if k not in kept])
+        await self._forget_bodies([k for k in stale if k not in kept])
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
         """Delete a turn's call by id (committed before returning); return whether it existed."""
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT seq FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s "
-                "AND id = %s FOR UPDATE",
-                (sql.scope(conversation_id, turn_id), sql.b(turn_id), sql.b(call_id)),
-            )
-            found = await cur.fetchone()
-            if found is None:
-                return False
-            stale = await sql.spool_keys(conn, found[0])
-            await conn.execute("DELETE FROM loopware.tool_calls WHERE seq = %s", (found[0],))
-        await self._forget_bodies(stale or [])
+        key = (sql.scope(conversation_id, turn_id), sql.b(turn_id), sql.b(call_id))
+
+        async def delete(pool: Pool) -> list[str] | None:
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                parts = await conn.execute(sql.PARTS_DELETE, key)
+                gone = await conn.execute(sql.CALL_DELETE, key)
+            if await gone.fetchone() is None:
+                return None
+            return await sql.spool_keys(parts)
+
+        stale = await self._run(delete)
+        if stale is None:
+            return False
+        await self._forget_bodies(stale)
         return True
 
     async def load_conversation(
@@ -256,32 +317,51 @@ class PostgresStore:
     ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         """Return the conversation's messages and tool calls, each in storage order."""
         scope = sql.scope(conversation_id, "")
-        pool = await self._ready()
-        async with pool.connection() as conn, conn.transaction():  # one snapshot for both
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            messages = await sql.select_messages(conn, "scope = %s", (scope,))
-            calls = await self._select_calls(conn, "scope = %s", (scope,))
-        return messages, calls
+
+        async def load(pool: Pool) -> tuple[list[Message], list[ToolCall]]:
+            # one snapshot for both, one round trip
+            async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                messages = await conn.execute(
+                    f"{sql.MESSAGE_SELECT} WHERE scope = %s ORDER BY seq", (scope,)
+                )
+                calls = await self._query_calls(conn, "scope = %s", (scope,))
+            return [message_from_row(r) for r in await messages.fetchall()], await calls()
+
+        return await self._run(load)
 
     # -- reading helpers ------------------------------------------------------------------------
     async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:
         """Return the calls a turn stored (with or without a conversation), in storage order."""
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            return await self._select_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+
+        async def read(pool: Pool) -> list[ToolCall]:
+            async with pool.connection() as conn, conn.pipeline():
+                calls = await self._query_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+            return await calls()
+
+        return await self._run(read)
 
     async def messages_for_turn(self, turn_id: str) -> list[Message]:
         """Return the messages a turn stored, in storage order."""
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            return await sql.select_messages(conn, "turn_id = %s", (sql.b(turn_id),))
+
+        async def read(pool: Pool) -> list[Message]:
+            async with pool.connection() as conn:
+                return await sql.select_messages(conn, "turn_id = %s", (sql.b(turn_id),))
+
+        return await self._run(read)
 
     async def turn(self, turn_id: str) -> TurnRecord | None:
         """Return a stored turn's summary, if any."""
-        pool = await self._ready()
-        async with pool.connection() as conn:
-            cur = await conn.execute(sql.TURN_SELECT + " WHERE turn_id = %s", (sql.b(turn_id),))
-            row = await cur.fetchone()
+
+        async def read(pool: Pool) -> Row | None:
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    sql.TURN_SELECT + " WHERE turn_id = %s", (sql.b(turn_id),)
+                )
+                found: Row | None = await cur.fetchone()
+                return found
+
+        row = await self._run(read)
         return None if row is None else turn_from_row(row)
 
     # -- internals ------------------------------------------------------------------------------
@@ -292,24 +372,38 @@ class PostgresStore:
             spool = self._spool
             await asyncio.to_thread(lambda: [spool.delete(k) for k in owned])
 
-    async def _select_calls(
+    async def _query_calls(
         self, conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
-    ) -> list[ToolCall]:
-        cur = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
-        rows = await cur.fetchall()
-        if not rows:
-            return []
-        parts: dict[int, list[PartRow]] = {}
-        if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
-            cur = await conn.execute(
-                f"{sql.PART_SELECT} WHERE call_seq IN "
-                f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
-                params,
-            )
-            for part in await cur.fetchall():
-                parts.setdefault(part[0], []).append(part[1:])
+    ) -> Callable[[], Awaitable[list[ToolCall]]]:
+        """Queue the queries for the calls matching ``where`` and their parts (pipelined).
+
+        Returns what decodes them once the results are in.
+        """
+        calls = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
+        parts = await conn.execute(
+            f"{sql.PART_SELECT} WHERE call_seq IN "
+            f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
+            params,
+        )
         spool = self._spool
-        return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
+
+        async def decode() -> list[ToolCall]:
+            by_call: dict[int, list[PartRow]] = {}
+            for part in await parts.fetchall():
+                by_call.setdefault(part[0], []).append(part[1:])
+            rows = await calls.fetchall()
+            return [call_from_row(row[1:], by_call.get(row[0], ()), spool) for row in rows]
+
+        return decode
+
+
+async def _nothing(pool: Pool) -> None:
+    return None
+
+
+async def _execute(pool: Pool, query: str, values: Sequence[object]) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(query, values)
 
 
 PostgresStore.__module__ = "pipeline"

@@ -125,8 +125,10 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 """The schema version this code writes; older databases are migrated when opened."""
 
 
-def migrate(cur: sqlite3.Cursor, path: str) -> None:
+def migrate(cur: sqlite3.Cursor, path: str) -> int:
     """Bring the database to `SCHEMA_VERSION` (inside the caller's transaction).
+
+    Returns the version the database had before (0 for a new one).
 
     Foreign keys must be off while it runs (a rebuilt table is dropped and renamed; its
     dependent rows must stay); the store turns them on afterwards.
@@ -154,3 +156,4 @@ def migrate(cur: sqlite3.Cursor, path: str) -> None:
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
             (version, datetime.now(UTC).isoformat()),
         )
+    return int(current)

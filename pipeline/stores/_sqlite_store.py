@@ -39,6 +39,7 @@ from .._errors import InvalidRunnerConfigError
 from ._body_refs import is_owned, owned_key, reference_body
 from ._file_spool import FileSpoolStore
 from ._spool import MemorySpoolStore, SpoolStore
+from ._sqlite_bodies import externalise_bodies
 from ._sqlite_codec import (
     CALL_COLUMNS,
     MESSAGE_COLUMNS,
@@ -109,6 +110,10 @@ _TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM turns"
 
 def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
+
+
+_NO_BODIES = MemorySpoolStore()
+"""The spool given to rows that reference no body (so reading never creates the default one)."""
 
 
 def _keys(rows: Iterable[tuple[str | bytes]]) -> list[str]:
@@ -215,12 +220,14 @@ class SqliteStore:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        self._migrate()  # with foreign keys off: a migration may rebuild a referenced table
+        previous = self._migrate()  # foreign keys off: a migration may rebuild a table
         conn.execute("PRAGMA foreign_keys = ON")
+        if 0 < previous < 3:  # bodies used to live in the rows: stream them to the spool
+            externalise_bodies(conn, lambda: self.spool)
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> int:
         with self._transaction() as cur:
-            migrate(cur, self._path)
+            return migrate(cur, self._path)
 
     def _close_connection(self) -> None:
         if self._conn is not None:
@@ -337,11 +344,9 @@ class SqliteStore:
             cur.execute(_MESSAGE_UPSERT, values)
 
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
-        spool = self.spool
-
         def body_key(position: int, artifact: SpooledArtifact) -> str | None:
             return reference_body(
-                spool,
+                self.spool,  # the default spool's directory is made on the first artifact
                 artifact,
                 turn_key=f"{turn_id}/{call.id}",
                 own_key=owned_key(conversation_id, turn_id, call.id, position),
@@ -431,7 +436,8 @@ class SqliteStore:
             ).fetchall()
             for part in part_rows:
                 parts.setdefault(part[0], []).append(part[1:])
-        spool = self.spool
+        referenced = any(p[-1] is not None for found in parts.values() for p in found)
+        spool = self.spool if referenced else _NO_BODIES
         return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 

@@ -8,9 +8,11 @@ spool by streaming, and a large body never passes through memory whole (measured
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from pipeline import (
     tool,
 )
 from pipeline.stores import FileSpoolStore
+from pipeline.stores._file_spool import FileSpoolReader
 from pipeline.testing import ScriptedModel
 
 from .._stores import DurableStore, StoreBackend
@@ -205,32 +208,103 @@ async def test_a_runner_sharing_the_stores_spool_stores_references_only(
 async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
     tmp_path: Path,
 ) -> None:
-    """Rows written before bodies moved to the spool load back unchanged after the migration."""
+    """Rows written before bodies moved to the spool load back unchanged after the migration.
+
+    The migration streams a large inline body (32 MiB here) out to the spool, with a peak of a
+    few MiB of memory; a small one stays in its row.
+    """
     path = tmp_path / "v2.db"
     SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:  # what version 2 wrote: the body in the part's text
+    line = "abcdefghijklmnopqrs\n"
+    size = 32 * MIB
+    with sqlite3.connect(path) as conn:  # what version 2 wrote: the bodies in the parts' text
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
         conn.execute("DELETE FROM schema_migrations WHERE version = 3")
+        for call_id in ("small", "large"):
+            conn.execute(
+                "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
+                " is_complete, is_error, from_artifact_tool, inline, created_at, updated_at,"
+                " completed_at, results_kind, results_text) VALUES ('c:c', 'c', 't', ?, 'x',"
+                " '{}', ?, 1, 0, 0, 0, ?, ?, ?, 'artifact', NULL)",
+                (call_id, "ab" * 32, *["2025-01-01T00:00:00+00:00"] * 3),
+            )
+        parts = "INSERT INTO tool_call_results (call_seq, position, kind, artifact_class, text,"
         conn.execute(
-            "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
-            " is_complete, is_error, from_artifact_tool, inline, created_at, updated_at,"
-            " completed_at, results_kind, results_text) VALUES ('c:c', 'c', 't', 'old', 'x',"
-            " '{}', ?, 1, 0, 0, 0, ?, ?, ?, 'artifact', NULL)",
-            ("ab" * 32, *["2025-01-01T00:00:00+00:00"] * 3),
-        )
-        conn.execute(
-            "INSERT INTO tool_call_results (call_seq, position, kind, artifact_class, text,"
-            " byte_length, media, data) VALUES (1, 0, 'artifact',"
+            parts + " byte_length, media, data) VALUES (1, 0, 'artifact',"
             " 'pipeline._artifact:SpooledArtifact', 'old body\nsecond line', 20, NULL, NULL)"
         )
+        conn.execute(  # made by SQLite itself: 32 MiB of lines, never in this process
+            parts + " byte_length, media, data) VALUES (2, 0, 'artifact', 'x:Y',"
+            " replace(printf('%.*c', ?, 'x'), ?, ?), ?, NULL, NULL)",
+            (size, "x" * len(line), line, size),
+        )
     conn.close()
-    async with SqliteStore(path) as store:
-        _, [old] = await store.load_conversation("c")
-        assert await store.delete_tool_call("c", "t", "old") is True
-    assert isinstance(old.results, SpooledArtifact)
-    assert old.results.as_string() == "old body\nsecond line"
-    assert old.results.byte_length() == 20
+    tracemalloc.start()
+    try:
+        async with SqliteStore(path) as store:
+            _, [small, large] = await store.load_conversation("c")
+            assert isinstance(large.results, SpooledArtifact)
+            head, count = large.results.head(1), large.results.line_count()
+            _, peak = tracemalloc.get_traced_memory()
+            assert await store.delete_tool_call("c", "t", "small") is True
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB"
+    assert isinstance(small.results, SpooledArtifact)
+    assert small.results.as_string() == "old body\nsecond line"
+    assert small.results.byte_length() == 20
+    assert (head, count) == (["abcdefghijklmnopqrs"], size // len(line) + 1)
+    assert large.results.byte_length() == size
     with sqlite3.connect(path) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_migrations")]
+        inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
+        assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
     assert versions == [1, 2, 3]
+    [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
+    assert moved.stat().st_size == size
+
+
+class GatedSpool(FileSpoolStore):
+    """Holds the first writer right after its body is written, until `release` is set."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.first_written = threading.Event()
+        self.release = threading.Event()
+
+    def write_chunks(self, id: str, chunks: Iterable[str | bytes]) -> FileSpoolReader:
+        reader = super().write_chunks(id, chunks)
+        if not self.first_written.is_set():
+            self.first_written.set()
+            self.release.wait(30)
+        return reader
+
+
+async def test_a_call_saved_from_two_stores_at_once_keeps_the_body_of_the_row_that_won(
+    durable: StoreBackend, tmp_path: Path
+) -> None:
+    """Save A copies its body, save B copies and commits, then A commits: A's body survives.
+
+    (Each save copies to a key of its own; with one shared key, B's copy would overwrite A's
+    body and the winning row would read the loser's body.)
+    """
+    spool = GatedSpool(tmp_path / "bodies")
+    other = MemorySpoolStore()
+    bodies = [f"version {v}\n" + "x" * (40_000 + v) for v in range(2)]
+
+    def save(v: int) -> ToolCall:
+        artifact = SpooledArtifact(other.write(str(v), bodies[v]))
+        return ToolCall.completed(id="same", tool="fetch", args={"v": v}, results=artifact)
+
+    async with opened(durable, spool) as one, opened(durable, spool) as two:
+        first = asyncio.create_task(one.save_tool_call("c", "t", save(0)))
+        await asyncio.to_thread(spool.first_written.wait, 30)  # A's body is in the spool
+        await two.save_tool_call("c", "t", save(1))  # B copies and commits
+        spool.release.set()
+        await first  # A commits last: its row wins
+        _, [loaded] = await one.load_conversation("c")
+    assert loaded.args == {"v": 0}
+    assert isinstance(loaded.results, SpooledArtifact)
+    assert loaded.results.as_string() == bodies[0]
+    assert len(spool_files(spool)) == 1  # B's copy went with B's row

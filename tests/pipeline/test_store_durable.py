@@ -21,6 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline import (
     Media,
@@ -404,3 +406,36 @@ async def test_loading_never_imports_a_module_named_in_the_database(durable: Sto
     assert "this" not in sys.modules  # importing it would print the Zen of Python
     assert type(calls[0].results) is SpooledArtifact
     assert calls[0].results.as_string() == "body"
+
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=30)
+"""Any code points: NUL, lone surrogates, astral characters included."""
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=ANY_TEXT, key=ANY_TEXT.filter(bool))
+def test_any_text_is_stored_and_loaded_back_exactly(
+    durable: StoreBackend, text: str, key: str
+) -> None:
+    """Ids, arguments, contents and results of any text round trip unchanged (NUL included)."""
+    message = Message(role="user", content=text)
+    call = ToolCall.completed(id=key, tool=key, args={"t": text, key: [text, None]}, results=text)
+
+    async def go() -> tuple[list[Message], list[ToolCall], list[ToolCall]]:
+        async with opened(durable) as store:
+            await store.save_message(key, key, message)
+            await store.save_tool_call(key, key, call)
+            messages, calls = await store.load_conversation(key)
+            by_turn = await store.tool_calls_for_turn(key)
+        return list(messages), list(calls), by_turn
+
+    messages, calls, by_turn = asyncio.run(go())
+    assert messages[-1] == message
+    [stored] = [c for c in calls if c.id == key]
+    assert (stored.tool, stored.args, stored.results, stored.checksum) == (
+        key, call.args, text, call.checksum
+    )
+    assert list(stored.args) == list(call.args)
+    assert [c.id for c in by_turn] == [key]

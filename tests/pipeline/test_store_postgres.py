@@ -11,12 +11,21 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from pipeline import InvalidRunnerConfigError, MemorySpoolStore, ToolCall
+from pipeline import (
+    InvalidRunnerConfigError,
+    MemorySpoolStore,
+    ModelResponse,
+    ToolCall,
+    ToolLoopExecutor,
+    TurnRunner,
+)
 from pipeline.stores import FileSpoolStore, PostgresStore
+from pipeline.testing import ScriptedModel
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
 
@@ -98,6 +107,41 @@ async def test_the_first_operation_opens_and_a_closed_store_refuses_work(
         await store.tool_calls_for_turn("t")
 
 
+def test_one_store_serves_turns_on_different_event_loops(pg_conninfo: str) -> None:
+    """Each run_sync has its own event loop; one store serves them all, then closes."""
+    store = PostgresStore(pg_conninfo, spool=MemorySpoolStore(), max_size=2)
+    for i in range(3):
+        runner = TurnRunner(
+            executor=ToolLoopExecutor(ScriptedModel([ModelResponse(text=f"answer {i}")])),
+            store=store,
+        )
+        assert runner.run_sync(f"question {i}", conversation_id="c").status == "completed"
+    messages, _ = asyncio.run(store.load_conversation("c"))
+    store.close()
+    store.close()  # idempotent
+    assert [m.content for m in messages] == [
+        "question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"
+    ]
+
+
+async def test_a_write_whose_caller_was_cancelled_still_commits(pg_conninfo: str) -> None:
+    """Cancelling the task that is saving a call stops the wait, never the write."""
+    async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
+        saving = asyncio.create_task(store.save_tool_call(
+            "c", "t", ToolCall.completed(id="a", tool="x", args={}, results="kept")))
+        await asyncio.sleep(0)  # the write is on its way
+        saving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await saving
+        calls: Sequence[ToolCall] = ()
+        for _ in range(100):  # the write finishes on the store's own loop
+            _, calls = await store.load_conversation("c")
+            if calls:
+                break
+            await asyncio.sleep(0.01)
+    assert [c.results for c in calls] == ["kept"]
+
+
 async def test_tables_live_in_their_own_schema(pg_conninfo: str) -> None:
     """The store's tables are in schema ``loopware``; the public schema stays empty."""
     async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()):
@@ -152,3 +196,23 @@ async def test_four_processes_share_one_conversation_and_lose_nothing(
         mine = [c for c in calls if str(c.results).startswith(f"worker {worker} ")]
         assert [c.args["i"] for c in mine] == list(range(50))
         assert [c.id for c in mine] == [f"c{i}" for i in range(50)]
+
+
+async def test_connections_the_server_dropped_are_replaced_without_an_error(
+    pg_conninfo: str,
+) -> None:
+    """After the server ends every connection (a restart), the next operations just work."""
+    async with PostgresStore(pg_conninfo, spool=MemorySpoolStore(), min_size=2) as store:
+        await store.save_tool_call("c", "t", ToolCall.completed(id="a", tool="x", args={},
+                                                                results="before"))
+        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert ended is not None
+        assert ended[0] >= 1
+        await store.save_tool_call("c", "t", ToolCall.completed(id="b", tool="x", args={},
+                                                                results="after"))
+        _, calls = await store.load_conversation("c")
+    assert [c.results for c in calls] == ["before", "after"]

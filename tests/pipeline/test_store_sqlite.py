@@ -97,3 +97,38 @@ async def test_closed_store_refuses_work(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.ProgrammingError):
         await store.tool_calls_for_turn("t")
     store.close()  # idempotent
+
+
+async def test_the_default_spool_directory_appears_with_the_first_spooled_body(
+    tmp_path: Path,
+) -> None:
+    """Text results make no spool directory; a large artifact body goes to ``<path>-spool``."""
+    path = tmp_path / "s.db"
+    spool_dir = tmp_path / "s.db-spool"
+    async with SqliteStore(path) as store:
+        await store.save_tool_call("c", "t", ToolCall.completed(id="a", tool="x", args={},
+                                                                results="text"))
+        await store.load_conversation("c")
+        assert not spool_dir.exists()
+        body = "z" * 100_000
+        big = SpooledArtifact(MemorySpoolStore().write("k", body))
+        await store.save_tool_call("c", "t", ToolCall.completed(id="b", tool="x", args={},
+                                                                results=big))
+        assert len(list(spool_dir.iterdir())) == 1
+    async with SqliteStore(path) as store:
+        _, calls = await store.load_conversation("c")
+    assert isinstance(calls[1].results, SpooledArtifact)
+    assert calls[1].results.as_string() == body
+
+
+async def test_an_in_memory_database_keeps_bodies_in_memory() -> None:
+    """``":memory:"`` needs no directory: its spool is in memory too."""
+    async with SqliteStore(":memory:") as store:
+        body = "y" * 100_000
+        big = SpooledArtifact(MemorySpoolStore().write("k", body))
+        await store.save_tool_call(None, "t", ToolCall.completed(id="b", tool="x", args={},
+                                                                 results=big))
+        [call] = await store.tool_calls_for_turn("t")
+        assert isinstance(store.spool, MemorySpoolStore)
+    assert isinstance(call.results, SpooledArtifact)
+    assert call.results.as_string() == body
