@@ -44,12 +44,12 @@ def test_turns_killed_mid_way_finish_on_another_worker_with_each_handler_run_at_
         while mid_turn < KILLS:
             trials += 1
             assert trials < 3 * KILLS, f"only {mid_turn} kills landed mid-turn"
-            if all(client.status(t) == "SUCCESS" for t in turns):
+            if all(s == "SUCCESS" for s in client.statuses(list(turns)).values()):
                 enqueue(8)
             worker = workers.start()
             time.sleep(rng.uniform(0.05, 0.5))
             workers.kill(worker)
-            if any(client.status(t) == "PENDING" for t in turns):
+            if "PENDING" in client.statuses(list(turns)).values():
                 mid_turn += 1
         final = workers.start()
         outcomes = {t: client.result(t, timeout=120) for t in turns}

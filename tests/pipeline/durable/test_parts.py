@@ -172,3 +172,17 @@ def test_the_durable_model_and_store_delegate_outside_a_workflow() -> None:
     assert not calls
     assert not asyncio.run(store.delete_tool_call("c", "t", "nope"))
 
+
+
+def test_importing_the_libraries_and_the_durable_wing_never_imports_dbos() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pipeline, middleware, loopware_cli, pipeline.durable\n"
+        "from loopware_cli._main import build_parser\n"
+        "build_parser()\n"
+        "assert 'dbos' not in sys.modules, 'dbos imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
