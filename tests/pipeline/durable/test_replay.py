@@ -26,20 +26,30 @@ def _crash_and_resume(workers: Workers) -> tuple[str, DurableClient]:
 def test_a_handler_whose_worker_died_is_not_run_again_and_the_model_reads_why(
     workers: Workers,
 ) -> None:
-    turn, client = _crash_and_resume(workers)
-    try:
+    client = DurableClient(workers.system_database)
+    try:  # an earlier turn of the conversation: the resumed turn must see it, and only it
+        worker = workers.start()
+        earlier = client.enqueue("go", conversation_id="boom")
+        assert client.result(earlier, timeout=60)["status"] == "completed"
+        turn = client.enqueue("crash", conversation_id="boom")
+        assert workers.died(worker) == -9
+        workers.start()
         outcome = client.result(turn, timeout=60)
     finally:
         client.close()
     assert outcome["status"] == "completed"
     assert outcome["output"] == "crash: [False, True]"
-    assert workers.handler_runs() == {f"{turn}-0": 1, f"{turn}-1": 1}
+    runs = workers.handler_runs()
+    assert {t: n for t, n in runs.items() if t.startswith(turn)} == {f"{turn}-0": 1, f"{turn}-1": 1}
+    assert max(runs.values()) == 1
     store = SqliteStore(workers.store)
     try:
-        _, calls = asyncio.run(store.load_conversation("boom"))
+        messages, calls = asyncio.run(store.load_conversation("boom"))
     finally:
         store.close()
-    crashed = calls[1]
+    assert len(calls) == 6 + 2
+    assert len(messages) == len({m.id for m in messages}) == 5 + 4
+    crashed = calls[-1]
     assert crashed.is_error
     assert str(crashed.results) == (
         "Error: E_DURABLE_TOOL_INTERRUPTED: tool 'crash_once' was running when its worker "
