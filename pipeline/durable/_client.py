@@ -10,9 +10,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._checks import check_options, check_turn, check_waiting, load_dbos
 from ._gates import GATE_EVENT, decision_message, split_gate_id
 from ._outcome import TurnOutcome
-from ._runner import DEFAULT_QUEUE, check_options, check_turn, check_waiting, load_dbos
+from ._runner import DEFAULT_QUEUE
 
 __all__ = ["DurableClient", "WaitingGate"]
 

@@ -2,8 +2,9 @@
 
 It composes a plain `TurnRunner` whose executor is the standard `ToolLoopExecutor` over a
 `DurableModel` (every model call a step) and whose tools run their handlers as steps
-(`durable_tool`); gate waits become DBOS messages (``_gates.py``). Nothing of the core changes:
-the durable parts sit on the model seam, the tools and the runner's events. See README
+(`durable_tool`); gate waits become DBOS messages (``_gates.py``). The core gained only two
+additive seams for it (`Tool.with_handler` and a context-local id source); the rest sits on the
+model seam, the tools, the store and the runner's events. See README
 "Durable and distributed turns".
 """
 
@@ -17,11 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._call_records import DEFAULT_INLINE_LIMIT
 from .._events import Event, GateClosed, GateOpened
 from .._executor import DEFAULT_MAX_CALLS_PER_RESPONSE, ToolLoopExecutor
-from .._ids import new_id
 from .._runner import TurnRunner
-from .._stash import Stash
 from ..stores._store import MemoryStore
-from ._errors import DurableConfigError, GateNotWaitingError
+from ._checks import STORE_API, check_options, check_patterns, check_turn, check_waiting, load_dbos
+from ._errors import DurableConfigError
 from ._gates import GATE_EVENT, GateListener, decision_message, gate_waiter, split_gate_id
 from ._outcome import TurnOutcome
 from ._steps import DurableModel, DurableStore, StashBinder, durable_tool
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolStore
     from ..stores._store import TurnStore
 
-__all__ = ["DEFAULT_QUEUE", "DEFAULT_SYSTEM_DATABASE", "DurableTurnRunner", "load_dbos"]
+__all__ = ["DEFAULT_QUEUE", "DEFAULT_SYSTEM_DATABASE", "DurableTurnRunner"]
 
 E = TypeVar("E", bound=Event)
 
@@ -42,26 +42,6 @@ DEFAULT_SYSTEM_DATABASE = "sqlite:///loopware-system.sqlite"
 """The default DBOS system database: a SQLite file in the current directory (one machine)."""
 DEFAULT_QUEUE = "loopware-turns"
 """The default name of the queue turns wait on."""
-
-
-_STORE_API = (
-    "save_turn",
-    "save_message",
-    "save_tool_call",
-    "delete_tool_call",
-    "load_conversation",
-)
-
-
-def load_dbos() -> Any:
-    """Import ``dbos`` (the ``durable`` extra), or raise `DurableConfigError` saying how."""
-    try:
-        import dbos
-    except ImportError as exc:  # pragma: no cover - CI installs the extra
-        raise DurableConfigError(
-            "durable turns need the dbos package: pip install 'loopware[durable]'"
-        ) from exc
-    return dbos
 
 
 class DurableTurnRunner:
@@ -145,7 +125,7 @@ class DurableTurnRunner:
         if eid is not None and (not isinstance(eid, str) or not eid):
             raise DurableConfigError(f"executor_id must be a non-empty string, got {executor_id!r}")
         rerun = check_patterns(rerun_interrupted)
-        if store is not None and not all(callable(getattr(store, m, None)) for m in _STORE_API):
+        if store is not None and not all(callable(getattr(store, m, None)) for m in STORE_API):
             raise DurableConfigError(f"store must implement TurnStore, got {store!r}")
         if isinstance(model, str):
             from ..models._infer import infer_model  # provider SDKs load only when named
@@ -328,74 +308,6 @@ class DurableTurnRunner:
         if self._queue is None:
             raise DurableConfigError("call launch() before queueing or settling turns")
         return self._queue
-
-
-def check_options(
-    system_database: object, queue: object, concurrency: object, poll: object, app: object
-) -> None:
-    """Check the options a runner and a client share.
-
-    Raises:
-        DurableConfigError: naming the bad option.
-    """
-    if not isinstance(system_database, str) or not system_database.startswith(
-        ("sqlite:///", "postgresql://", "postgresql+psycopg://", "postgres://")
-    ):
-        raise DurableConfigError(
-            "system_database must be a sqlite:///... or postgresql://... URL, "
-            f"got {system_database!r}"
-        )
-    if not isinstance(queue, str) or not queue.strip() or queue.startswith("_dbos_"):
-        raise DurableConfigError(f"queue must be a non-empty name, got {queue!r}")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise DurableConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
-    if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll <= 60:
-        raise DurableConfigError(f"poll_interval must be in (0, 60] seconds, got {poll!r}")
-    if not isinstance(app, str) or not app:
-        raise DurableConfigError(f"app_name must be a non-empty string, got {app!r}")
-
-
-def check_patterns(patterns: object) -> tuple[str, ...]:
-    """Check a collection of tool-name globs.
-
-    Raises:
-        DurableConfigError: it is a string or holds anything but non-empty strings.
-    """
-    if isinstance(patterns, str | bytes) or not isinstance(patterns, Collection):
-        raise DurableConfigError(f"rerun_interrupted must be a list of globs, got {patterns!r}")
-    found = tuple(patterns)
-    if not all(isinstance(p, str) and p for p in found):
-        raise DurableConfigError(f"rerun_interrupted must hold non-empty globs, got {found!r}")
-    return found
-
-
-def check_turn(
-    input: object,
-    conversation_id: object,
-    stash: Mapping[str, Any] | None,
-    turn_id: object,
-) -> tuple[str, dict[str, Any] | None]:
-    """Check a turn's arguments before it is queued; return its id and plain stash."""
-    if not isinstance(input, str):
-        raise TypeError(f"input must be a string, got {type(input).__name__}")
-    if conversation_id is not None and (
-        not isinstance(conversation_id, str) or not conversation_id
-    ):
-        raise TypeError("conversation_id must be a non-empty string or None")
-    if turn_id is not None and (not isinstance(turn_id, str) or not turn_id or ":" in turn_id):
-        raise TypeError("turn_id must be a non-empty string without ':' or None")
-    plain = None if stash is None else Stash(stash).all()
-    return turn_id if isinstance(turn_id, str) else new_id("turn"), plain
-
-
-def check_waiting(gate_id: str, event: object) -> None:
-    """Raise `GateNotWaitingError` unless ``event`` says the turn waits on ``gate_id``."""
-    if (
-        not isinstance(event, Mapping)
-        or event.get("gate_id") != gate_id
-        or event.get("state") != "waiting"
-    ):
-        raise GateNotWaitingError(f"no turn is waiting on gate {gate_id!r}", gate_id=gate_id)
 
 
 DurableTurnRunner.__module__ = "pipeline.durable"
