@@ -27,7 +27,8 @@ APPROVE_DESCRIPTION: Final = """\
 Approve (or, with --reject, reject) the gate GATE_ID a durable turn waits on; the
 worker running the turn, or the next one to resume it, continues. Name the system
 database with --config (a worker's TOML file) or --db URL. --list prints the waiting
-gates as JSON lines. Exit status 1: no turn waits on GATE_ID."""
+gates as JSON lines. --value JSON resolves a typed gate (Gate[T]) to that value; a value
+its schema refuses rejects the gate. Exit status 1: no turn waits on GATE_ID."""
 
 
 def add_approve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,12 @@ def add_approve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("gate_id", nargs="?", metavar="GATE_ID", help="the gate to settle")
     parser.add_argument("--reject", action="store_true", help="reject instead of approving")
     parser.add_argument("--reason", default=None, help="why (shown to the model on --reject)")
+    parser.add_argument(
+        "--value",
+        default=None,
+        metavar="JSON",
+        help="what the gate resolves to (JSON; default true), checked against its schema",
+    )
     parser.add_argument("--list", action="store_true", help="print the gates turns wait on")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--config", metavar="FILE", help="a worker's TOML file")
@@ -47,6 +54,16 @@ def run_approve(args: argparse.Namespace) -> int:
     if not args.list and not args.gate_id:
         print("loopware approve: error: give GATE_ID or --list", file=sys.stderr)
         return _EXIT_USAGE
+    value = None
+    if args.value is not None:
+        if args.reject:
+            print("loopware approve: error: --value approves; not with --reject", file=sys.stderr)
+            return _EXIT_USAGE
+        try:
+            value = json.loads(args.value)
+        except ValueError as exc:
+            print(f"loopware approve: error: --value is not JSON: {exc}", file=sys.stderr)
+            return _EXIT_USAGE
     try:
         if args.config is not None:
             config = read_worker_config(args.config)
@@ -58,7 +75,7 @@ def run_approve(args: argparse.Namespace) -> int:
                 for gate in client.waiting_gates():
                     print(json.dumps(gate, default=str, sort_keys=True))
                 return _EXIT_OK
-            client.settle(args.gate_id, approve=not args.reject, reason=args.reason)
+            client.settle(args.gate_id, approve=not args.reject, reason=args.reason, value=value)
     except GateNotWaitingError as exc:
         print(f"loopware approve: {exc}", file=sys.stderr)
         return _EXIT_REFUSED

@@ -100,3 +100,23 @@ def test_approve_refuses_gate_ids_no_turn_waits_on_and_reports_usage_errors(
     missing = workers.cli("approve", "--config", str(workers.folder / "nope.toml"), "x:gate-1")
     assert missing.returncode == 3
     assert "cannot be read" in missing.stderr
+
+
+def test_a_value_the_gate_schema_refuses_rejects_the_gate_instead_of_running_the_call(
+    workers: Workers,
+) -> None:
+    client = DurableClient(workers.system_database)
+    try:
+        turn = client.enqueue("refund C3", conversation_id="shop")
+        worker = workers.start()
+        gate_id = _gate_id(workers.read_until(worker, "gate waiting:"))
+        bad_json = workers.cli("approve", "--config", str(workers.config), gate_id, "--value", "{")
+        assert bad_json.returncode == 2
+        sent = workers.cli("approve", "--config", str(workers.config), gate_id, "--value", '"y"')
+        assert sent.returncode == 0, sent.stderr
+        outcome = client.result(turn, timeout=60)
+        workers.stop(worker)
+    finally:
+        client.close()
+    assert "E_INVALID_TURN_GATE_RESOLUTION" in str(outcome["output"])  # ApprovalGate: StrictBool
+    assert workers.handler_runs() == {}
