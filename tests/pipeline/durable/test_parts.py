@@ -186,3 +186,41 @@ def test_importing_the_libraries_and_the_durable_wing_never_imports_dbos() -> No
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+@given(_JSONISH)
+def test_any_message_settles_the_gate_and_never_raises(message: object) -> None:
+    gate = _gate()
+    settle(gate, message)
+    assert gate.is_settled
+    if gate.result == "resolved":
+        assert gate.value is True  # only a well-formed approval with a valid value resolves
+
+
+def test_bad_turn_arguments_are_refused_before_anything_is_queued(tmp_path: Any) -> None:
+    from pipeline import InvalidStashValueError
+    from pipeline.durable import DurableClient
+
+    pytest.importorskip("dbos")
+    with DurableClient(f"sqlite:///{tmp_path / 'system.sqlite'}") as client:
+        with pytest.raises(TypeError, match="input must be a string"):
+            client.enqueue(42)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="conversation_id"):
+            client.enqueue("hi", conversation_id="")
+        with pytest.raises(TypeError, match="turn_id"):
+            client.enqueue("hi", turn_id="a:gate-1")
+        with pytest.raises(InvalidStashValueError):
+            client.enqueue("hi", stash={"when": object()})
+        assert client.waiting_gates() == []
+        turn = client.enqueue("hi", turn_id="turn-fixed")
+        assert client.enqueue("hi again", turn_id="turn-fixed") == turn  # the same turn
+        assert client.statuses([turn, "unknown"]) == {turn: "ENQUEUED"}
+        with pytest.raises(TimeoutError):
+            client.result(turn, timeout=0.2)
