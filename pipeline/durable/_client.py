@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from ._checks import check_options, check_turn, check_waiting, load_dbos
 from ._gates import GATE_EVENT, decision_message, split_gate_id
 from ._outcome import TurnOutcome
@@ -23,8 +25,15 @@ _WORKFLOW_NAME = "loopware.turn"  # ``_workflow.WORKFLOW_NAME``, without importi
 _ENDED = frozenset({"ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 
 
-class WaitingGate(dict[str, Any]):
-    """A gate a turn waits on: ``gate_id``, ``reason``, ``payload`` (a plain dict)."""
+class WaitingGate(TypedDict):
+    """A gate a turn waits on (plain data)."""
+
+    gate_id: str
+    """Its durable id, ``<turn id>:gate-<n>``."""
+    reason: str
+    """Why the turn waits."""
+    payload: Any
+    """What the approver needs (for `middleware.ApprovalGate`: the tool and arguments)."""
 
 
 class DurableClient:
@@ -130,8 +139,8 @@ class DurableClient:
             if isinstance(event, Mapping) and event.get("state") == "waiting":
                 gates.append(
                     WaitingGate(
-                        gate_id=event.get("gate_id"),
-                        reason=event.get("reason"),
+                        gate_id=str(event.get("gate_id")),
+                        reason=str(event.get("reason")),
                         payload=event.get("payload"),
                     )
                 )
