@@ -1,27 +1,56 @@
-"""Write and verify a 10,000-row audit chain with each sink.
+"""Audit sinks against a raw write with the same durability, measured paired in one run.
 
-Run: ``python -m bench.audit_chain [--rows 10000]``. For `SqliteAuditSink` and `JsonlAuditSink`,
-with ``synchronous="full"`` (every append survives power loss: fsync) and ``"normal"`` (every
-append survives a process kill), rows are appended two ways: one awaited ``append`` per row (the
-worst case: one transaction per row) and in batches of 100 (what `AuditLog` does when an
-iteration completes several calls). Then ``verify()`` re-reads and re-hashes the whole chain.
-Each case fails loudly if the chain does not verify or has the wrong length.
+Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100]`` (``--quick``: a smoke run).
+For `SqliteAuditSink` and `JsonlAuditSink`, with ``synchronous="full"`` (every append survives
+power loss) and ``"normal"`` (every append survives a process kill), rows are appended three
+ways:
+
+- ``1``: one awaited ``append`` per row (the worst case: one transaction or ``fdatasync`` per
+  row);
+- ``100``: awaited appends of 100 rows each;
+- ``100x1``: 100 tasks (concurrent turns) each append one row at once; the sink's group
+  commit writes them together (the raw limit: the same tasks, their rows gathered until the
+  event loop gets control back and written by one raw write).
+
+The raw write is the limit: the same entries, each serialised once (a JSON object of the same
+fields for JSON Lines, the same column values for SQLite), written from the same coroutine
+with the same durability and no chain: ``os.write`` (+ ``fdatasync`` with ``full``) of
+the lines to a file opened with ``O_APPEND``; one ``BEGIN``/``INSERT``/``COMMIT`` into a WAL
+database with the same ``synchronous`` setting (one row per write for ``1``, 100 rows for
+``100``). It does its I/O on the event loop thread, blocking it (for the whole
+``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
+
+Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
+chunks of ``--chunk`` rows (a fifth of that for one-row appends with ``full``) with each in
+turn, alternating which goes first, so that both see the same load on a shared machine. The
+table shows the medians of µs per row and of the paired ratios (sink / raw) over the rounds;
+the ratio of the CPU time both used (all threads; unlike wall time it leaves out the time the
+process waited for a core on a busy machine); the 99th percentile of how long one ``append``
+call held the event loop (the sink's, and the raw write's); and how long ``verify()`` took on
+the sink's chain at the end (the run fails loudly if it does not verify or has the wrong
+length).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import sqlite3
+import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from middleware import AuditEntry, JsonlAuditSink, SqliteAuditSink
 from pipeline import canonical_json
 
-Sink = SqliteAuditSink | JsonlAuditSink
+Sync = Literal["full", "normal"]
+_sync = getattr(os, "fdatasync", os.fsync)
 
 
 def entries(count: int) -> list[AuditEntry]:
@@ -47,52 +76,245 @@ def entries(count: int) -> list[AuditEntry]:
     ]
 
 
-async def write(sink: Sink, rows: list[AuditEntry], batch: int) -> None:
-    """Append ``rows`` in awaited batches of ``batch``."""
-    for start in range(0, len(rows), batch):
-        await sink.append(rows[start : start + batch])
+def _values(e: AuditEntry) -> tuple[Any, ...]:
+    return (
+        e.kind, e.turn_id, e.conversation_id, e.recorded_at.isoformat(), e.call_id, e.tool,
+        e.checksum, e.args, e.is_error, e.duration_ms, e.decision, e.policy, e.reason,
+        e.status, e.error, e.input,
+    )
 
 
-def case(
-    label: str, make: Callable[[Path], Sink], rows: list[AuditEntry], batch: int
-) -> tuple[float, float]:
-    """Return (seconds to write, seconds to verify) for one sink configuration."""
-    with tempfile.TemporaryDirectory() as folder:
-        sink = make(Path(folder))
+_COLUMNS = (
+    "kind", "turn_id", "conversation_id", "recorded_at", "call_id", "tool", "checksum", "args",
+    "is_error", "duration_ms", "decision", "policy", "reason", "status", "error", "input",
+)
+
+
+def _written() -> asyncio.Future[None]:
+    """A completed future: the raw write is done before ``append`` returns, as a sink's can be."""
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
+
+
+class Writer(Protocol):
+    """A sink, or a raw writer standing in for one."""
+
+    def append(self, entries: Sequence[AuditEntry]) -> Awaitable[object]:
+        """Write ``entries``."""
+        ...
+
+    def close(self) -> None:
+        """Release the file."""
+        ...
+
+
+class RawJsonl:
+    """Lines appended with ``os.write`` (+ ``fdatasync``): no chain, no head, no lock."""
+
+    def __init__(self, path: Path, sync: Sync) -> None:
+        """Open ``path`` for appending."""
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fsync = sync == "full"
+
+    def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
+        """Serialise and write the entries (one write), then sync when ``full``."""
+        data = b"".join(
+            (json.dumps(dict(zip(_COLUMNS, _values(e), strict=True)), ensure_ascii=False,
+                        separators=(",", ":")) + "\n").encode()
+            for e in entries
+        )
+        os.write(self._fd, data)
+        if self._fsync:
+            _sync(self._fd)
+        return _written()
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
+class RawSqlite:
+    """Rows inserted in one transaction per write, WAL, the same ``synchronous``: no chain."""
+
+    _INSERT = (
+        f"INSERT INTO audit_rows ({', '.join(_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(_COLUMNS))})"
+    )
+
+    def __init__(self, path: Path, sync: Sync) -> None:
+        """Create the table."""
+        self._conn = sqlite3.connect(path, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute(f"PRAGMA synchronous = {sync.upper()}")
+        self._conn.execute(
+            f"CREATE TABLE audit_rows (idx INTEGER PRIMARY KEY, {', '.join(_COLUMNS)})"
+        )
+
+    def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
+        """Insert the entries in one transaction."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        if len(entries) == 1:
+            conn.execute(self._INSERT, _values(entries[0]))
+        else:
+            conn.executemany(self._INSERT, [_values(e) for e in entries])
+        conn.execute("COMMIT")
+        return _written()
+
+    def close(self) -> None:
+        """Close the database."""
+        self._conn.close()
+
+
+class RawGroup:
+    """The least a group commit costs: the rows of appends made until the event loop gets
+    control back, written by one raw write (the tasks and futures are the sink's too)."""
+
+    def __init__(self, raw: RawJsonl | RawSqlite) -> None:
+        """Wrap a raw writer."""
+        self._raw = raw
+        self._rows: list[AuditEntry] = []
+        self._waits: list[asyncio.Future[None]] = []
+        self.holds: list[float] = []
+        """How long each write took, in seconds (it runs on the event loop)."""
+
+    def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
+        """Gather ``entries``; the future completes when the group is written."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        if not self._rows:
+            loop.call_soon(self._flush)
+        self._rows.extend(entries)
+        self._waits.append(done)
+        return done
+
+    def _flush(self) -> None:
+        rows, waits, self._rows, self._waits = self._rows, self._waits, [], []
+        s = time.perf_counter()
+        self._raw.append(rows)
+        self.holds.append(time.perf_counter() - s)
+        for done in waits:
+            done.set_result(None)
+
+    def close(self) -> None:
+        """Close the raw writer."""
+        self._raw.close()
+
+
+async def _write(writer: Writer, rows: list[AuditEntry], mode: str, holds: list[float]) -> float:
+    """Append ``rows`` as ``mode`` says; return the seconds taken, add each append's hold."""
+    clock = time.perf_counter
+    t0 = clock()
+    if mode == "1":
+        for entry in rows:
+            s = clock()
+            pending = writer.append([entry])
+            holds.append(clock() - s)
+            await pending
+    elif mode == "100":
+        for start in range(0, len(rows), 100):
+            s = clock()
+            pending = writer.append(rows[start : start + 100])
+            holds.append(clock() - s)
+            await pending
+    else:  # 100x1: 100 tasks append one row each (concurrent turns), gathered
+
+        async def one(entry: AuditEntry) -> None:
+            s = clock()
+            pending = writer.append([entry])
+            holds.append(clock() - s)
+            await pending
+
+        for start in range(0, len(rows), 100):
+            await asyncio.gather(*(one(entry) for entry in rows[start : start + 100]))
+    return clock() - t0
+
+
+async def _case(
+    name: str, sync: Sync, mode: str, rounds: int, chunk: int, folder: Path
+) -> list[float]:
+    """Write ``rounds`` chunks with the raw writer and the sink in turn (alternating which goes
+    first); return the medians and figures of one table line (see the module docstring)."""
+    rows = entries(rounds * chunk)
+    if name == "sqlite":
+        sink: SqliteAuditSink | JsonlAuditSink = SqliteAuditSink(
+            folder / "audit.sqlite", synchronous=sync
+        )
+        raw: Writer = RawSqlite(folder / "raw.sqlite", sync)
+    else:
+        sink = JsonlAuditSink(folder / "audit.jsonl", synchronous=sync)
+        raw = RawJsonl(folder / "raw.jsonl", sync)
+    if mode == "100x1":
+        raw = RawGroup(raw)  # type: ignore[arg-type]
+    raw_us: list[float] = []
+    sink_us: list[float] = []
+    raw_cpu: list[float] = []
+    sink_cpu: list[float] = []
+    raw_holds: list[float] = []
+    sink_holds: list[float] = []
+    try:
+        for r in range(rounds):
+            part = rows[r * chunk : (r + 1) * chunk]
+            for writer in (raw, sink) if r % 2 == 0 else (sink, raw):
+                holds = raw_holds if writer is raw else sink_holds
+                cpu = time.process_time()
+                seconds = await _write(writer, part, mode, holds)
+                cpu = time.process_time() - cpu
+                (raw_us if writer is raw else sink_us).append(seconds / chunk * 1e6)
+                (raw_cpu if writer is raw else sink_cpu).append(cpu)
+        if isinstance(raw, RawGroup):
+            raw_holds += raw.holds
         t0 = time.perf_counter()
-        asyncio.run(write(sink, rows, batch))
-        t1 = time.perf_counter()
         broken = sink.verify()
-        t2 = time.perf_counter()
+        verified = time.perf_counter() - t0
         count = sink.head().count
+        if broken is not None or count != len(rows):
+            raise SystemExit(f"{sink!r}: chain broken at {broken} or {count} rows")
+    finally:
         sink.close()
-    if broken is not None or count != len(rows):
-        raise SystemExit(f"{label}: chain broken at {broken} or wrong length {count}")
-    return t1 - t0, t2 - t1
+        raw.close()
+    return [
+        statistics.median(raw_us),
+        statistics.median(sink_us),
+        statistics.median(s / r for r, s in zip(raw_us, sink_us, strict=True)),
+        sum(sink_cpu) / max(sum(raw_cpu), 1e-9),
+        _p99(sink_holds) * 1e6,
+        _p99(raw_holds) * 1e6,
+        verified,
+    ]
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000)
+    """Print the table (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="paired rounds per case")
+    parser.add_argument("--chunk", type=int, default=100, help="rows per round (a multiple of "
+                        "100; a fifth of it for one-row appends with full)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds of 100 rows")
     args = parser.parse_args()
-    rows = entries(args.rows)
-    print(f"{args.rows:,} audit rows per case")
-    header = ("sink", "synchronous", "batch", "write s", "µs/row", "verify s")
-    print("{:8} {:12} {:>5} {:>8} {:>7} {:>9}".format(*header))
-    for name, cls in (("sqlite", SqliteAuditSink), ("jsonl", JsonlAuditSink)):
+    rounds, chunk = (2, 100) if args.quick else (args.rounds, args.chunk)
+    print(f"{rounds} paired rounds of {chunk} rows per case (one-row appends with full: "
+          f"{max(1, chunk // 5)}); medians of µs per row and of the paired ratios; p99 of the "
+          "time one append call held the event loop")
+    header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "cpu", "hold µs",
+              "raw hold", "verify s")
+    print("{:7} {:7} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8}".format(*header))
+    for name in ("sqlite", "jsonl"):
         for sync in ("full", "normal"):
-            for batch in (1, 100):
-                file = "audit.sqlite" if name == "sqlite" else "audit.jsonl"
-
-                def make(folder: Path, cls: type = cls, sync: str = sync, file: str = file) -> Sink:
-                    sink: Sink = cls(folder / file, synchronous=sync)
-                    return sink
-
-                written, verified = case(f"{name}/{sync}/{batch}", make, rows, batch)
-                per_row = written / args.rows * 1e6
+            for mode in ("1", "100", "100x1"):
+                size = max(1, chunk // 5) if (sync, mode) == ("full", "1") else chunk
+                with tempfile.TemporaryDirectory() as folder:
+                    line = asyncio.run(_case(name, sync, mode, rounds, size, Path(folder)))
+                raw_us, sink_us, ratio, cpu, hold, raw_hold, verified = line
                 print(
-                    f"{name:8} {sync:12} {batch:>5} {written:>8.2f} {per_row:>7.0f} "
-                    f"{verified:>9.2f}"
+                    f"{name:7} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "
+                    f"{cpu:>6.2f} {hold:>8.0f} {raw_hold:>8.0f} {verified:>8.3f}"
                 )
 
 

@@ -2,9 +2,10 @@
 
 No network and no keys: a `ScriptedModel` plays the agent. The stack is `ToolPolicy` (shell tools
 are never offered), `RepetitionDetector` (a third identical search hides ``search_kb``),
-`ToolCallLimit` (one refund per turn) and `AuditLog` writing a hash-chained SQLite file in the
-working directory (recreated on every run). Each iteration is printed as it ends, with what the
-model was offered, every call, its result and the stack's decision; a summary table follows.
+`ToolCallLimit` (one refund per turn) and `AuditLog` writing a hash-chained SQLite file: a new
+temporary file unless ``--audit PATH`` names one (recreated on every run); the output says where.
+Each iteration is printed as it ends, with what the model was offered, every call, its result and
+the stack's decision; a summary table follows.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final, TextIO
 
 from middleware import (
@@ -45,10 +48,7 @@ from pipeline.testing import ScriptedModel
 from ._live import LiveOutput
 from ._style import Style
 
-__all__ = ["DEMO_AUDIT_PATH", "run_demo"]
-
-DEMO_AUDIT_PATH: Final = "loopware-demo-audit.sqlite"
-"""The audit database the demo writes in the working directory (recreated on every run)."""
+__all__ = ["run_demo", "temporary_audit_path"]
 
 USER_INPUT: Final = (
     "Hi, I was charged twice for order NW-20417 ($64.90 each time). "
@@ -197,14 +197,21 @@ def _summary(
     ]
 
 
+def temporary_audit_path() -> str:
+    """A fresh ``audit.sqlite`` path in a new directory under the system's temporary folder."""
+    return str(Path(tempfile.mkdtemp(prefix="loopware-demo-")) / "audit.sqlite")
+
+
 def run_demo(
     out: TextIO,
     *,
     plain: bool = False,
-    audit_path: str = DEMO_AUDIT_PATH,
+    audit_path: str | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Run the demo, printing to ``out`` (errors to ``err``, default stderr).
+
+    ``audit_path`` is where the audit database goes (recreated); None writes a temporary file.
 
     Returns:
         0, or 1 when the audit file cannot be written, the turn did not complete or the audit
@@ -216,7 +223,10 @@ def run_demo(
     policy = ToolPolicy(deny=["shell*"])
     repetition = RepetitionDetector(threshold=3, on_repeat="hide")
     limit = ToolCallLimit({"issue_refund": 1})
+    temporary = audit_path is None
     try:
+        if audit_path is None:
+            audit_path = temporary_audit_path()
         _remove_database(audit_path)
         sink = SqliteAuditSink(audit_path)
     except (OSError, LoopError) as exc:
@@ -266,6 +276,8 @@ def run_demo(
     print(f"\n{style.paint('summary', 'bold')}", file=out)
     for name, value in table:
         print(f"  {name:<16}{value}", file=out)
+    note = " (temporary; --audit PATH keeps it where you say)" if temporary else ""
+    print(f"audit file: {audit_path}{note}", file=out)
     elapsed = (time.perf_counter() - started) * 1000.0
     print(style.paint(f"done in {elapsed:.0f} ms", "dim"), file=out)
     return 0 if result.ok and verified is None else 1

@@ -8,7 +8,6 @@ console script (``loopware = "loopware_cli._main:main"``) exits with it. Exit st
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -18,15 +17,13 @@ from typing import Any, Final, Protocol
 
 from pipeline import LoopError
 
-from ._replay import replay_transcript
-from ._replay_render import format_issue, render_report
-from ._replay_transcript import read_transcript
-from ._resolve import resolve_middleware, resolve_runner
-from ._style import Style
+from ._replay import EXIT_MODEL_ERRORS, REPLAY_DESCRIPTION, add_replay_arguments, run_replay
+from ._resolve import resolve_runner
 
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_BAD_TARGET",
+    "EXIT_MODEL_ERRORS",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_USAGE",
@@ -47,47 +44,31 @@ EXIT_BAD_TARGET: Final = 4
 
 EXIT_STATUS_HELP: Final = """\
 exit status:
-  0  success; for replay: every recorded call was allowed, warned about or hidden
-     and every replayed turn completed
+  0  success; for replay: every recorded call was allowed, approved, warned
+     about, hidden or failed as recorded, and every replayed turn completed
   1  run: the turn failed or was aborted (a policy nack, a provider error);
      replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
      error); demo: the audit file cannot be written, the scripted turn did not
      complete, or the audit chain did not verify
-  2  usage error: unknown option, missing argument (argparse)
-  3  bad input file: unreadable, not UTF-8, invalid or truncated JSON, malformed
-     messages or non-JSON tool arguments; errors are printed on stderr as
-     FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong, and the readable part
-     of the transcript is still replayed and reported
+  2  usage error: unknown option, missing argument (argparse), or a policy
+     option value the policy refuses (--repeat 1)
+  3  bad input file: missing, unreadable, not UTF-8, invalid or truncated JSON,
+     malformed messages; errors are printed on stderr as
+     FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong; the readable part
+     of the transcript is still replayed and reported (nothing is reported when
+     no message could be read)
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
      it is not middleware (replay, run) / not tools (run) / not a TurnRunner
      (pipelines); a factory that needs arguments or raises counts too
   5  run: the model cannot be used: its API key is not set or was refused, or the
      model string is not one loopware knows
-When several apply, 4 wins over 3, and 3 over 1."""
+  6  replay: the transcript is readable but the recorded model made errors (tool
+     arguments that are not a JSON object): those calls were replayed, as sent,
+     and failed (E_TRANSCRIPT_ARGS lines on stderr)
+When several apply, 4 wins over 3, 3 over 1, and 1 over 6."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."
-
-_REPLAY_DESCRIPTION: Final = """\
-Feed a recorded conversation through a middleware stack, offline, and report what
-the stack would have done at each recorded tool call: allowed, hidden (repeat
-detected, limit reached), denied, warned, or not reached because the stack ended
-the turn earlier.
-
-TRANSCRIPT is an OpenAI chat-completions message list (assistant "tool_calls" and
-"tool" messages) or Anthropic messages ("tool_use" / "tool_result" blocks), as a
-JSON array, an object with a "messages" array (Anthropic's "system" is kept), or
-JSON Lines (.jsonl / .ndjson, one message per line). Each user message starts a
-turn. Tool schemas are not needed: every recorded tool accepts any JSON object and
-returns its recorded result. Turns share one conversation, so repeat counts carry
-over between turns (use --separate-turns to reset them)."""
-
-_MIDDLEWARE_HELP: Final = (
-    "middleware to replay through, as module:attr (repeatable, outermost first): a "
-    "Middleware set, a middleware instance, a list of them, or a zero-argument factory "
-    "returning one (a class such as middleware:RepetitionDetector is called with its "
-    "defaults); the current directory is importable"
-)
 
 
 def _version() -> str:
@@ -136,36 +117,22 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         "run a scripted support-agent turn through a policy stack",
         "Run a scripted support-agent turn (no network, no API keys) through ToolPolicy,\n"
-        "RepetitionDetector, ToolCallLimit and an AuditLog written to\n"
-        "./loopware-demo-audit.sqlite (recreated on every run). Each iteration is shown\n"
-        "with the tools offered, every call, its result and the stack's decision, then a\n"
-        "summary table. Colour is used on a terminal unless NO_COLOR is set.",
+        "RepetitionDetector, ToolCallLimit and an AuditLog written to a temporary SQLite\n"
+        "file (or to --audit PATH, recreated on every run); the output says where. Each\n"
+        "iteration is shown with the tools offered, every call, its result and the stack's\n"
+        "decision, then a summary table. Colour is used on a terminal unless NO_COLOR is set.",
         _run_demo,
     )
     demo.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    demo.add_argument("--audit", metavar="PATH", help="write the audit database to PATH")
     replay = _subparser(
         sub,
         "replay",
         "replay a recorded conversation through a middleware stack",
-        _REPLAY_DESCRIPTION,
-        _run_replay,
+        REPLAY_DESCRIPTION,
+        run_replay,
     )
-    replay.add_argument("transcript", metavar="TRANSCRIPT", help="the recorded conversation")
-    replay.add_argument(
-        "-m",
-        "--middleware",
-        action="append",
-        default=[],
-        metavar="MODULE:ATTR",
-        help=_MIDDLEWARE_HELP,
-    )
-    replay.add_argument("--json", action="store_true", help="print a machine-readable report")
-    replay.add_argument(
-        "--separate-turns",
-        action="store_true",
-        help="replay every turn on its own (no conversation history between turns)",
-    )
-    replay.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    add_replay_arguments(replay)
     run = _subparser(
         sub,
         "run",
@@ -219,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipelines.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
     pipelines.add_argument("--json", action="store_true", help="print the stages as JSON")
+    from ._gateway_server import add_gateway_command  # issue 16: the MCP gateway
+
+    add_gateway_command(sub)
     _add_durable_commands(sub)
     return parser
 
@@ -242,7 +212,7 @@ def _error(command: str, message: str) -> None:
 def _run_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo  # its tools and stack are built only when asked for
 
-    return run_demo(sys.stdout, plain=args.plain)
+    return run_demo(sys.stdout, plain=args.plain, audit_path=args.audit)
 
 
 def _run_run(args: argparse.Namespace) -> int:
@@ -258,38 +228,6 @@ def _run_run(args: argparse.Namespace) -> int:
         plain=args.plain,
     )
     return run_turn(options, sys.stdout)
-
-
-def _run_replay(args: argparse.Namespace) -> int:
-    items: list[object] = []
-    for spec in args.middleware:
-        try:
-            items.extend(resolve_middleware(spec))
-        except LoopError as exc:
-            _error("replay", str(exc))
-            return EXIT_BAD_TARGET
-    transcript = read_transcript(args.transcript)
-    for issue in transcript.issues:
-        print(format_issue(issue, transcript.source), file=sys.stderr)
-    try:
-        report = asyncio.run(
-            replay_transcript(
-                transcript,
-                items,
-                separate_turns=args.separate_turns,
-                sources=args.middleware,
-            )
-        )
-    except LoopError as exc:  # the items cannot be composed into a runner
-        _error("replay", str(exc))
-        return EXIT_BAD_TARGET
-    if args.json:
-        print(report.to_json())
-    else:
-        print(render_report(report, Style.for_stream(sys.stdout, plain=args.plain)))
-    if transcript.issues:
-        return EXIT_BAD_INPUT
-    return EXIT_REFUSED if report.refused else EXIT_OK
 
 
 def _run_pipelines(args: argparse.Namespace) -> int:

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from ._replay_outcome import REFUSALS
+from ._replay_policy import POLICY_SUGGESTION
 
 if TYPE_CHECKING:
-    from ._replay_outcome import CallOutcome, ReplayReport, TurnOutcome
-    from ._replay_types import TranscriptIssue
+    from middleware.transcripts import (
+        CallOutcome,
+        Decision,
+        ReplayReport,
+        TranscriptIssue,
+        TurnOutcome,
+    )
+
     from ._style import Style
 
 __all__ = ["format_issue", "render_report", "short"]
@@ -54,15 +60,22 @@ def _call_lines(outcome: CallOutcome, style: Style) -> list[str]:
         f"{short_args(call.arguments, max(20, 62 - len(call.tool)))}  {where}"
     ]
     notes: list[str] = []
-    if outcome.stored is not None and outcome.ran is False and outcome.verdict in REFUSALS:
+    if outcome.alias is not None:
+        notes.append(f"replayed as {outcome.alias} ({call.tool!r} cannot be a tool name)")
+    if outcome.stored is not None and outcome.ran is False and outcome.refused:
         notes.append("never ran: refused before its handler")
     if outcome.offered is False:
         notes.append("the tool was not offered to the model on this step")
-    if outcome.error is not None:
+    if outcome.error is not None and outcome.verdict == "failed":
         notes.append(f"replayed call failed: {short(outcome.error, _ARGS_WIDTH)}")
     lines.extend(f"{_INDENT}{style.paint(note, 'dim')}" for note in notes)
     lines.extend(f"{_INDENT}{d.describe()}" for d in outcome.decisions)
     return lines
+
+
+def _decision_line(decision: Decision) -> str:
+    tool = f"{decision.tool} " if decision.tool else ""
+    return f"  {decision.where()}: {tool}{decision.describe()}"
 
 
 def _turn_lines(outcome: TurnOutcome, style: Style) -> list[str]:
@@ -70,11 +83,15 @@ def _turn_lines(outcome: TurnOutcome, style: Style) -> list[str]:
     source = f"messages[{turn.message_index}]" if turn.message_index is not None else "continued"
     said = f'"{short(turn.input, _TEXT_WIDTH)}"' if turn.input else "(no user message)"
     lines = ["", style.paint(f"turn {turn.index}", "bold", "cyan") + f"  {source}  user: {said}"]
+    after: dict[int | None, list[Decision]] = {}
     for decision in outcome.decisions:
-        tool = f"{decision.tool} " if decision.tool else ""
-        lines.append(f"  before the model: {tool}{decision.describe()}")
+        after.setdefault(decision.after_call, []).append(decision)
+    lines.extend(_decision_line(d) for d in after.pop(None, ()))
     for call in outcome.calls:
         lines.extend(_call_lines(call, style))
+        lines.extend(_decision_line(d) for d in after.pop(call.call.index, ()))
+    for rest in after.values():  # after a call the turn does not list (never, but never lost)
+        lines.extend(_decision_line(d) for d in rest)
     if turn.answer is None and outcome.status == "completed":
         lines.append(f"  {style.paint('(the recording ends before a final answer)', 'dim')}")
     status = style.verdict(outcome.status, key="failed" if outcome.status != "completed" else "ok")
@@ -93,7 +110,9 @@ def render_report(report: ReplayReport, style: Style) -> str:
         style.paint(f"loopware replay: {transcript.source}", "bold"),
         f"  {transcript.format} transcript, {transcript.message_count} messages, "
         f"{len(transcript.turns)} turn(s), {len(calls)} tool call(s)",
-        f"  middleware: {', '.join(report.middleware) or '(none)'}",
+        f"  policy: {', '.join(report.middleware)}"
+        if report.middleware
+        else f"  policy: none: no policy is used, so every call is allowed ({POLICY_SUGGESTION})",
     ]
     for stage, names in report.pipelines.items():
         if names:
@@ -107,9 +126,15 @@ def render_report(report: ReplayReport, style: Style) -> str:
         + f": {len(calls)} tool call(s)"
         + (f": {counts}" if counts else "")
     )
-    if transcript.issues:
+    errors, model = transcript.errors, transcript.model_errors
+    if errors:
         lines.append(
-            style.paint(f"  {len(transcript.issues)} problem(s) in the transcript", "red")
+            style.paint(f"  {len(errors)} problem(s) in the transcript", "red")
             + " (listed on stderr); the readable part was replayed"
+        )
+    if model:
+        lines.append(
+            style.paint(f"  {len(model)} model error(s) recorded", "yellow")
+            + " (listed on stderr): those calls were replayed as the model sent them"
         )
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""loopware middleware: decorator registration and the built-in policy middleware."""
+"""loopware middleware: decorator registration, the built-in policy middleware, and replay."""
 
 from ._approval import ApprovalGate as ApprovalGate
 from ._approval import Approver as Approver
@@ -38,6 +38,11 @@ from .audit._jsonl import JsonlAuditSink as JsonlAuditSink
 from .audit._log import AuditLog as AuditLog
 from .audit._postgres import PostgresAuditSink as PostgresAuditSink
 from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
+from .transcripts import ReplayReport as ReplayReport
+from .transcripts import Transcript as Transcript
+from .transcripts import read_transcript as read_transcript
+from .transcripts import replay as replay
+from .transcripts import replay_async as replay_async
 
 __all__ = [
     "ApprovalGate",
@@ -59,6 +64,7 @@ __all__ = [
     "OnRepeat",
     "PostgresAuditSink",
     "RepetitionDetector",
+    "ReplayReport",
     "SqliteAuditSink",
     "TokenBudget",
     "ToolCallCounter",
@@ -69,12 +75,16 @@ __all__ = [
     "ToolCallMiddlewareMethod",
     "ToolPolicy",
     "Tracing",
+    "Transcript",
     "TurnHook",
     "TurnHookMethod",
     "TurnMiddleware",
     "TurnMiddlewareMethod",
     "dispatch_input",
     "dispatch_output",
+    "read_transcript",
+    "replay",
+    "replay_async",
     "tool_call",
     "turn_input",
     "turn_output",

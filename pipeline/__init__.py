@@ -111,6 +111,7 @@ from .events import TurnStart as TurnStart
 from .events import TurnStatus as TurnStatus
 from .models import AnthropicModel as AnthropicModel
 from .models import ChatModel as ChatModel
+from .models import HistoryView as HistoryView
 from .models import Message as Message
 from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse

@@ -134,6 +134,9 @@ def completed(
         return build_record(call_id, tool.name, args, checksum, body, from_artifact_tool=True)
     results: ToolCallResults
     inline = False
+    if type(output) is str and _fits(output, inline_limit):
+        # Shown whole to the model: kept as the plain string, never spooled (DESIGN 12).
+        return build_record(call_id, tool.name, args, checksum, output, inline=True)
     if isinstance(output, (str, bytes)):
         results = tool.artifact_class(ctx.spool_write(call_id, output))
         inline = _fits(output, inline_limit)

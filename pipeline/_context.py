@@ -11,6 +11,7 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._events import Event, Log, LogLevel
+from ._history import HistoryView
 from .models._seam import Usage
 
 if TYPE_CHECKING:
@@ -118,13 +119,17 @@ class TurnView:
 
     @property
     def messages(self) -> Sequence[Message]:
-        """History and this turn's messages, oldest first (a read-only copy)."""
-        return tuple(self._state.messages)
+        """History and this turn's messages, oldest first, as they are now.
+
+        A read-only view, not a copy (O(1)): it keeps showing what it showed when read, so
+        reading it every iteration costs nothing per message (``pipeline/_history.py``).
+        """
+        return HistoryView((), self._state.messages)
 
     @property
     def turn_tool_calls(self) -> Sequence[ToolCall]:
-        """This turn's stored calls in storage order (a read-only copy)."""
-        return tuple(self._state.calls)
+        """This turn's stored calls in storage order, as they are now (a read-only view)."""
+        return HistoryView((), self._state.calls)
 
     def unseen_tool_calls(self, reader: Hashable) -> Sequence[ToolCall]:
         """This turn's calls stored since ``reader`` last asked (all of them the first time).
@@ -146,11 +151,12 @@ class TurnView:
 
     @property
     def tool_calls(self) -> Sequence[ToolCall]:
-        """Every stored call the model has seen: the history's, then this turn's."""
+        """Every stored call the model has seen: the history's, then this turn's.
+
+        A read-only view as of now, not a copy (O(1)), like `messages`.
+        """
         state = self._state
-        if state.history_calls:
-            return (*state.history_calls, *state.calls)
-        return tuple(state.calls)
+        return HistoryView(state.history_calls, state.calls)
 
     @property
     def listening(self) -> bool:

@@ -95,9 +95,9 @@ class ToolLoopExecutor:
         tools = ctx.tools
         request = ModelRequest(
             ctx.system_prompt,
-            tuple(ctx.messages),
-            tuple(ctx.tool_calls),
-            tuple(t.definition for t in tools.visible()),
+            ctx.messages,  # views of the history, not copies (pipeline/_history.py)
+            ctx.tool_calls,
+            tools.definitions(),
             turn_id=ctx.turn_id,
             registry=tools,
             on_text_delta=_streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,

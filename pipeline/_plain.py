@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ._errors import InvalidStashValueError
+from ._frozen import FrozenDict, FrozenList
 
 __all__ = ["CONTAINERS", "MAX_DEPTH", "MISSING", "SCALARS", "Missing", "clone", "to_plain"]
 
@@ -95,6 +96,50 @@ def _copy_plain(value: object, active: set[int], depth: int) -> Any:
     raise _BadValueError(f"got {type(value).__name__}")
 
 
+class _NotFastError(Exception):
+    """Internal: the value needs the general path (a subclass, a bad value or a deep nest)."""
+
+
+_DICT_TYPES: tuple[type[Any], ...] = (dict, FrozenDict)
+_LIST_TYPES: tuple[type[Any], ...] = (list, tuple, FrozenList)
+_DICTS: Final = frozenset(_DICT_TYPES)
+_LISTS: Final = frozenset(_LIST_TYPES)
+
+
+def _copy_fast(value: Any, depth: int) -> Any:
+    """Copy builtin containers of builtin scalars, the common case, without cycle tracking.
+
+    Anything else (a subclass, a non-str key, a foreign type, nesting at the depth limit,
+    which a cycle also reaches) raises `_NotFastError`, and `_copy_plain` takes over to name
+    the problem exactly. A tool call's frozen arguments are plain by construction.
+    """
+    if depth >= MAX_DEPTH:
+        raise _NotFastError
+    if type(value) in _DICTS:
+        copied: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotFastError
+            kind = type(item)
+            if kind in SCALARS:
+                copied[key] = item
+            elif kind in _DICTS or kind in _LISTS:
+                copied[key] = _copy_fast(item, depth + 1)
+            else:
+                raise _NotFastError
+        return copied
+    items: list[Any] = []
+    for item in value:
+        kind = type(item)
+        if kind in SCALARS:
+            items.append(item)
+        elif kind in _DICTS or kind in _LISTS:
+            items.append(_copy_fast(item, depth + 1))
+        else:
+            raise _NotFastError
+    return items
+
+
 def to_plain(value: object, path: str) -> Any:
     """Validate ``value`` as plain data and return a copy of it for storage at ``path``.
 
@@ -105,8 +150,14 @@ def to_plain(value: object, path: str) -> Any:
         InvalidStashValueError: ``value`` is not plain data; ``path`` on the error names the
             offending part (``path`` joined with the keys and indexes leading to it).
     """
-    if type(value) in SCALARS:
+    kind = type(value)
+    if kind in SCALARS:
         return value
+    if kind in _DICTS or kind in _LISTS:
+        try:
+            return _copy_fast(value, 0)
+        except _NotFastError:
+            pass
     try:
         return _copy_plain(value, set(), 0)
     except _BadValueError as exc:

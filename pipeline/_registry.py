@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeGuard
 
 from ._errors import InvalidToolError, ToolAlreadyRegisteredError
-from ._tool import ON_COLLISION_VALUES, OnCollision, Tool
+from ._tool import ON_COLLISION_VALUES, OnCollision, Tool, ToolDescription
 
 __all__ = ["AckSource", "ToolRegistry"]
 
@@ -59,12 +59,13 @@ class ToolRegistry:
     is also accepted: true when that very tool is registered).
     """
 
-    __slots__ = ("_admit", "_ephemeral", "_hidden", "_tools")
+    __slots__ = ("_admit", "_ephemeral", "_hidden", "_offered", "_tools")
 
     _tools: dict[str, AnyTool]
     _hidden: set[str]
     _ephemeral: int
     _admit: tuple[Callable[[AnyTool], bool], ...]
+    _offered: tuple[ToolDescription, ...] | None
 
     def __init__(self, tools: Iterable[AnyTool] | ToolRegistry = ()) -> None:
         """Build a registry from tools, or copy another registry (tools, hidden marks, checks).
@@ -80,11 +81,13 @@ class ToolRegistry:
             self._hidden = tools._hidden.copy()
             self._ephemeral = tools._ephemeral
             self._admit = tools._admit
+            self._offered = tools._offered  # same tools, same marks: the same definitions
             return
         self._tools = {}
         self._hidden = set()
         self._ephemeral = 0
         self._admit = ()
+        self._offered = None
         for item in tools:
             self.register(item)
 
@@ -117,6 +120,7 @@ class ToolRegistry:
                 return False
         if existing is not None:
             self._ephemeral -= existing.ephemeral
+        self._offered = None
         self._tools[name] = tool
         self._ephemeral += tool.ephemeral
         return True
@@ -139,6 +143,7 @@ class ToolRegistry:
         """Remove the tool named ``name`` and its hidden mark; unknown names are a no-op."""
         removed = self._tools.pop(name, None)
         if removed is not None:
+            self._offered = None
             self._ephemeral -= removed.ephemeral
             self._hidden.discard(name)
 
@@ -189,6 +194,17 @@ class ToolRegistry:
         hidden = self._hidden
         return [tool for name, tool in self._tools.items() if name not in hidden]
 
+    def definitions(self) -> tuple[ToolDescription, ...]:
+        """The definitions of the visible tools, in order: what the model is offered.
+
+        Kept until the registry changes (a register, unregister, hide, unhide or prune), so
+        an executor asking every iteration builds it once per change, not once per iteration.
+        """
+        offered = self._offered
+        if offered is None:
+            offered = self._offered = tuple(tool.definition for tool in self.visible())
+        return offered
+
     def hidden(self) -> list[AnyTool]:
         """Return a fresh list of the hidden tools, in insertion order."""
         hidden = self._hidden
@@ -203,14 +219,17 @@ class ToolRegistry:
         """
         tools = self._tools
         self._hidden.update(name for name in names if name in tools)
+        self._offered = None
 
     def unhide(self, *names: str) -> None:
         """Offer the named tools to the model again; unknown names are ignored."""
         self._hidden.difference_update(names)
+        self._offered = None
 
     def clear_hidden(self) -> None:
         """Unhide every tool."""
         self._hidden.clear()
+        self._offered = None
 
     def prune_ephemeral(self) -> None:
         """Drop every ephemeral tool (and its hidden mark); order kept, idempotent."""
@@ -219,6 +238,7 @@ class ToolRegistry:
         self._tools = {name: tool for name, tool in self._tools.items() if not tool.ephemeral}
         self._hidden.intersection_update(self._tools)
         self._ephemeral = 0
+        self._offered = None
 
     def bind_context(self, ctx: AckSource) -> Callable[[], None]:
         """Prune ephemeral tools when ``ctx`` acks (never on nack); return the unsubscribe."""

@@ -46,7 +46,8 @@ class TurnResult:
     iterations: int
     """How many dispatch iterations ran."""
     stash: StashSnapshot
-    """A deep copy of the stash at turn end: a ``dict`` that typed keys can index too."""
+    """The stash at turn end: a ``dict`` that typed keys can index too. The turn hands its data
+    over instead of copying it (the live ``ctx.stash`` is read-only once the turn ended)."""
     started_at: datetime
     """When the turn started."""
     ended_at: datetime

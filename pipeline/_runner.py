@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +23,7 @@ from ._ids import new_id
 from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
+from ._sync_loop import SyncLoop
 from ._tool import Tool
 from ._tool_call_stage import ToolCallStage
 from ._turn import Turn
@@ -117,6 +119,7 @@ class TurnRunner:
     """
 
     __slots__ = (
+        "__weakref__",
         "_baseline",
         "_bus",
         "_executor",
@@ -126,6 +129,7 @@ class TurnRunner:
         "_owns_spool",
         "_spool",
         "_store",
+        "_sync_loop",
         "_system_prompt",
         "_tool_call_stage",
     )
@@ -217,6 +221,8 @@ class TurnRunner:
             ToolCallStage(tool_call.fns, tool_call.names) if tool_call.fns else None
         )
         self._bus = EventBus()
+        self._sync_loop = SyncLoop()
+        weakref.finalize(self, self._sync_loop.close)
         for item in items:
             if isinstance(item, EventObserver):
                 item.observe(self)
@@ -299,8 +305,20 @@ class TurnRunner:
         stash: Mapping[str, Any] | None = None,
         conversation_id: str | None = None,
     ) -> TurnResult:
-        """Run one turn from synchronous code (starts and closes an event loop)."""
-        return asyncio.run(self.run(input, stash=stash, conversation_id=conversation_id))
+        """Run one turn from synchronous code, on an event loop the runner keeps for these calls.
+
+        Each call behaves like ``asyncio.run`` (tasks the turn leaves are cancelled before it
+        returns) without building a new loop per turn (``pipeline/_sync_loop.py``). The loop is
+        closed by `close`, when the runner is collected, or at exit.
+
+        Raises:
+            RuntimeError: called from a running event loop (``await runner.run(...)`` there).
+        """
+        return self._sync_loop.run(self.run(input, stash=stash, conversation_id=conversation_id))
+
+    def close(self) -> None:
+        """Close the event loop `run_sync` keeps (idempotent; a later `run_sync` opens one)."""
+        self._sync_loop.close()
 
     def start(
         self,

@@ -23,10 +23,10 @@ Choices made here:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ._errors import InvalidStashValueError
-from ._plain import CONTAINERS, MISSING, clone, to_plain
+from ._plain import CONTAINERS, MISSING, SCALARS, clone, to_plain
 from ._stash_key import StashKey, short_repr, split_path
 
 __all__ = ["Stash", "StashKey"]
@@ -97,6 +97,19 @@ class Stash:
                 return MISSING
         return node
 
+    def _parent(self, parts: Sequence[str]) -> dict[str, Any] | None:
+        """The dict that holds the last segment, when every segment before it names a dict.
+
+        The common case of every write (``"counts.search"``) in one short walk; None sends
+        the caller to the general path (lists, missing parents, non-containers).
+        """
+        node: Any = self._data
+        for segment in parts[:-1]:
+            node = node.get(segment)
+            if type(node) is not dict:
+                return None
+        return node  # type: ignore[no-any-return]  # checked to be a dict above (or the root)
+
     def _assign(self, parts: Sequence[str], stored: Any, path: str) -> None:
         node: Any = self._data
         last = len(parts) - 1
@@ -157,7 +170,12 @@ class Stash:
                 container, or ``value`` is not plain data. The store is left unchanged.
         """
         parts = split_path(path)
-        self._assign(parts, to_plain(value, path), path)
+        stored = to_plain(value, path)
+        parent = self._parent(parts)
+        if parent is not None:
+            parent[parts[-1]] = stored
+        else:
+            self._assign(parts, stored, path)
 
     def has(self, path: str) -> bool:
         """Return whether something, even a falsy value or ``None``, is stored at ``path``.
@@ -256,7 +274,17 @@ class Stash:
         """
         parts = split_path(path)
         stored = to_plain(value, path)
-        current = self._lookup(parts)
+        parent = self._parent(parts)
+        if parent is not None:  # the common case: one walk, no second lookup
+            current = parent.get(parts[-1], MISSING)
+            if type(current) is list:
+                current.append(stored)
+                return len(current)
+            if current is MISSING:
+                parent[parts[-1]] = [stored]
+                return 1
+        else:
+            current = self._lookup(parts)
         if current is MISSING:
             self._assign(parts, [stored], path)
             return 1
@@ -287,6 +315,17 @@ class Stash:
             InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
         """
         parts = split_path(path)
+        parent = self._parent(parts)
+        if parent is not None:  # the common case: one walk, scalars stored as they are
+            last = parts[-1]
+            current = parent.get(last, MISSING)
+            if current is MISSING:
+                current = default
+            elif type(current) in CONTAINERS:
+                current = clone(current)
+            new = fn(current)
+            parent[last] = new if type(new) in SCALARS else to_plain(new, path)
+            return new
         current = self._lookup(parts)
         if current is MISSING:
             current = default
@@ -349,9 +388,33 @@ class Stash:
     __iter__ = None
     """A stash is not iterable (it is not a dict): use `keys` or `all`."""
 
+    def finish(self) -> dict[str, Any]:
+        """End the stash's turn: make it read-only and return its data, not a copy.
+
+        The turn calls this when it ends and its result takes the data as its snapshot, so a
+        turn pays nothing for its stash however large it grew. Afterwards reads still work
+        (as copies) and every write raises `InvalidStashValueError`.
+        """
+        self.__class__ = _EndedStash  # same slots: only the write methods change
+        return self._data
+
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
         return f"Stash({short_repr(self._data)})"
+
+
+def _ended(self: Stash, *args: object, **kwargs: object) -> NoReturn:
+    raise InvalidStashValueError(
+        "the turn has ended: its stash is read-only (read the result's stash instead)", path=""
+    )
+
+
+class _EndedStash(Stash):
+    """A finished turn's stash: reads work as before, every write raises."""
+
+    __slots__ = ()
+
+    set = delete = increment = append = update = __setitem__ = __delitem__ = _ended
 
 
 def _not_a_key(key: object, method: str) -> str:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, NoReturn, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, SchemaValidator
 from typing_extensions import is_typeddict
 
 from ._errors import InvalidToolArgsError, InvalidToolError
@@ -162,12 +162,14 @@ class ArgsSchema(Generic[ArgsT]):
         "_json_text",
         "_python_first",
         "_tool_name",
+        "_validate_python",
         "schema",
     )
 
     schema: type[ArgsT]
     _adapter: TypeAdapter[ArgsT]
     _accepted: frozenset[str] | None
+    _validate_python: Callable[..., Any]
     _python_first: bool
     _json_text: str
     _tool_name: str
@@ -197,6 +199,14 @@ class ArgsSchema(Generic[ArgsT]):
             json_schema.setdefault("additionalProperties", False)
         self.schema = schema
         self._adapter = adapter
+        validator = adapter.validator
+        # The compiled validator, called directly on the hot path (the adapter's wrapper adds a
+        # Python frame and its keyword checks to every call); a deferred one goes through it.
+        self._validate_python = (
+            validator.validate_python
+            if isinstance(validator, SchemaValidator)
+            else adapter.validate_python
+        )
         self._accepted = accepted
         self._python_first = not dataclasses.is_dataclass(schema)
         self._json_text = json.dumps(json_schema, separators=(",", ":"))
@@ -225,7 +235,7 @@ class ArgsSchema(Generic[ArgsT]):
             self._reject_unknown(args, accepted)
         if self._python_first:
             try:
-                return self._adapter.validate_python(args, strict=True)
+                return self._validate_python(args, strict=True)  # type: ignore[no-any-return]
             except ValidationError:
                 pass  # JSON mode decides: it accepts the JSON-only forms and words the errors
         try:

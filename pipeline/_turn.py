@@ -349,7 +349,7 @@ class Turn:
             tool_calls=tuple(state.calls),
             errors=tuple(state.errors),
             iterations=state.iterations,
-            stash=state.stash.all(),
+            stash=state.stash.finish(),  # no copy: the stash is read-only from now on
             started_at=started_at,
             ended_at=ended_at,
             abort_reason=state.abort_reason if status == "aborted" else None,

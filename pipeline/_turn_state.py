@@ -170,7 +170,7 @@ class TurnState:
     # -- history -------------------------------------------------------------------------------
     def load_history(self, messages: Sequence[Message], calls: Sequence[ToolCall]) -> None:
         """Put a conversation's earlier messages and calls before this turn's (they count)."""
-        self.messages[:0] = messages
+        self.messages = [*messages, *self.messages]  # a new list: views of the old one hold
         self.history_calls = (*calls, *self.history_calls)
         checksums = self.checksums
         for call in calls:
@@ -304,7 +304,9 @@ class TurnState:
         self.shield += 1
         try:
             await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-            self.calls[self.calls.index(old)] = call
+            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
+            calls[calls.index(old)] = call
+            self.calls = calls
             self.by_id[call.id] = call
             self.count(old, -1)
             self.count(call, 1)
@@ -323,7 +325,9 @@ class TurnState:
         self.shield += 1
         try:
             await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
-            self.calls.remove(old)
+            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
+            calls.remove(old)
+            self.calls = calls
             del self.by_id[call_id]
             self.count(old, -1)
             if old in self.new_calls:

@@ -21,6 +21,7 @@ PACKAGES = [
     "pipeline.stores",
     "middleware",
     "middleware.audit",
+    "middleware.transcripts",
     "loopware_cli",
 ]
 NEW_WINGS = {"pipeline.durable"}

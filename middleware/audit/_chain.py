@@ -16,6 +16,7 @@ import math
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol
 
 from pipeline import canonical_json
@@ -29,6 +30,7 @@ __all__ = [
     "AuditKind",
     "AuditRow",
     "AuditSink",
+    "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
     "row_hash",
@@ -248,12 +250,74 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_MAX_SAFE_INTEGER = 2**53 - 1
+def _number(value: object) -> str:
+    """Canonical JSON for a duration: ``repr`` where it is JavaScript's text, else the slow way."""
+    if value is None:
+        return "null"
+    if type(value) is float and 1e-4 <= abs(value) < 1e16 and not value.is_integer():
+        return float.__repr__(value)
+    return canonical_json(value)
+
+
+def _bool(value: object) -> str:
+    if value is True:
+        return "true"
+    return "false" if value is False else canonical_json(value)
+
+
+def canonical_row(
+    entry: AuditEntry, index: int, prev_hash: str, recorded_at: str | None = None
+) -> bytes:
+    """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
+
+    ``recorded_at``: ``entry.recorded_at.isoformat()`` when the caller has it already.
+
+    Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
+    prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
+    C string encoder, whose escapes are canonical JSON's for every string without a lone
+    surrogate; a row with anything else (a surrogate, an unusual type) is built the slow way.
+    """
+    q = encode_basestring
+    e = entry
+    try:
+        if type(index) is not int or not 0 <= index <= _MAX_SAFE_INTEGER:
+            raise TypeError(index)
+        a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
+        r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
+        text = (
+            f'{{"args":{"null" if a is None else q(a)}'
+            f',"call_id":{"null" if c is None else q(c)}'
+            f',"checksum":{"null" if k is None else q(k)}'
+            f',"conversation_id":{"null" if v is None else q(v)}'
+            f',"decision":{"null" if d is None else q(d)}'
+            f',"duration_ms":{_number(e.duration_ms)}'
+            f',"error":{"null" if r is None else q(r)}'
+            f',"index":{int.__repr__(index)}'
+            f',"input":{"null" if i is None else q(i)}'
+            f',"is_error":{_bool(e.is_error)}'
+            f',"kind":{q(e.kind)}'
+            f',"policy":{"null" if p is None else q(p)}'
+            f',"prev_hash":{q(prev_hash)}'
+            f',"reason":{"null" if o is None else q(o)}'
+            f',"recorded_at":{q(e.recorded_at.isoformat() if recorded_at is None else recorded_at)}'
+            f',"status":{"null" if s is None else q(s)}'
+            f',"tool":{"null" if t is None else q(t)}'
+            f',"turn_id":{q(e.turn_id)}}}'
+        )
+        return text.encode("utf-8")  # a lone surrogate cannot be encoded: the slow way
+    except (TypeError, UnicodeEncodeError):
+        fields = {**entry_to_fields(entry), "index": index, "prev_hash": prev_hash}
+        return canonical_json(fields).encode("utf-8")
+
+
 def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
     """Chain ``entries`` after ``head``; return the new rows (the caller writes them)."""
     rows: list[AuditRow] = []
     index, prev = head.count, head.hash
+    sha256 = hashlib.sha256
     for entry in entries:
-        digest = row_hash(index, entry_to_fields(entry), prev)
+        digest = sha256(canonical_row(entry, index, prev)).hexdigest()
         rows.append(AuditRow(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
@@ -275,7 +339,7 @@ def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int 
             row is None
             or row.index != i
             or row.prev_hash != prev
-            or row_hash(i, entry_to_fields(row.entry), prev) != row.hash
+            or hashlib.sha256(canonical_row(row.entry, i, prev)).hexdigest() != row.hash
         ):
             return i
         if i == anchor:

@@ -30,12 +30,12 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
+    canonical_row,
     entry_from_fields,
-    entry_to_fields,
-    seal,
     verify_rows,
 )
-from ._sqlite import SQL_COLUMNS, Synchronous, Worker, check_options, resume
+from ._sqlite import SQL_COLUMNS, Synchronous, check_options, resume
+from ._writer import ChainWriter
 
 __all__ = ["JsonlAuditSink"]
 
@@ -48,6 +48,22 @@ _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
 
 if sys.platform != "win32":
     import fcntl
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive lock on ``fd`` if nobody holds it; never wait."""
+    if sys.platform == "win32":
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _unlock(fd: int) -> None:
+    if sys.platform != "win32":
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -82,13 +98,34 @@ def _json_row(line: bytes) -> AuditRow | None:
         return None
 
 
-def _json_line(row: AuditRow) -> bytes:
-    fields = entry_to_fields(row.entry)
-    fields.update(index=row.index, prev_hash=row.prev_hash, hash=row.hash)
-    try:
-        return (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    except UnicodeEncodeError:  # a lone surrogate: \u escapes keep it exactly, in valid UTF-8
-        return (json.dumps(fields, separators=(",", ":")) + "\n").encode()
+def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[AuditRow], bytes]:
+    """Chain ``entries`` after ``head``; return the rows and their lines, each built once.
+
+    A line is the canonical JSON its hash is taken of with the ``hash`` key added at the end:
+    reading it back gives the same fields (key order does not matter to `_json_row`).
+    """
+    index, prev = head.count, head.hash
+    sha256 = hashlib.sha256
+    if len(entries) == 1:
+        data = canonical_row(entries[0], index, prev)
+        digest = sha256(data).hexdigest()
+        line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
+        return [AuditRow(index, entries[0], prev, digest)], line
+    rows: list[AuditRow] = []
+    lines: list[bytes] = []
+    for entry in entries:
+        data = canonical_row(entry, index, prev)
+        digest = sha256(data).hexdigest()
+        rows.append(AuditRow(index, entry, prev, digest))
+        lines.append(b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii")))
+        index, prev = index + 1, digest
+    return rows, b"".join(lines)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _tail_start(handle: Any, size: int) -> int:
@@ -146,14 +183,23 @@ class JsonlAuditSink:
         path: The file (created when missing; appended to otherwise). Several sinks, in this
             process or others, may share it: appends take an exclusive ``flock`` on
             ``<path>.head`` and chain after the rows already there (not on Windows).
-        synchronous: ``"full"`` (default: ``fsync`` after every append) or ``"normal"``.
+        synchronous: ``"full"`` (default: ``fdatasync`` after every append, on the sink's
+            writer thread) or ``"normal"`` (the append's ``write`` is made at once, on the
+            calling thread, unless it would wait for another writer's lock; see
+            ``middleware/audit/_writer.py``).
+
+    The chain's head is kept in memory, read from the files on opening and again whenever
+    another writer grew the file. ``<path>.head`` is rewritten after every append (after the
+    rows are written and, with ``"full"``, synced: one ``fdatasync`` per append); with
+    ``"full"`` it is synced on ``close()``. So after a power loss it may lag behind the rows but
+    never runs ahead of them, which `verify` accepts; every acknowledged row is on disk.
 
     Raises:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
     """
 
     __slots__ = (
-        "_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_size", "_worker"
+        "_fd", "_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_size", "_writer"
     )
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
@@ -163,15 +209,19 @@ class JsonlAuditSink:
         self._fsync = synchronous == "full"
         self._head = AuditHead(0, GENESIS_HASH)
         self._head_fd = -1
+        self._fd = -1
         self._size = 0
-        self._worker = Worker("loopware-audit")
+        self._writer = ChainWriter(
+            "loopware-audit", self._write, None if self._fsync else self._try_write
+        )
         try:
-            self._file = self._worker.call(self._open)
+            self._file = self._writer.call(self._open)
         except OSError as exc:
-            self._worker.close(lambda: None)
+            self._writer.close(lambda: None)
             raise InvalidMiddlewareConfigError(
                 f"JsonlAuditSink: cannot open {self._path!r}: {exc}"
             ) from exc
+        self._fd = self._file.fileno()
 
     def __repr__(self) -> str:
         """Show the file and the number of rows appended so far."""
@@ -197,7 +247,7 @@ class JsonlAuditSink:
         self._head = self._read_head(handle)
         self._size = os.fstat(handle.fileno()).st_size
         if repair is not None:
-            self._append_locked(handle, [repair])
+            self._append_locked(handle.fileno(), [repair])
 
     def _cut_torn_tail(self, handle: Any) -> AuditEntry | None:
         """Cut the bytes after the last newline (a killed writer's unfinished append)."""
@@ -228,29 +278,41 @@ class JsonlAuditSink:
         return resume(last, self._stored_head())
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if not entries:
-            return []
-        handle = self._file
+        """Append under the lock, waiting for it (the writer thread)."""
         with _locked(self._head_fd):
-            if os.fstat(handle.fileno()).st_size != self._size:
-                # another sink (process) appended to this file since: chain after its rows
-                self._catch_up(handle)
-            return self._append_locked(handle, entries)
+            return self._append_now(entries)
 
-    def _append_locked(self, handle: Any, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        rows = seal(entries, self._head)
-        handle.write(b"".join(_json_line(row) for row in rows))
-        handle.flush()
-        if self._fsync:
-            _sync(handle.fileno())
-        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+    def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
+        """Append now if no other writer holds the lock; else None (the calling thread)."""
+        if not _try_lock(self._head_fd):
+            return None
+        try:
+            if os.fstat(self._fd).st_size != self._size:
+                return None  # another writer appended: the thread catches up (it reads)
+            return self._append_locked(self._fd, entries)
+        finally:
+            _unlock(self._head_fd)
+
+    def _append_now(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        if os.fstat(self._fd).st_size != self._size:
+            # another sink (process) appended to this file since: chain after its rows
+            self._catch_up(self._file)
+        return self._append_locked(self._fd, entries)
+
+    def _append_locked(self, fd: int, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        rows, data = _chain_lines(entries, self._head)
+        try:
+            _write_all(fd, data)
+            if self._fsync:
+                _sync(fd)
+        except BaseException:
+            self._size = -1  # what reached the file is unknown: find out before the next append
+            raise
+        self._size += len(data)
+        head = self._head = AuditHead(rows[-1].index + 1, rows[-1].hash)
         # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
-        record = json.dumps({"count": head.count, "hash": head.hash}).encode()
+        record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
         os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
-        if self._fsync:
-            _sync(self._head_fd)
-        self._head = head
-        self._size = os.fstat(handle.fileno()).st_size
         return rows
 
     def _stored_head(self) -> AuditHead | None:
@@ -281,7 +343,7 @@ class JsonlAuditSink:
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are written."""
-        return self._worker.append(self._write, tuple(entries))
+        return self._writer.append(entries)
 
     def rows(self) -> list[AuditRow]:
         """Return every row in chain order (a torn tail is not a row: see the module docs).
@@ -290,7 +352,7 @@ class JsonlAuditSink:
             ValueError: a complete line does not parse (it was tampered with; `verify` locates
                 it).
         """
-        rows = self._worker.call(self._all_rows)
+        rows = self._writer.call(self._all_rows)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of {self._path!r} is malformed")
@@ -298,7 +360,7 @@ class JsonlAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
-        return self._worker.call(lambda: self._head)
+        return self._writer.call(lambda: self._head)
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
@@ -306,17 +368,21 @@ class JsonlAuditSink:
         Args:
             head: A head saved earlier with `head`; by default the one in ``<path>.head``.
         """
-        return self._worker.call(self._verify, head)
+        return self._writer.call(self._verify, head)
 
     def close(self) -> None:
         """Finish queued appends and close the file (idempotent)."""
-        self._worker.close(self._close)
+        self._writer.close(self._close)
 
     def _close(self) -> None:
-        self._file.close()
-        if self._head_fd >= 0:
-            os.close(self._head_fd)
-            self._head_fd = -1
+        try:
+            if self._fsync and self._head_fd >= 0:
+                _sync(self._head_fd)
+        finally:
+            self._file.close()
+            if self._head_fd >= 0:
+                os.close(self._head_fd)
+                self._head_fd = -1
 
 
 JsonlAuditSink.__module__ = "middleware"

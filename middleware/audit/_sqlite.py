@@ -1,25 +1,32 @@
 """`SqliteAuditSink` (the default audit sink) and what every built-in sink shares.
 
-The built-in sinks (this one and `JsonlAuditSink`) run their I/O on one worker thread of their
-own, so the event loop never waits on disk and appends are chained strictly in the order
-``append`` was called, whichever turn they come from. Appends queued while the thread is busy
-are written together, in one transaction (one ``fsync``), each append still getting its own
-rows: `AuditLog` appends a row per stored call, and this group commit keeps that as cheap as
-one append per iteration. (A failed write fails every append of its group.)
-``synchronous="full"`` (the default) makes every append survive power loss (SQLite
-``synchronous=FULL``; ``fsync`` for JSON Lines); ``"normal"`` survives a process kill.
-``rows()``, ``head()`` and ``verify()`` are synchronous: they wait for queued appends first.
+The built-in sinks (this one and `JsonlAuditSink`) never make the event loop wait on disk or
+on a lock, and chain appends strictly in the order ``append`` was called, whichever turn they
+come from (``middleware/audit/_writer.py``). ``synchronous="full"`` (the default) makes every
+append survive power loss (SQLite ``synchronous=FULL``; ``fdatasync`` for JSON Lines): appends
+are written by the sink's writer thread, and appends queued while it is busy are written
+together, in one transaction (one ``fsync``), each append still getting its own rows: `AuditLog`
+appends a row per stored call, and this group commit keeps that as cheap as one append per
+iteration. (A failed write fails every append of its group.) ``"normal"`` survives a process
+kill: nothing waits for the disk, so an append is written at once on the calling thread (one
+transaction, no ``fsync``; automatic WAL checkpoints, which do sync, are run by the writer
+thread instead), unless another writer holds the database's write lock: then it goes to the
+writer thread, which waits for the lock. ``rows()``, ``head()`` and ``verify()`` are
+synchronous: they wait for queued appends first.
+
+The chain's head is kept in memory, read on opening; each append checks it in its own
+transaction, under the write lock, at no extra cost (see ``SqliteAuditSink._append_locked``), and
+chains after what the file holds when another connection wrote since.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import Any, Literal, ParamSpec, TypeVar
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pipeline import InvalidMiddlewareConfigError
 
@@ -28,82 +35,16 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
+    canonical_row,
     entry_from_fields,
     entry_to_fields,
-    seal,
     verify_rows,
 )
+from ._writer import ChainWriter
 
-__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "Worker", "check_options", "resume"]
+__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "check_options", "resume"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 Synchronous = Literal["full", "normal"]
-
-Write = Callable[[Sequence[AuditEntry]], list[AuditRow]]
-
-
-class Worker:
-    """One thread running a sink's jobs in submission order, with group commit for appends."""
-
-    __slots__ = ("_closed", "_executor", "_lock", "_queued")
-
-    def __init__(self, name: str) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._closed = False
-        self._lock = threading.Lock()
-        self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
-
-    def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        if self._closed:
-            raise ValueError("the audit sink is closed")
-        return self._executor.submit(fn, *args, **kwargs).result()
-
-    def append(
-        self, write: Write, entries: tuple[AuditEntry, ...]
-    ) -> asyncio.Future[list[AuditRow]]:
-        """Queue ``entries`` for ``write``; appends queued before it runs are written with them."""
-        if self._closed:
-            raise ValueError("the audit sink is closed")
-        done: Future[list[AuditRow]] = Future()
-        with self._lock:
-            self._queued.append((entries, done))
-            first = len(self._queued) == 1
-        if first:  # later appends join this job until it takes the queue
-            self._executor.submit(self._drain, write)
-        return asyncio.wrap_future(done)
-
-    def _drain(self, write: Write) -> None:
-        with self._lock:
-            group, self._queued = self._queued, []
-        try:
-            rows = write([entry for entries, _ in group for entry in entries])
-        except BaseException as exc:
-            for _, done in group:
-                _settle(done, exc)
-            return
-        start = 0
-        for entries, done in group:
-            _settle(done, rows[start : start + len(entries)])
-            start += len(entries)
-
-    def close(self, last: Callable[[], None]) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._executor.submit(last).result()
-        self._executor.shutdown(wait=True)
-
-
-def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
-    """Complete an append's future (the rows are written even if its caller stopped waiting)."""
-    try:
-        if isinstance(outcome, BaseException):
-            done.set_exception(outcome)
-        else:
-            done.set_result(outcome)
-    except InvalidStateError:  # cancelled by the caller
-        pass
 
 
 def check_options(owner: str, path: object, synchronous: object) -> str:
@@ -176,6 +117,32 @@ def _sql_values(row: AuditRow) -> tuple[Any, ...]:
     return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
 
 
+def _chain_values(
+    entries: Sequence[AuditEntry], head: AuditHead
+) -> tuple[list[AuditRow], list[tuple[Any, ...]]]:
+    """Chain ``entries`` after ``head``; return the rows and their column values, built once."""
+    rows: list[AuditRow] = []
+    values: list[tuple[Any, ...]] = []
+    index, prev = head.count, head.hash
+    sha256 = hashlib.sha256
+    for e in entries:
+        recorded = e.recorded_at.isoformat()
+        data = canonical_row(e, index, prev, recorded)
+        digest = sha256(data).hexdigest()
+        row = AuditRow(index, e, prev, digest)
+        rows.append(row)
+        if data.isascii():  # no text to store as bytes (see _sql_text)
+            values.append((
+                index, e.kind, e.turn_id, e.conversation_id, recorded, e.call_id,
+                e.tool, e.checksum, e.args, int(e.is_error), e.duration_ms, e.decision, e.policy,
+                e.reason, e.status, e.error, e.input, prev, digest,
+            ))
+        else:
+            values.append(_sql_values(row))
+        index, prev = index + 1, digest
+    return rows, values
+
+
 def _sql_row(values: Sequence[Any]) -> AuditRow | None:
     fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
     for name, value in fields.items():
@@ -221,21 +188,30 @@ class SqliteAuditSink:
         InvalidMiddlewareConfigError: a bad option, or a file that is not an SQLite database.
     """
 
-    __slots__ = ("_conn", "_head", "_path", "_worker")
+    __slots__ = (
+        "_conn", "_cursor", "_fast", "_fast_cursor", "_head", "_path", "_unchecked", "_writer"
+    )
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
         """Open (or create) the chain; see the class docstring."""
         self._path = check_options("SqliteAuditSink", path, synchronous)
         self._conn: sqlite3.Connection | None = None
+        self._fast: sqlite3.Connection | None = None  # the calling thread's ("normal" only)
+        self._cursor: sqlite3.Cursor | None = None  # one cursor per connection, reused
+        self._fast_cursor: sqlite3.Cursor | None = None
         self._head = AuditHead(0, GENESIS_HASH)
-        self._worker = Worker("loopware-audit")
+        self._unchecked = 0  # WAL pages (roughly) the calling thread wrote since a checkpoint
+        normal = synchronous == "normal"
+        self._writer = ChainWriter(
+            "loopware-audit", self._write, self._try_write if normal else None
+        )
         try:
-            self._worker.call(self._open, synchronous)
+            self._writer.call(self._open, synchronous)
         except InvalidMiddlewareConfigError:
-            self._worker.close(self._close)
+            self._writer.close(self._close)
             raise
         except sqlite3.Error as exc:
-            self._worker.close(self._close)
+            self._writer.close(self._close)
             raise InvalidMiddlewareConfigError(
                 f"SqliteAuditSink: cannot open {self._path!r}: {exc}"
             ) from exc
@@ -245,7 +221,9 @@ class SqliteAuditSink:
         return f"SqliteAuditSink({self._path!r}, rows={self._head.count})"
 
     def _open(self, synchronous: str) -> None:
-        conn = self._conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
+        conn = self._conn = sqlite3.connect(
+            self._path, isolation_level=None, timeout=30.0, check_same_thread=False
+        )
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
@@ -269,9 +247,20 @@ class SqliteAuditSink:
             conn.rollback()
             raise
         conn.execute("COMMIT")
+        self._cursor = conn.cursor()
+        if synchronous == "normal":
+            # Never waits: a busy write lock sends the append to the writer thread instead,
+            # and this connection leaves checkpoints (which sync) to that thread.
+            fast = self._fast = sqlite3.connect(
+                self._path, isolation_level=None, timeout=0.0, check_same_thread=False
+            )
+            fast.execute("PRAGMA busy_timeout = 0")
+            fast.execute("PRAGMA synchronous = NORMAL")
+            fast.execute("PRAGMA wal_autocheckpoint = 0")
+            self._fast_cursor = fast.cursor()
 
     @staticmethod
-    def _stored_head(conn: sqlite3.Connection) -> AuditHead:
+    def _stored_head(conn: sqlite3.Connection | sqlite3.Cursor) -> AuditHead:
         """Where the next row goes, as the file holds it now (inside a transaction)."""
         last = conn.execute("SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1").fetchone()
         stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
@@ -281,9 +270,10 @@ class SqliteAuditSink:
         )
 
     def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in (self._fast, self._conn):
+            if conn is not None:
+                conn.close()
+        self._conn = self._fast = self._cursor = self._fast_cursor = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -291,24 +281,75 @@ class SqliteAuditSink:
         return self._conn
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if not entries:
-            return []
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        """Append in one transaction, waiting for the write lock (the writer thread)."""
+        cur = self._cursor
+        if cur is None:
+            raise ValueError("the audit sink is closed")
+        cur.execute("BEGIN IMMEDIATE")
+        return self._append_locked(cur, entries)
+
+    def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
+        """Append now unless another writer holds the lock: then None (the calling thread)."""
+        cur = self._fast_cursor
+        if cur is None:
+            raise ValueError("the audit sink is closed")
         try:
-            # Another sink on this file (another process, or a second instance here) may have
-            # appended since: chain after what the file holds now, under the write lock.
-            rows = seal(entries, self._stored_head(conn))
+            cur.execute("BEGIN IMMEDIATE")
+            rows = self._append_locked(cur, entries)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in _BUSY:
+                raise
+            return None  # rolled back: nothing written; the writer thread waits for the lock
+        self._unchecked += 2 + len(rows) // 4
+        if self._unchecked >= _CHECKPOINT_PAGES:
+            self._unchecked = 0
+            self._writer.submit(self._checkpoint)
+        return rows
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database, so that the next commit starts it over.
+
+        The writer thread runs it holding the storage, so it completes: no append writes
+        meanwhile (appends made then wait for it on the writer thread).
+        """
+        if self._conn is not None:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _append_locked(
+        self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]
+    ) -> list[AuditRow]:
+        """Write ``entries`` in the transaction just begun (holding the write lock); commit.
+
+        The head in memory is checked by the writes themselves, at no extra cost: the first
+        row's index is the primary key (taken if another connection appended), and the stored
+        head is replaced only if it is the one in memory. When either check fails, the
+        transaction is rolled back and the append, in a new one, chains after what the file
+        holds now (as on opening).
+        """
+        try:
+            old = self._head
+            rows, values = _chain_values(entries, old)
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-            conn.executemany(_SQL_INSERT, [_sql_values(row) for row in rows])
-            conn.execute(
-                "INSERT OR REPLACE INTO audit_head (id, count, hash) VALUES (1, ?, ?)",
-                (head.count, head.hash),
-            )
+            try:
+                _insert(cur, values)
+                swap = (head.count, head.hash, old.count, old.hash)
+                fresh = cur.execute(_SQL_HEAD_SWAP, swap).rowcount == 1
+            except sqlite3.IntegrityError:  # an index is taken
+                fresh = False
+            if not fresh:
+                # Another connection (another sink on this file, here or in another process)
+                # wrote since, or the head is missing: chain after what the file holds now.
+                cur.connection.rollback()
+                cur.execute("BEGIN IMMEDIATE")
+                rows, values = _chain_values(entries, self._stored_head(cur))
+                head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+                _insert(cur, values)
+                cur.execute(_SQL_HEAD_SET, (head.count, head.hash))
+            cur.execute("COMMIT")
         except BaseException:
-            conn.rollback()
+            if cur.connection.in_transaction:
+                cur.connection.rollback()
             raise
-        conn.execute("COMMIT")
         self._head = head
         return rows
 
@@ -325,7 +366,7 @@ class SqliteAuditSink:
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are committed."""
-        return self._worker.append(self._write, tuple(entries))
+        return self._writer.append(entries)
 
     def rows(self) -> list[AuditRow]:
         """Return every row in chain order.
@@ -333,7 +374,7 @@ class SqliteAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _ = self._worker.call(self._read)
+        rows, _ = self._writer.call(self._read)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of {self._path!r} is malformed")
@@ -341,7 +382,7 @@ class SqliteAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
-        return self._worker.call(lambda: self._head)
+        return self._writer.call(lambda: self._head)
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
@@ -349,12 +390,27 @@ class SqliteAuditSink:
         Args:
             head: A head saved earlier with `head`; by default the one stored with the rows.
         """
-        rows, stored = self._worker.call(self._read)
+        rows, stored = self._writer.call(self._read)
         return verify_rows(rows, head if head is not None else stored)
 
     def close(self) -> None:
         """Finish queued appends and close the database (idempotent)."""
-        self._worker.close(self._close)
+        self._writer.close(self._close)
+
+
+def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
+    if len(values) == 1:
+        cur.execute(_SQL_INSERT, values[0])
+    else:
+        cur.executemany(_SQL_INSERT, values)
+
+
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_CHECKPOINT_PAGES = 1000
+"""Checkpoint the WAL after about this many pages written by the calling thread (SQLite's own
+automatic checkpoint threshold)."""
+_SQL_HEAD_SWAP = "UPDATE audit_head SET count = ?, hash = ? WHERE id = 1 AND count = ? AND hash = ?"
+_SQL_HEAD_SET = "INSERT OR REPLACE INTO audit_head (id, count, hash) VALUES (1, ?, ?)"
 
 
 for _cls in (SqliteAuditSink,):

@@ -6,6 +6,7 @@ An executor (the standard one is `pipeline.ToolLoopExecutor`) is the only place 
 called. See ``docs/architecture.md``.
 """
 
+from .._history import HistoryView as HistoryView
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._infer import infer_model as infer_model
 from ._openai_chat import OpenAIChatModel as OpenAIChatModel
@@ -23,6 +24,7 @@ from ._tool_defs import to_openai_tools as to_openai_tools
 __all__ = [
     "AnthropicModel",
     "ChatModel",
+    "HistoryView",
     "Message",
     "ModelRequest",
     "ModelResponse",

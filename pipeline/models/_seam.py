@@ -121,10 +121,11 @@ class ModelRequest:
 
     system_prompt: str | None
     """The runner's system prompt."""
-    messages: tuple[Message, ...]
-    """The conversation so far (history and this turn)."""
-    tool_calls: tuple[ToolCall, ...]
-    """Completed tool calls so far (history and this turn), in storage order."""
+    messages: Sequence[Message]
+    """The conversation so far (history and this turn): a read-only view shared with the turn,
+    not a copy, that keeps showing what it held when the request was made."""
+    tool_calls: Sequence[ToolCall]
+    """Completed tool calls so far (history and this turn), in storage order (a view too)."""
     tools: tuple[ToolDescription, ...]
     """Descriptions of the tools the model may call (visible tools only). They are shared with
     later requests, so never change them in place: render a copy (``to_openai_tools``, ...)."""

@@ -36,14 +36,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
 from .._errors import InvalidRunnerConfigError
+from . import _sqlite_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
 from ._file_spool import FileSpoolStore
 from ._spool import MemorySpoolStore, SpoolStore
 from ._sqlite_bodies import externalise_bodies
 from ._sqlite_codec import (
     CALL_COLUMNS,
-    MESSAGE_COLUMNS,
-    TURN_COLUMNS,
     PartRow,
     call_from_row,
     encode_call,
@@ -66,47 +65,6 @@ __all__ = ["SqliteStore"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_CALL_SELECT = "SELECT seq, " + ", ".join(CALL_COLUMNS) + " FROM tool_calls"
-_PART_SELECT = (
-    "SELECT call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key "
-    "FROM tool_call_results"
-)
-_CALL_UPDATE = (
-    "UPDATE tool_calls SET conversation_id = ?, turn_id = ?, "
-    + ", ".join(f"{c} = ?" for c in CALL_COLUMNS[1:])
-    + " WHERE seq = ?"
-)
-_CALL_INSERT = (
-    "INSERT INTO tool_calls (scope, conversation_id, turn_id, "
-    + ", ".join(CALL_COLUMNS)
-    + ") VALUES ("
-    + ", ".join("?" * (len(CALL_COLUMNS) + 3))
-    + ")"
-)
-_PART_INSERT = (
-    "INSERT INTO tool_call_results "
-    "(call_seq, position, kind, artifact_class, text, byte_length, media, data, spool_key) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_PART_KEYS = "SELECT spool_key FROM tool_call_results WHERE spool_key IS NOT NULL AND call_seq = ?"
-_MESSAGE_UPSERT = (
-    "INSERT INTO messages (scope, conversation_id, turn_id, "
-    + ", ".join(MESSAGE_COLUMNS)
-    + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO UPDATE SET "
-    + "conversation_id = excluded.conversation_id, turn_id = excluded.turn_id, "
-    + ", ".join(f"{c} = excluded.{c}" for c in MESSAGE_COLUMNS[1:])
-)
-_MESSAGE_SELECT = "SELECT " + ", ".join(MESSAGE_COLUMNS) + " FROM messages"
-_TURN_UPSERT = (
-    "INSERT OR REPLACE INTO turns ("
-    + ", ".join(TURN_COLUMNS)
-    + ") VALUES ("
-    + ", ".join("?" * len(TURN_COLUMNS))
-    + ")"
-)
-_TURN_SELECT = "SELECT " + ", ".join(TURN_COLUMNS) + " FROM turns"
-
 
 def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
@@ -335,13 +293,13 @@ class SqliteStore:
     # -- worker-thread bodies -------------------------------------------------------------------
     def _write_turn(self, record: TurnRecord) -> None:
         with self._transaction() as cur:
-            cur.execute(_TURN_UPSERT, encode_turn(record))
+            cur.execute(sql.TURN_UPSERT, encode_turn(record))
 
     def _write_message(self, conversation_id: str | None, turn_id: str, message: Message) -> None:
         values = (_scope(conversation_id, turn_id), *_ids(conversation_id, turn_id))
         values += encode_message(message)
         with self._transaction() as cur:
-            cur.execute(_MESSAGE_UPSERT, values)
+            cur.execute(sql.MESSAGE_UPSERT, values)
 
     def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
         def body_key(position: int, artifact: SpooledArtifact) -> str | None:
@@ -362,15 +320,15 @@ class SqliteStore:
                 (scope, ids[1], row[0]),
             ).fetchone()
             if found is None:
-                cur.execute(_CALL_INSERT, (scope, *ids, *row))
+                cur.execute(sql.CALL_INSERT, (scope, *ids, *row))
                 seq = cur.lastrowid
             else:
                 seq = found[0]
-                stale = _keys(cur.execute(_PART_KEYS, (seq,)).fetchall())
-                cur.execute(_CALL_UPDATE, (*ids, *row[1:], seq))
+                stale = _keys(cur.execute(sql.PART_KEYS, (seq,)).fetchall())
+                cur.execute(sql.CALL_UPDATE, (*ids, *row[1:], seq))
                 cur.execute("DELETE FROM tool_call_results WHERE call_seq = ?", (seq,))
             if parts:
-                cur.executemany(_PART_INSERT, [(seq, *part) for part in parts])
+                cur.executemany(sql.PART_INSERT, [(seq, *part) for part in parts])
         kept = {from_sql_text(p[-1]) for p in parts if p[-1] is not None}
         self._forget_bodies(k for k in stale if k not in kept)
 
@@ -390,7 +348,7 @@ class SqliteStore:
             ).fetchone()
             if found is None:
                 return False
-            stale = _keys(cur.execute(_PART_KEYS, (found[0],)).fetchall())
+            stale = _keys(cur.execute(sql.PART_KEYS, (found[0],)).fetchall())
             cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
         self._forget_bodies(stale)
         return True
@@ -411,27 +369,27 @@ class SqliteStore:
 
     def _read_turn(self, turn_id: str | bytes) -> TurnRecord | None:
         with self._transaction(write=False) as cur:
-            row = cur.execute(_TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
+            row = cur.execute(sql.TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
         return None if row is None else turn_from_row(row)
 
     @staticmethod
     def _select_messages(
         cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
     ) -> list[Message]:
-        rows = cur.execute(f"{_MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        rows = cur.execute(f"{sql.MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         return [message_from_row(row) for row in rows]
 
     def _select_calls(
         self,
         cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
     ) -> list[ToolCall]:
-        rows = cur.execute(f"{_CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
+        rows = cur.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
         if not rows:
             return []
         parts: dict[int, list[PartRow]] = {}
         if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
             part_rows = cur.execute(
-                f"{_PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
+                f"{sql.PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
                 params,
             ).fetchall()
             for part in part_rows:

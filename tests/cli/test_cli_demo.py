@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import re
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from loopware_cli._demo import DEMO_AUDIT_PATH, run_demo
+from loopware_cli._demo import run_demo
 from loopware_cli._main import main
 from loopware_cli._style import Style
 from middleware import SqliteAuditSink
@@ -20,7 +21,7 @@ stack, outermost first:
   ToolPolicy(deny=['shell*'])          shell tools are never offered
   RepetitionDetector(threshold=3)      a 3rd identical call hides the tool
   ToolCallLimit({'issue_refund': 1})   one refund per turn
-  AuditLog(SqliteAuditSink(...))       hash-chained audit rows in loopware-demo-audit.sqlite
+  AuditLog(SqliteAuditSink(...))       hash-chained audit rows in AUDIT
 
 user: Hi, I was charged twice for order NW-20417 ($64.90 each time). Can you refund the duplicate charge?
   policy shell_exec removed from the turn: denied - tool policy: matches deny pattern 'shell*'
@@ -61,10 +62,18 @@ summary
   repeats caught  1 (search_kb)
   tools hidden    2 (search_kb, issue_refund)
   calls denied    1 (shell_exec)
-  audit rows      11 in loopware-demo-audit.sqlite (4 allowed, 1 denied, 2 hidden)
+  audit rows      11 in AUDIT (4 allowed, 1 denied, 2 hidden)
   audit verified  yes
+audit file: AUDIT (temporary; --audit PATH keeps it where you say)
 done in N ms
 """  # noqa: E501
+
+
+def audit_path_in(out: str) -> str:
+    """The audit file path the demo printed."""
+    match = re.search(r"^audit file: (\S+)", out, re.MULTILINE)
+    assert match is not None, out
+    return match[1]
 
 
 class FakeTerminal(io.StringIO):
@@ -75,9 +84,13 @@ class FakeTerminal(io.StringIO):
 
 
 @pytest.fixture(autouse=True)
-def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The demo writes its audit file in the working directory: use a fresh one."""
+def _in_tmp(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run in a fresh working directory (the demo must leave nothing in it), with temporary
+    files in a folder of their own (cleaned up with the test's)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("system-tmp")))
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("TERM", raising=False)
 
@@ -92,14 +105,17 @@ def test_demo_prints_the_turn_and_summary_in_under_two_seconds(
     out = capsys.readouterr().out
     assert status == 0
     assert elapsed < 2.0
+    out = out.replace(audit_path_in(out), "AUDIT")
     assert re.sub(r"\d+ ms", "N ms", out) == EXPECTED
 
 
 def test_demo_audit_file_verifies_and_is_recreated_each_run(tmp_path: Path) -> None:
-    """Running twice leaves one fresh, intact chain of 7 call rows and 1 turn row."""
+    """Running twice on one --audit path leaves one fresh, intact chain of call rows and 1 turn
+    row."""
+    path = tmp_path / "audit.sqlite"
     for _ in range(2):
-        assert run_demo(io.StringIO()) == 0
-    sink = SqliteAuditSink(tmp_path / DEMO_AUDIT_PATH)
+        assert run_demo(io.StringIO(), audit_path=str(path)) == 0
+    sink = SqliteAuditSink(path)
     try:
         rows = sink.rows()
         assert sink.verify() is None
@@ -138,18 +154,19 @@ def test_demo_reports_an_unwritable_audit_file_with_status_1(tmp_path: Path) -> 
 
 
 def test_demo_uses_colour_only_on_a_terminal_without_no_color(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Colour on a TTY; none with --plain, with NO_COLOR set, or when piped."""
+    audit = str(tmp_path / "audit.sqlite")
     terminal = FakeTerminal()
-    assert run_demo(terminal) == 0
+    assert run_demo(terminal, audit_path=audit) == 0
     assert "\x1b[" in terminal.getvalue()
     plain = FakeTerminal()
-    assert run_demo(plain, plain=True) == 0
+    assert run_demo(plain, plain=True, audit_path=audit) == 0
     assert "\x1b[" not in plain.getvalue()
     monkeypatch.setenv("NO_COLOR", "1")
     no_color = FakeTerminal()
-    assert run_demo(no_color) == 0
+    assert run_demo(no_color, audit_path=audit) == 0
     assert "\x1b[" not in no_color.getvalue()
     # the coloured text is the plain text plus escape codes
     assert (
@@ -180,3 +197,38 @@ def test_style_follows_the_colour_rules(
     style = Style.for_stream(stream, plain=plain)
     assert style.enabled is enabled
     assert (style.paint("x", "red") != "x") is enabled
+
+
+def test_demo_writes_its_audit_file_to_a_temporary_file_and_says_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --audit nothing lands in the working directory; the output names the file."""
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    path = Path(audit_path_in(out))
+    assert path.is_absolute()
+    assert path.parent.parent == Path(tempfile.gettempdir())
+    sink = SqliteAuditSink(path)
+    try:
+        assert sink.verify() is None
+    finally:
+        sink.close()
+    assert f"audit file: {path} (temporary; --audit PATH keeps it where you say)" in out
+
+
+def test_demo_audit_option_writes_where_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--audit PATH writes (and recreates) the audit database at PATH."""
+    target = tmp_path / "kept.sqlite"
+    for _ in range(2):
+        assert main(["demo", "--audit", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert f"audit file: {target}" in out.splitlines()
+    assert audit_path_in(out) == str(target)
+    sink = SqliteAuditSink(target)
+    try:
+        assert len(sink.rows()) == 11
+    finally:
+        sink.close()

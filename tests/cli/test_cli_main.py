@@ -135,11 +135,14 @@ def _installed_script() -> Path:
     return script
 
 
-def test_installed_console_script_runs_help_demo_and_replay(tmp_path: Path) -> None:
+def test_installed_console_script_runs_help_demo_and_replay(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """The real `loopware` script: --help, a plain demo under 2 s, and replay's status 1."""
     script = _installed_script()
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["PYTHONPATH"] = str(REPO)
+    env["TMPDIR"] = str(tmp_path_factory.mktemp("system-tmp"))  # the demo's audit file
     helped = subprocess.run(
         [script, "--help"], capture_output=True, text=True, env=env, check=False, timeout=60
     )
@@ -154,7 +157,7 @@ def test_installed_console_script_runs_help_demo_and_replay(tmp_path: Path) -> N
     assert elapsed < 2.0
     assert "\x1b[" not in demo.stdout  # piped: plain text
     assert "  audit verified  yes" in demo.stdout.splitlines()
-    assert (tmp_path / "loopware-demo-audit.sqlite").exists()
+    assert list(tmp_path.iterdir()) == []  # the audit file is a temporary one
     replayed = subprocess.run(
         [
             script,

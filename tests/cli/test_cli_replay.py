@@ -166,6 +166,8 @@ def test_stash_only_decisions_of_a_custom_set_are_reported(
             "label": None,
             "reason": "shell access from a support agent",
             "iteration": 2,
+            "at_iteration": None,
+            "after_call": None,
         }
     ]
 

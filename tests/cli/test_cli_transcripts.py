@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopware_cli._main import main
-from loopware_cli._replay_transcript import parse_transcript, read_transcript
+from middleware.transcripts import parse_transcript, read_transcript
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
@@ -77,7 +77,8 @@ def test_a_truncated_sample_still_reports_every_complete_call(
 def test_non_json_tool_arguments_name_the_message_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Broken arguments are reported with their message and line; the rest still replays."""
+    """Broken arguments are the model's errors: reported with their message and line, replayed
+    as sent (they fail), exit status 6."""
     messages = [
         {"role": "user", "content": "look up two things"},
         {"role": "assistant", "tool_calls": [call("c1", "search", '{"q": "a"}')]},
@@ -92,7 +93,7 @@ def test_non_json_tool_arguments_name_the_message_and_line(
     path.write_text("\n".join(json.dumps(m) for m in messages) + "\n")
     status = main(["replay", str(path), "--json"])
     captured = capsys.readouterr()
-    assert status == 3
+    assert status == 6
     assert captured.err.splitlines() == [
         f"{path}:4: E_TRANSCRIPT_ARGS: messages[3]: tool_calls[0] (search): arguments are not "
         """valid JSON (Expecting ',' delimiter at character 9 of '{"q": "b"')""",
@@ -104,6 +105,7 @@ def test_non_json_tool_arguments_name_the_message_and_line(
     assert calls[0]["error"] is None
     assert calls[1]["error"].startswith("Error: the arguments for 'search' are not valid JSON")
     assert calls[2]["error"].startswith("Error: the arguments for 'search' must be a JSON object")
+    assert [c["verdict"] for c in calls] == ["allowed", "failed", "failed"]
 
 
 def test_a_bad_jsonl_line_is_skipped_and_named(
@@ -212,7 +214,8 @@ def test_formats_and_containers_are_detected() -> None:
 
 
 def test_turns_start_at_user_messages_and_after_a_final_answer() -> None:
-    """An assistant that speaks first, or again after answering, opens a continuation turn."""
+    """An assistant that speaks first opens a continuation turn; consecutive assistant messages
+    are one message (the text "Rain." goes with the umbrella call, in the same turn)."""
     messages = [
         {"role": "assistant", "content": "Hello, how can I help?"},
         {"role": "user", "content": "weather?"},
@@ -225,10 +228,13 @@ def test_turns_start_at_user_messages_and_after_a_final_answer() -> None:
     turns = parse_transcript(json.dumps(messages)).turns
     assert [(t.input, t.message_index, t.answer) for t in turns] == [
         ("", None, "Hello, how can I help?"),
-        ("weather?", 1, "Rain."),
-        ("", None, None),
+        ("weather?", 1, None),
     ]
-    assert [(c.tool, c.arguments, c.result) for c in turns[2].calls] == [("umbrella", "", "ok")]
+    assert [step.text for step in turns[1].steps] == [None, "Rain."]
+    assert [(c.tool, c.arguments, c.result) for c in turns[1].calls] == [
+        ("weather", '{"city": "Oslo"}', "rain"),
+        ("umbrella", "", "ok"),
+    ]
 
 
 def test_arguments_nested_too_deeply_are_an_issue_not_a_crash() -> None:

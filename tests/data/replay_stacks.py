@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
+from middleware import (
+    ApprovalGate,
+    IterationBudget,
+    Middleware,
+    RepetitionDetector,
+    ToolCallLimit,
+    ToolPolicy,
+)
 from pipeline import DispatchContext, ModelResponse, ToolLoopExecutor, TurnRunner, tool
 from pipeline.testing import ScriptedModel
 
@@ -83,3 +90,23 @@ def support_runner() -> TurnRunner:
         tools=[lookup_order],
         middleware=support_stack(),
     )
+
+
+def rejecting_approval() -> list[object]:
+    """An approval gate on refunds whose approver says no to every call."""
+    return [ApprovalGate(["issue_refund"], approver=lambda gate: False)]
+
+
+def two_iterations() -> list[object]:
+    """End every turn once it has run two iterations."""
+    return [IterationBudget(2)]
+
+
+def per_turn_refund_limit() -> list[object]:
+    """One call of each tool per turn; a second one ends the turn."""
+    return [ToolCallLimit({"search": 1}, on_exceed="nack")]
+
+
+def oscillation() -> list[object]:
+    """Catch an A-B-A-B alternation among the last four calls."""
+    return [RepetitionDetector(threshold=10, window=4)]

@@ -193,3 +193,26 @@ def test_a_newer_audit_schema_is_refused(pg_conninfo: str) -> None:
         conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (7)")
     with pytest.raises(InvalidMiddlewareConfigError, match="version 7"):
         PostgresAuditSink(pg_conninfo)
+
+
+async def test_a_store_and_an_audit_sink_share_one_database(pg_conninfo: str) -> None:
+    """PostgresStore and PostgresAuditSink in one database keep their own tables and versions."""
+    from pipeline import MemorySpoolStore, ToolCall
+    from pipeline.stores import PostgresStore
+
+    sink = PostgresAuditSink(pg_conninfo)
+    async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
+        await store.save_tool_call("c", "t", ToolCall.completed(id="a", tool="x", args={},
+                                                                results="r"))
+        await sink.append([entry("a")])
+        _, [call] = await store.load_conversation("c")
+    try:
+        assert call.id == "a"
+        assert [r.entry.call_id for r in sink.rows()] == ["a"]
+        assert sink.verify() is None
+    finally:
+        sink.close()
+    with psycopg.connect(pg_conninfo) as conn:
+        store_versions = conn.execute("SELECT version FROM loopware.schema_migrations").fetchall()
+        audit_versions = conn.execute("SELECT version FROM loopware.audit_migrations").fetchall()
+    assert (store_versions, audit_versions) == ([(1,)], [(1,)])

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pipeline import (
+    MemorySpoolStore,
     ModelResponse,
     ProposedToolCall,
     SpooledArtifact,
+    SpoolReader,
     ToolLoopExecutor,
     TurnRunner,
     tool,
@@ -40,9 +42,12 @@ async def test_inline_limit_counts_utf8_bytes(body: str, limit: int, inline: boo
     )
     result = await runner.run("go")
     call = result.tool_calls[0]
-    assert isinstance(call.results, SpooledArtifact)
-    assert call.results.as_string() == body
     assert call.inline is inline
+    if inline:  # shown whole: kept as the plain string, never spooled
+        assert call.results == body
+    else:
+        assert isinstance(call.results, SpooledArtifact)
+        assert call.results.as_string() == body
 
 
 async def test_large_result_forges_artifact_tools_for_the_next_iteration() -> None:
@@ -77,3 +82,51 @@ async def test_large_result_forges_artifact_tools_for_the_next_iteration() -> No
     assert [t["name"] for t in model.requests[2].tools] == [
         t["name"] for t in model.requests[1].tools
     ]
+
+
+class CountingSpool:
+    """A memory spool that counts the bodies written to it."""
+
+    def __init__(self) -> None:
+        self.inner = MemorySpoolStore()
+        self.writes = 0
+
+    def write(self, id: str, data: str | bytes) -> SpoolReader:
+        self.writes += 1
+        return self.inner.write(id, data)
+
+    def read(self, id: str) -> SpoolReader | None:
+        return self.inner.read(id)
+
+    def delete(self, id: str) -> bool:
+        return self.inner.delete(id)
+
+
+async def test_results_within_inline_limit_are_never_spooled() -> None:
+    """Small text results stay plain strings; only a result over the limit reaches the spool."""
+
+    @tool
+    def produce(size: int) -> str:
+        """Produce ``size`` characters."""
+        return "x" * size
+
+    steps = [
+        ModelResponse(
+            tool_calls=[ProposedToolCall(id="a", name="produce", arguments='{"size":3}')]
+        ),
+        ModelResponse(
+            tool_calls=[ProposedToolCall(id="b", name="produce", arguments='{"size":99}')]
+        ),
+    ]
+    spool = CountingSpool()
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel(steps), inline_limit=10),
+        tools=[produce],
+        spool=spool,
+    )
+    result = await runner.run("go")
+    small, large = result.tool_calls
+    assert (small.results, small.inline) == ("xxx", True)
+    assert isinstance(large.results, SpooledArtifact)
+    assert not large.inline
+    assert spool.writes == 1

@@ -3,7 +3,8 @@
 Issue 18, item 1: a turn aborted from outside (`TurnHandle.abort`) or cancelled by its caller
 while a handler runs must store a record for the running call and every later one, so the
 conversation's next turn never sends a provider an assistant message whose calls have no
-results.
+results. The `store` fixture (``tests/pipeline/conftest.py``) runs the store-backed trials on
+memory, SQLite and PostgreSQL: a memory write never yields, the database ones always do.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -23,7 +22,6 @@ from pipeline import (
     Message,
     ModelResponse,
     ProposedToolCall,
-    SqliteStore,
     ToolCall,
     ToolCallStored,
     ToolLoopExecutor,
@@ -38,17 +36,6 @@ BATCH = 5
 ABORTED = "Error: the turn was aborted"
 
 How = Literal["abort", "cancel"]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TurnStore]:
-    """Each kind of store: MemoryStore never yields in a write, SqliteStore always does."""
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    sqlite = SqliteStore(tmp_path / "faults.db", synchronous="normal")
-    yield sqlite
-    await sqlite.aclose()
 
 
 def _announced(messages: tuple[Message, ...] | list[Message]) -> list[str]:

@@ -500,3 +500,33 @@ def test_a_turn_copy_never_changes_its_baseline(ops: list[tuple[str, str, bool]]
         assert set(names(turn.hidden())) <= set(names(turn.all()))
         assert not any(t.ephemeral for t in turn.all()) or op != "prune"
     assert (baseline.all(), baseline.visible(), baseline.hidden()) == snapshot
+
+
+def test_definitions_follow_every_change_to_what_is_offered() -> None:
+    """The offered definitions are rebuilt after each change and shared while none happens."""
+    registry = ToolRegistry([make("a"), make("b")])
+
+    def names() -> list[str]:
+        return [d["name"] for d in registry.definitions()]
+
+    first = registry.definitions()
+    assert registry.definitions() is first  # no change: the same tuple
+    assert names() == ["a", "b"]
+    registry.hide("a")
+    assert names() == ["b"]
+    registry.unhide("a")
+    assert names() == ["a", "b"]
+    registry.register(make("c", ephemeral=True))
+    assert names() == ["a", "b", "c"]
+    registry.hide("b")
+    copy = ToolRegistry(registry)
+    assert [d["name"] for d in copy.definitions()] == ["a", "c"]
+    registry.clear_hidden()
+    assert names() == ["a", "b", "c"]
+    assert [d["name"] for d in copy.definitions()] == ["a", "c"]  # the copy is independent
+    registry.prune_ephemeral()
+    assert names() == ["a", "b"]
+    registry.unregister("a")
+    assert names() == ["b"]
+    registry.restrict(lambda tool: tool.name != "b")
+    assert names() == []

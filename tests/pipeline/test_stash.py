@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import enum
+import json
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
@@ -8,10 +9,10 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import InvalidStashValueError, LoopError, Stash, StashKey
+from pipeline import InvalidStashValueError, LoopError, Stash, StashKey, ToolCall
 
 
 def _path_of(error: InvalidStashValueError) -> object:
@@ -620,3 +621,67 @@ def test_increment_works_through_lists_and_refuses_non_integers() -> None:
     with pytest.raises(InvalidStashValueError):
         stash.increment("name.deeper")
     assert stash.get("rows") == [{"n": 2}]
+
+
+PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _containers(value: object) -> list[int]:
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list | tuple):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+@settings(max_examples=200)
+@given(value=PLAIN)
+def test_stored_values_are_private_copies_equal_to_the_original(value: object) -> None:
+    """What is stored equals what was given (tuples as lists) and shares no container with it."""
+    stash = Stash()
+    stash.set("v", value)
+    stored = stash.get("v")
+    assert stored == json.loads(json.dumps(value))
+    assert not set(_containers(stored)) & set(_containers(value))
+    stash.append("log", {"record": value})
+    assert stash.get("log") == [{"record": stored}]
+
+
+def test_a_tool_calls_frozen_arguments_are_stored_as_plain_data() -> None:
+    """Appending a record holding a call's (read-only) arguments stores plain, editable data."""
+    call = ToolCall.completed(id="c", tool="t", args={"q": {"tags": ["a"]}}, results="ok")
+    stash = Stash()
+    stash.append("audit", {"id": call.id, "args": call.args})
+    [record] = stash.get("audit")
+    assert type(record["args"]) is dict
+    assert type(record["args"]["q"]["tags"]) is list
+    record["args"]["q"]["tags"].append("b")  # the copy is the caller's own
+    assert stash.get("audit.0.args.q.tags") == ["a"]
+
+
+def test_cycles_and_subclasses_still_get_their_exact_error_or_value() -> None:
+    """The fast copy hands cycles, deep nests and scalar subclasses to the general path."""
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(InvalidStashValueError, match="circular reference"):
+        Stash().set("x", {"a": loop})
+    deep: object = 1
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(InvalidStashValueError, match="nested deeper"):
+        Stash().append("x", deep)
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    stash = Stash()
+    stash.set("x", {"level": Level.HIGH, "ok": [True]})
+    assert type(stash.get("x.level")) is int

@@ -155,26 +155,15 @@ async def test_a_body_missing_from_the_spool_loads_as_a_notice_not_an_error(
 async def test_small_in_memory_bodies_stay_in_the_row_and_make_no_files(
     durable: StoreBackend, tmp_path: Path
 ) -> None:
-    """A short result held in memory is kept with its call: no file per small result."""
+    """A short artifact body held in memory is kept with its call: no file per small result."""
     spool = FileSpoolStore(tmp_path / "bodies")
-
-    @tool
-    def echo(t: int) -> str:
-        """Return a short text."""
-        return "hi"
-
-    steps = [
-        ModelResponse(tool_calls=[ProposedToolCall(id="e", name="echo", arguments='{"t":1}')]),
-        ModelResponse(text="done"),
-    ]
+    small = SpooledArtifact(MemorySpoolStore().write("t/s", "short body\nof two lines"))
     async with opened(durable, spool) as store:
-        runner = TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[echo],
-                            store=store)
-        result = await runner.run("go", conversation_id="c")
+        await store.save_tool_call("c", "t", call_with(small, "s"))
         _, [loaded] = await store.load_conversation("c")
-    assert result.status == "completed", result.errors
     assert isinstance(loaded.results, SpooledArtifact)
-    assert loaded.results.as_string() == "hi"
+    assert loaded.results.as_string() == "short body\nof two lines"
+    assert loaded.results.line_count() == 2
     assert spool_files(spool) == []
 
 

@@ -416,14 +416,15 @@ async def test_ephemeral_tools_are_pruned_on_ack(echo_tool: Tool[BaseModel]) -> 
 # -- views and logging ------------------------------------------------------------------------
 
 
-def test_views_are_read_only_snapshots() -> None:
-    """messages and turn_tool_calls are tuples: appending to them is impossible."""
+def test_views_are_read_only_and_compare_like_tuples() -> None:
+    """messages and turn_tool_calls are read-only sequences equal to the tuples they show."""
     message = Message(role="user", content="hi")
     ctx = make_dispatch_context(messages=[message], tool_calls=[done_call("a")])
     views: Sequence[object] = ctx.messages
-    assert isinstance(views, tuple)
+    assert not hasattr(views, "append")
     assert ctx.messages == (message,)
-    assert isinstance(ctx.turn_tool_calls, tuple)
+    assert ctx.turn_tool_calls == (done_call_like := ctx.turn_tool_calls[0],)
+    assert done_call_like.id == "a"
     assert ctx.turn.messages == ctx.messages
 
 

@@ -17,6 +17,7 @@ from middleware import Middleware
 from pipeline import (
     CallNext,
     DispatchContext,
+    InvalidStashValueError,
     MemoryStore,
     Message,
     ModelResponse,
@@ -76,9 +77,10 @@ async def test_raise_for_status_raises_turn_aborted_for_an_aborted_turn() -> Non
     assert info.value.code == "E_TURN_ABORTED"
 
 
-async def test_stash_is_a_deep_snapshot_at_turn_end() -> None:
-    """result.stash is a dict (a StashSnapshot) of the final stash; editing it touches nothing
-    else."""
+async def test_stash_is_the_final_stash_and_the_live_one_turns_read_only() -> None:
+    """result.stash is a dict (a StashSnapshot) of the final stash, handed over without a copy:
+    the live stash refuses writes once the turn ended, and editing the result touches neither
+    the seed nor a later turn."""
     seed: dict[str, Any] = {"user": {"id": 7, "tags": ["a"]}}
     captured: list[Stash] = []
 
@@ -99,8 +101,13 @@ async def test_stash_is_a_deep_snapshot_at_turn_end() -> None:
         "late": "written in the post-step",
     }
     assert seed == {"user": {"id": 7, "tags": ["a"]}}
+    with pytest.raises(InvalidStashValueError, match="the turn has ended"):
+        captured[0].set("user.tags", ["too", "late"])
+    with pytest.raises(InvalidStashValueError, match="the turn has ended"):
+        captured[0].increment("n")
+    assert captured[0].get("user.tags") == ["a", "b"]  # reads still work (as copies)
     result.stash["user"]["tags"].append("mutated")
-    assert captured[0].get("user.tags") == ["a", "b"]
+    assert seed == {"user": {"id": 7, "tags": ["a"]}}
     again = await runner.run("hi", stash=seed)
     assert again.stash["user"]["tags"] == ["a", "b"]
 

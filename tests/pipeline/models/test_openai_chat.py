@@ -136,8 +136,12 @@ def assistant_calls(*specs: tuple[str, str, str]) -> dict[str, Any]:
 
 
 def text_of(call: ToolCall) -> str:
-    assert isinstance(call.results, SpooledArtifact)
-    return call.results.as_string()
+    """A small result is kept inline as the plain string; a large one is an artifact."""
+    results = call.results
+    if isinstance(results, SpooledArtifact):
+        return results.as_string()
+    assert isinstance(results, str)
+    return results
 
 
 def runner_for(server: Server, tools: list[Tool[BaseModel]], **settings: Any) -> TurnRunner:

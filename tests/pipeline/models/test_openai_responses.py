@@ -147,8 +147,12 @@ def runner_for(server: Server, tools: list[Tool[BaseModel]], **settings: Any) ->
 
 
 def text_of(call: ToolCall) -> str:
-    assert isinstance(call.results, SpooledArtifact)
-    return call.results.as_string()
+    """A small result is kept inline as the plain string; a large one is an artifact."""
+    results = call.results
+    if isinstance(results, SpooledArtifact):
+        return results.as_string()
+    assert isinstance(results, str)
+    return results
 
 
 async def test_plain_text_sends_instructions_input_and_store_false(serve: Serve) -> None:

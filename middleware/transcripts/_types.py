@@ -1,4 +1,4 @@
-"""The values ``loopware replay`` reads a transcript into, and its issue codes."""
+"""The values a transcript is read into, and the codes of the problems found in it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ __all__ = [
     "E_MESSAGE",
     "E_READ",
     "E_RESULT",
+    "MODEL_ERROR_CODES",
+    "N_SKIPPED",
     "RecordedCall",
     "RecordedStep",
     "RecordedTurn",
@@ -19,27 +21,34 @@ __all__ = [
     "TranscriptIssue",
 ]
 
-TranscriptFormat = Literal["openai", "anthropic"]
-"""The wire convention a transcript was recorded in."""
+TranscriptFormat = Literal["openai", "openai-responses", "anthropic"]
+"""The wire convention a transcript was recorded in (chat completions, Responses API items,
+Anthropic messages)."""
 
 E_READ: Final = "E_TRANSCRIPT_READ"
 """The file cannot be read or is not UTF-8 text."""
 E_JSON: Final = "E_TRANSCRIPT_JSON"
 """The text is not valid JSON (or a JSON Lines line is not)."""
 E_MESSAGE: Final = "E_TRANSCRIPT_MESSAGE"
-"""A message does not have the shape of either convention."""
+"""A message does not have the shape of any convention understood."""
 E_ARGS: Final = "E_TRANSCRIPT_ARGS"
-"""Recorded tool-call arguments are not a JSON object."""
+"""Recorded tool-call arguments are not a JSON object: the model's error, replayed as such."""
 E_RESULT: Final = "E_TRANSCRIPT_RESULT"
 """A tool result does not belong to any recorded tool call."""
+N_SKIPPED: Final = "N_TRANSCRIPT_SKIPPED"
+"""A note, not an error: an entry that is valid but not replayed (a hosted tool's item)."""
+
+MODEL_ERROR_CODES: Final = frozenset({E_ARGS})
+"""Codes of problems the model made (the recording is faithful): replayed, not fatal."""
 
 
 @dataclass(frozen=True, slots=True)
 class TranscriptIssue:
-    """One problem found in a transcript, with where it is."""
+    """One problem (or note) found in a transcript, with where it is."""
 
     code: str
-    """Stable code: ``E_TRANSCRIPT_READ``, ``_JSON``, ``_MESSAGE``, ``_ARGS`` or ``_RESULT``."""
+    """Stable code: ``E_TRANSCRIPT_READ``, ``_JSON``, ``_MESSAGE``, ``_ARGS``, ``_RESULT``, or
+    ``N_TRANSCRIPT_SKIPPED`` for a note."""
     message: str
     """What is wrong, readable."""
     message_index: int | None = None
@@ -48,6 +57,16 @@ class TranscriptIssue:
     """1-based line in the file, when known."""
     column: int | None = None
     """1-based column in the file, when known."""
+
+    @property
+    def is_model_error(self) -> bool:
+        """True for a mistake of the recorded model (bad argument JSON), not of the file."""
+        return self.code in MODEL_ERROR_CODES
+
+    @property
+    def is_note(self) -> bool:
+        """True for a note: nothing is wrong, something is just not replayed."""
+        return self.code.startswith("N_")
 
     def location(self) -> str:
         """Return ``line L, column C, messages[i]`` with the parts that are known."""
@@ -80,9 +99,9 @@ class RecordedCall:
     turn: int
     """0-based index of the turn it belongs to."""
     message_index: int
-    """0-based index of the assistant message that proposed it."""
+    """0-based index of the (first) entry of the assistant message that proposed it."""
     line: int | None
-    """1-based line of that message in the file, when known."""
+    """1-based line of that entry in the file, when known."""
     id: str
     """The provider's call id (generated when the transcript had none)."""
     tool: str
@@ -95,6 +114,9 @@ class RecordedCall:
     """The recorded tool result text, or None when the transcript has none."""
     result_is_error: bool
     """True when the recorded result was flagged as an error (Anthropic ``is_error``)."""
+    replay_id: str = ""
+    """The id the call is replayed under: ``id`` unless an earlier call of the transcript has
+    the same id (providers reuse ids), then ``id~index``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,24 +150,47 @@ class RecordedTurn:
         return tuple(call for step in self.steps for call in step.calls)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Transcript:
     """A parsed transcript: its turns plus every issue found while reading it."""
 
     source: str
-    """Where it was read from (a path, or a label for text)."""
+    """Where it was read from (a path, or a label for text and data)."""
     format: TranscriptFormat
-    """The convention detected (``anthropic`` when tool_use/tool_result blocks occur)."""
+    """The convention detected (Responses items win over Anthropic blocks over chat)."""
     system_prompt: str | None
     """The recorded system prompt, if any."""
     turns: tuple[RecordedTurn, ...]
     """The turns that could be read."""
     issues: tuple[TranscriptIssue, ...]
-    """Every problem found, in file order."""
+    """Every problem and note found, in file order."""
     message_count: int
-    """How many messages were read (good or bad)."""
+    """How many entries were read (good or bad)."""
+
+    def __repr__(self) -> str:
+        """A short summary (a transcript can hold 100,000 calls)."""
+        return (
+            f"Transcript(source={self.source!r}, format={self.format!r}, "
+            f"turns={len(self.turns)}, messages={self.message_count}, "
+            f"issues={len(self.issues)})"
+        )
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
         """Every recorded call, in order."""
         return tuple(call for turn in self.turns for call in turn.calls)
+
+    @property
+    def errors(self) -> tuple[TranscriptIssue, ...]:
+        """The problems of the file itself: not model errors, not notes."""
+        return tuple(i for i in self.issues if not i.is_model_error and not i.is_note)
+
+    @property
+    def model_errors(self) -> tuple[TranscriptIssue, ...]:
+        """The recorded model's own mistakes (bad argument JSON)."""
+        return tuple(i for i in self.issues if i.is_model_error)
+
+    @property
+    def unreadable(self) -> bool:
+        """True when nothing could be read (a missing, undecodable, empty or foreign file)."""
+        return self.message_count == 0 and bool(self.errors)

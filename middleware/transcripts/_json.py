@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ._replay_types import E_JSON, E_MESSAGE, TranscriptIssue
+from ._types import E_JSON, E_MESSAGE, TranscriptIssue
 
-__all__ = ["Record", "read_records"]
+__all__ = ["CONTAINER_KEYS", "Record", "jsonl_records", "read_records"]
+
+CONTAINER_KEYS: Final = ("messages", "input", "output", "items")
+"""Keys of a top-level object that hold the list of messages (or Responses API items)."""
 
 _WS: Final = re.compile(r"[ \t\n\r]*")
 _TOO_DEEP: Final = "invalid JSON: a value is nested too deeply to read"
 _NOT_A_TRANSCRIPT: Final = (
-    'expected a JSON array of messages, an object with a "messages" array, or JSON Lines'
+    'expected a JSON array of messages, an object with a "messages" (or Responses API "input" '
+    '/ "output") array, or JSON Lines'
 )
 
 
@@ -37,7 +42,7 @@ class Record:
 
 def read_records(
     text: str, issues: list[TranscriptIssue], *, jsonl: bool | None
-) -> tuple[list[Record], object]:
+) -> tuple[Iterable[Record], object]:
     """Decode ``text`` into records; append problems to ``issues``.
 
     Args:
@@ -50,10 +55,10 @@ def read_records(
         (None otherwise).
     """
     if jsonl:
-        return _read_jsonl(text, issues), None
+        return jsonl_records(enumerate(text.splitlines(), start=1), issues), None
     records, system, looks_jsonl = _read_json(text, issues, allow_jsonl=jsonl is None)
     if looks_jsonl:
-        return _read_jsonl(text, issues), None
+        return jsonl_records(enumerate(text.splitlines(), start=1), issues), None
     return records, system
 
 
@@ -80,10 +85,15 @@ def _json_issue(exc: json.JSONDecodeError, what: str, index: int | None) -> Tran
     )
 
 
-def _read_jsonl(text: str, issues: list[TranscriptIssue]) -> list[Record]:
-    records: list[Record] = []
+def jsonl_records(
+    lines: Iterable[tuple[int, str]], issues: list[TranscriptIssue]
+) -> Iterator[Record]:
+    """Decode JSON Lines one line at a time (``(lineno, line)`` pairs), lazily.
+
+    A file is never held whole. Bad lines become issues and count as messages.
+    """
     index = 0
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in lines:
         if not line.strip():
             continue
         try:
@@ -103,9 +113,8 @@ def _read_jsonl(text: str, issues: list[TranscriptIssue]) -> list[Record]:
                 )
             )
         else:
-            records.append(Record(value, index, lineno))
+            yield Record(value, index, lineno)
         index += 1
-    return records
 
 
 def _read_json(
@@ -209,34 +218,40 @@ class _Walker:
         while not text.startswith("}", pos):
             key, end = self.value(pos, None, "}")
             if end is None:
-                return records or [], fields.get("system"), False
+                return records or [], _system(fields), False
             pos = self.skip(end)
             if not isinstance(key, str) or not text.startswith(":", pos):
                 self.stop(pos, "expected an object key and ':'", None)
-                return records or [], fields.get("system"), False
+                return records or [], _system(fields), False
             pos = self.skip(pos + 1)
-            if key == "messages" and text.startswith("[", pos):
+            if key in CONTAINER_KEYS and records is None and text.startswith("[", pos):
                 records, end = self.array(pos)
             else:
                 fields[key], end = self.value(pos, None, "}")
             if end is None:
-                return records or [], fields.get("system"), False
+                return records or [], _system(fields), False
             pos = self.skip(end)
             if text.startswith(",", pos):
                 pos = self.skip(pos + 1)
             elif not text.startswith("}", pos):
                 self.stop(pos, "expected ',' or '}' in the top-level object", None)
-                return records or [], fields.get("system"), False
+                return records or [], _system(fields), False
         pos = self.skip(pos + 1)
         if pos < len(text) and allow_jsonl and text.startswith("{", pos):
             return [], None, True  # one object after another: JSON Lines
-        if records is None and "role" in fields:
+        if records is None and ("role" in fields or "type" in fields):
             records = [Record(fields, 0, self._lines.at(start)[0])]
         elif records is None:
             message = (
                 '"messages" must be a JSON array' if "messages" in fields else _NOT_A_TRANSCRIPT
             )
             self.stop(start, message, None, E_MESSAGE)
-            return [], fields.get("system"), False
+            return [], _system(fields), False
         self.expect_end(pos, len(records))
-        return records, fields.get("system"), False
+        return records, _system(fields), False
+
+
+def _system(fields: dict[str, object]) -> object:
+    """The system prompt of a top-level object (Responses API requests call it instructions)."""
+    system = fields.get("system")
+    return fields.get("instructions") if system is None else system

@@ -1,0 +1,270 @@
+"""``loopware gateway``: an MCP server in front of MCP servers, with loopware's policies.
+
+The gateway connects to every upstream server (`pipeline.mcp.MCPToolset`), offers their tools
+(with their prefixes, minus the ones `ToolPolicy` denies) to its own clients, and runs every
+call a client makes through one `TurnRunner` with the configured middleware: `ToolPolicy`,
+`ToolCallLimit`, `RepetitionDetector`, `ApprovalGate` (all acting in the ``tool_call`` stage,
+before the call is forwarded) and `AuditLog`.
+
+Each connected client is one conversation, served by one long-running turn whose executor
+takes the client's calls one at a time (one dispatch iteration per call): limits and
+repetition count over the client's whole session, and the audit chain gets a row for every
+call, allowed or denied. A call that is denied never reaches the upstream server. If a policy
+ends the turn (``nack``), the next call starts a new turn in the same conversation. Who is a
+client: the process on stdio; over HTTP the ``X-Loopware-Conversation`` header when sent, else
+``Mcp-Session-Id``, else the client's name and TCP peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from typing import Any, Final, Literal
+
+from middleware import (
+    ApprovalGate,
+    AuditLog,
+    RepetitionDetector,
+    ToolCallLimit,
+    ToolPolicy,
+)
+from middleware.audit import AuditSink, JsonlAuditSink, SqliteAuditSink
+from pipeline import DispatchContext, MemoryStore, Tool, ToolCall, TurnRunner
+from pipeline.mcp import MCPToolset
+
+from ._gateway_approval import build_approver
+from ._gateway_config import GatewayConfig
+
+__all__ = ["Gateway"]
+
+_log = logging.getLogger("loopware.gateway")
+_raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
+_STOP: Final = None
+
+
+def _keep_raw(remote: str, result: Any) -> None:
+    box = _raw.get()
+    if box is not None:
+        box.append(result)
+
+
+class _Call:
+    __slots__ = ("args", "done", "name")
+
+    def __init__(self, name: str, args: dict[str, Any]) -> None:
+        self.name = name
+        self.args = args
+        self.done: asyncio.Future[tuple[ToolCall, Any]] = asyncio.get_running_loop().create_future()
+
+
+class _Session:
+    """One client's conversation: a queue of calls and the turn that runs them."""
+
+    __slots__ = ("_queue", "_runner", "_turn", "gateway", "key")
+
+    def __init__(self, gateway: Gateway, key: str) -> None:
+        self.gateway = gateway
+        self.key = key
+        self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
+        self._turn: asyncio.Future[Any] | None = None
+        self._runner: TurnRunner | None = None
+
+    async def executor(self, ctx: DispatchContext) -> None:
+        """Run the next call of this client (one per iteration); ack when the client is gone."""
+        try:
+            call = await asyncio.wait_for(
+                self._queue.get(), self.gateway.config.session_idle_timeout
+            )
+        except TimeoutError:
+            call = _STOP
+        if call is _STOP:
+            ctx.ack()
+            return
+        box: list[Any] = []
+        token = _raw.set(box)
+        try:
+            call_id = ToolCall.new_id()
+            record = await ctx.run_tool(call.name, call.args, call_id=call_id)
+            await ctx.store_tool_call(record)
+        except BaseException as exc:
+            if not call.done.done():
+                call.done.set_exception(exc)
+            raise
+        finally:
+            _raw.reset(token)
+        if not call.done.done():
+            call.done.set_result((record, box[-1] if box else None))
+
+    async def submit(self, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
+        """Run one call through the policies (and upstream, when allowed)."""
+        call = _Call(name, args)
+        for _ in range(3):
+            turn = self._turn
+            if turn is None or turn.done():
+                if self._runner is None:
+                    self._runner = self.gateway.runner(self)
+                handle = self._runner.start(
+                    f"MCP gateway session {self.key}", conversation_id=self.key
+                )
+                turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
+            await self._queue.put(call)
+            done: asyncio.Future[Any] = call.done
+            await asyncio.wait({done, turn}, return_when=asyncio.FIRST_COMPLETED)
+            if call.done.done():
+                return call.done.result()
+            self._drop(call)  # the turn ended before taking it: start the next turn
+        raise RuntimeError("the gateway could not run the call")
+
+    def _drop(self, call: _Call) -> None:
+        kept = [c for c in _drain(self._queue) if c is not call]
+        for c in kept:
+            self._queue.put_nowait(c)
+
+    async def close(self) -> None:
+        """End this client's turn."""
+        turn = self._turn
+        if turn is not None and not turn.done():
+            await self._queue.put(_STOP)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(turn, 10)
+
+
+def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
+class Gateway:
+    """The upstream toolsets, the middleware stack and one session per client."""
+
+    __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
+
+    def __init__(self, config: GatewayConfig) -> None:
+        """Build the toolsets and the middleware; nothing connects until `start`."""
+        self.config = config
+        self.toolsets = [
+            MCPToolset(
+                u.server,
+                prefix=u.prefix,
+                allow=u.allow,
+                timeout=u.timeout,
+                env=u.env,
+                cwd=u.cwd,
+                on_result=_keep_raw,
+            )
+            for u in config.upstreams
+        ]
+        stack: list[object] = [ToolPolicy(allow=config.allow, deny=config.deny)]
+        if config.limits or config.total is not None:
+            stack.append(ToolCallLimit(config.limits, total=config.total, on_exceed="hide"))
+        if config.repetition is not None:
+            stack.append(RepetitionDetector(threshold=config.repetition))
+        if config.approval is not None:
+            stack.append(
+                ApprovalGate(
+                    config.approval.tools,
+                    build_approver(config.approval),
+                    timeout=config.approval.timeout,
+                )
+            )
+        self._sink: AuditSink | None = None
+        if config.audit is not None:
+            suffix = config.audit.suffix.lower()
+            sqlite = suffix in (".sqlite", ".sqlite3", ".db")
+            sync: Literal["full", "normal"] = (
+                "normal" if config.audit_synchronous == "normal" else "full"
+            )
+            self._sink = (
+                SqliteAuditSink(config.audit, synchronous=sync)
+                if sqlite
+                else JsonlAuditSink(config.audit, synchronous=sync)
+            )
+            stack.append(AuditLog(self._sink))
+        self._middleware: tuple[object, ...] = tuple(stack)
+        self._sessions: dict[str, _Session] = {}
+        self._store = MemoryStore()  # one store: a session's later turns see its earlier calls
+        self._tools: tuple[Tool[Any], ...] = ()
+
+    async def start(self) -> None:
+        """Connect to every upstream and list its tools.
+
+        Raises:
+            MCPServerError: an upstream cannot be started or listed.
+        """
+        tools: list[Tool[Any]] = []
+        seen: set[str] = set()
+        for upstream, toolset in zip(self.config.upstreams, self.toolsets, strict=True):
+            for tool in await toolset.connect():
+                if tool.name in seen:
+                    _log.warning(
+                        "upstream %s: tool %r skipped: another upstream has it (set a prefix)",
+                        upstream.name,
+                        tool.name,
+                    )
+                    continue
+                seen.add(tool.name)
+                tools.append(tool)
+            for name, reason in toolset.skipped.items():
+                _log.warning("upstream %s: tool %r skipped: %s", upstream.name, name, reason)
+        self._tools = tuple(tools)
+
+    def runner(self, session: _Session) -> TurnRunner:
+        """The runner of one session's turns (the session's executor, the shared stack)."""
+        return TurnRunner(
+            executor=session.executor,
+            tools=self._tools,
+            middleware=self._middleware,
+            store=self._store,
+            max_iterations=None,
+        )
+
+    def offered(self) -> list[Tool[Any]]:
+        """The tools clients are shown: every upstream tool `ToolPolicy` permits."""
+        allow, deny = self.config.allow, self.config.deny
+        return [
+            t
+            for t in self._tools
+            if (allow is None or any(fnmatchcase(t.name, g) for g in allow))
+            and not any(fnmatchcase(t.name, g) for g in deny)
+        ]
+
+    def session(self, key: str) -> _Session:
+        """The session of client ``key`` (made on its first call)."""
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(self, key)
+        return session
+
+    async def call(self, key: str, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
+        """Run client ``key``'s call of ``name``: its record, and the upstream's raw result."""
+        return await self.session(key).submit(name, args)
+
+    async def aclose(self) -> None:
+        """End every session's turn, close the upstreams and the audit sink."""
+        for session in list(self._sessions.values()):
+            await session.close()
+        self._sessions.clear()
+        for toolset in self.toolsets:
+            await toolset.aclose()
+        if self._sink is not None:
+            close = getattr(self._sink, "close", None)
+            if close is not None:
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+
+    @property
+    def sink(self) -> AuditSink | None:
+        """The audit sink, when one is configured."""
+        return self._sink
+
+
+def offered_names(gateway: Gateway) -> Sequence[str]:
+    """The names of the tools clients are shown."""
+    return [t.name for t in gateway.offered()]

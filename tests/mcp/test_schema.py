@@ -1,0 +1,149 @@
+"""MCP input schemas validate as strictly as pydantic-schema tools, with the same error calls."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("jsonschema")
+
+from pipeline import InvalidToolArgsError, InvalidToolError, Tool, tool
+from pipeline.mcp import MCPArguments, schema_model
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "default": 1},
+    },
+    "required": ["city"],
+}
+
+
+def mcp_tool(schema: dict[str, Any] = SCHEMA, name: str = "forecast") -> Tool[MCPArguments]:
+    def handler(args: MCPArguments, ctx: object, meta: object) -> str:
+        return json.dumps(args.as_dict())
+
+    return Tool(
+        name=name, description="d", input_schema=schema_model(name, schema), handler=handler
+    )
+
+
+@tool
+def forecast(city: str, days: int = 1) -> str:
+    """The same tool with a pydantic schema."""
+    return city
+
+
+def errors_of(t: Tool[Any], args: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    with pytest.raises(InvalidToolArgsError) as info:
+        t.validate_sync(args)
+    assert info.value.code == "E_INVALID_TOOL_ARGS"
+    assert info.value.tool_name == t.name
+    return sorted((tuple(e["loc"]), e["type"]) for e in info.value.errors)
+
+
+def test_the_model_sees_the_servers_schema_with_extras_closed() -> None:
+    described = mcp_tool().describe()["input_schema"]
+    assert described == {**SCHEMA, "additionalProperties": False}
+
+
+def test_a_schema_that_says_what_extras_may_be_keeps_it() -> None:
+    schema = {**SCHEMA, "additionalProperties": {"type": "string"}}
+    t = mcp_tool(schema)
+    assert t.describe()["input_schema"]["additionalProperties"] == {"type": "string"}
+    assert t.validate_sync({"city": "Oslo", "unit": "C"}).as_dict()["unit"] == "C"
+    assert errors_of(t, {"city": "Oslo", "unit": 5}) == [(("unit",), "json_schema_type")]
+
+
+def test_defaults_are_applied_and_never_shared_between_calls() -> None:
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "default": []}}}
+    t = mcp_tool(schema)
+    first = t.validate_sync({}).as_dict()
+    first["tags"].append("x")
+    assert t.validate_sync({}).as_dict() == {"tags": []}
+    assert mcp_tool().validate_sync({"city": "Oslo"}).as_dict() == {"city": "Oslo", "days": 1}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{}, {"city": 5}, {"city": "Oslo", "days": "5"}, {"city": "Oslo", "extra": 1}, {"days": 2.5}],
+    ids=["missing", "wrong-type", "no-coercion", "unknown-key", "missing-and-float"],
+)
+def test_bad_arguments_fail_at_the_same_places_as_for_a_pydantic_tool(args: dict[str, Any]) -> None:
+    ours = [loc for loc, _ in errors_of(mcp_tool(), args)]
+    theirs = [loc for loc, _ in errors_of(forecast, args)]
+    assert ours == theirs
+
+
+def test_missing_and_unknown_keys_use_pydantics_error_types() -> None:
+    assert errors_of(mcp_tool(), {"extra": 1}) == [
+        (("city",), "missing"),
+        (("extra",), "extra_forbidden"),
+    ]
+
+
+def test_a_bad_call_becomes_an_error_call_the_model_reads() -> None:
+    from tests.mcp.conftest import runner, scripted
+
+    executor = scripted([("a", "forecast", '{"city": "Oslo", "days": "5"}')])
+    result = runner(executor, [mcp_tool()]).run_sync("go")
+    (call,) = result.tool_calls
+    assert call.is_error
+    assert str(call.results).startswith("Error: E_INVALID_TOOL_ARGS: invalid arguments for tool")
+    assert "days" in str(call.results)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"type": "strnig"}}},
+        {"type": "object", "properties": {"x": {"minimum": "zero"}}},
+        {"type": "array"},
+        {"properties": {}},
+        ["not", "an", "object"],
+        {"type": "object", "required": "city"},
+    ],
+    ids=["bad-type-name", "bad-minimum", "array-root", "no-type", "not-a-dict", "bad-required"],
+)
+def test_an_invalid_schema_is_refused_with_a_reason(schema: Any) -> None:
+    with pytest.raises(InvalidToolError) as info:
+        schema_model("t", schema)
+    assert info.value.field == "input_schema"
+    assert "input_schema" in info.value.message
+
+
+def test_huge_bad_payloads_give_a_short_error() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"xs": {"type": "array", "items": {"type": "string"}}},
+    }
+    with pytest.raises(InvalidToolArgsError) as info:
+        mcp_tool(schema).validate_sync({"xs": list(range(10_000))})
+    assert len(info.value.errors) <= 20
+    assert len(str(info.value)) < 10_000
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+def test_any_json_arguments_either_validate_or_raise_the_typed_error(args: dict[str, Any]) -> None:
+    t = mcp_tool()
+    try:
+        value = t.validate_sync(args)
+    except InvalidToolArgsError as exc:
+        json.dumps(exc.errors)  # the errors the model reads are JSON data
+    else:
+        assert set(value.as_dict()) <= {"city", "days"}
+        assert isinstance(value.as_dict()["city"], str)
