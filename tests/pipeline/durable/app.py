@@ -111,9 +111,7 @@ class PlanModel:
                     id=f"{turn}-r", name="refund", arguments=f'{{"order": "{order}"}}'
                 )
                 return ModelResponse(tool_calls=[call], usage=usage)
-            result = mine[0].results
-            shown = result.as_string() if isinstance(result, SpooledArtifact) else str(result)
-            return ModelResponse(text=f"refund: {shown}", usage=usage)
+            return ModelResponse(text=f"refund: {text_of(mine[0].results)}", usage=usage)
         if len(mine) >= CALLS_PER_TURN:
             return ModelResponse(text=f"done after {len(mine)} calls", usage=usage)
         calls = [
@@ -123,6 +121,11 @@ class PlanModel:
             for i in range(len(mine), len(mine) + CALLS_PER_RESPONSE)
         ]
         return ModelResponse(tool_calls=calls, usage=usage)
+
+
+def text_of(results: object) -> str:
+    """A call's result as text (an artifact's body, or the inline text)."""
+    return results.as_string() if isinstance(results, SpooledArtifact) else str(results)
 
 
 def model() -> PlanModel:

@@ -15,10 +15,10 @@ import time
 from collections import Counter
 
 from middleware import SqliteAuditSink
-from pipeline import SpooledArtifact, SqliteStore
+from pipeline import SqliteStore
 from pipeline.durable import DurableClient
 
-from .app import CALLS_PER_TURN, RESPONSES
+from .app import CALLS_PER_TURN, RESPONSES, text_of
 from .conftest import Workers
 
 KILLS = 20
@@ -79,8 +79,7 @@ def test_turns_killed_mid_way_finish_on_another_worker_with_each_handler_run_at_
                     assert runs.get(call.id, 0) <= 1
                     interrupted += 1
                 else:
-                    assert isinstance(call.results, SpooledArtifact)
-                    assert call.results.as_string() == f"recorded {call.id}"
+                    assert text_of(call.results) == f"recorded {call.id}"
                     assert runs[call.id] == 1
             stash = outcome["stash"]["loopware"]
             counted = stash["counter"]["total"]
