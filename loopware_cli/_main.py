@@ -189,7 +189,20 @@ def build_parser() -> argparse.ArgumentParser:
     from ._gateway_server import add_gateway_command  # issue 16: the MCP gateway
 
     add_gateway_command(sub)
+    _add_durable_commands(sub)
     return parser
+
+
+def _add_durable_commands(sub: _Subparsers) -> None:
+    from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
+    from ._worker import WORKER_DESCRIPTION, add_worker_arguments, run_worker
+
+    worker = _subparser(sub, "worker", "run queued durable turns", WORKER_DESCRIPTION, run_worker)
+    add_worker_arguments(worker)
+    approve = _subparser(
+        sub, "approve", "settle a gate a durable turn waits on", APPROVE_DESCRIPTION, run_approve
+    )
+    add_approve_arguments(approve)
 
 
 def _error(command: str, message: str) -> None:

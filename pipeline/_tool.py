@@ -335,12 +335,38 @@ class Tool(Generic[ArgsT]):
         """
         if not callable(guard):
             raise bad(self._name, "guard", f"must be an async callable, got {guard!r}")
+        copy = self._copy()
+        object.__setattr__(copy, "_guards", (*self._guards, guard))
+        return copy
+
+    def _copy(self) -> Tool[ArgsT]:
         copy: Tool[ArgsT] = object.__new__(type(self))
         for klass in type(self).__mro__:  # subclasses (ArtifactTool) add slots of their own
             for slot in getattr(klass, "__slots__", ()):
                 if hasattr(self, slot):
                     object.__setattr__(copy, slot, getattr(self, slot))
-        object.__setattr__(copy, "_guards", (*self._guards, guard))
+        return copy
+
+    def with_handler(
+        self, wrap: Callable[[ToolHandler[ArgsT]], ToolHandler[ArgsT]]
+    ) -> Tool[ArgsT]:
+        """Return a copy of this tool whose handler is ``wrap(handler)``.
+
+        Everything else (schema, guards, events, error wrapping) stays as it is; the wrapper
+        receives ``(args, ctx, meta)`` like the handler. This is how durable turns
+        (``pipeline/durable/``) run each handler as a checkpointed step without access to the
+        private handler.
+
+        Raises:
+            InvalidToolError: ``wrap`` is not callable or returns something not callable.
+        """
+        if not callable(wrap):
+            raise bad(self._name, "handler", f"wrap must be callable, got {wrap!r}")
+        handler = wrap(self._handler)
+        check_handler(self._name, handler)
+        copy = self._copy()
+        object.__setattr__(copy, "_handler", handler)
+        object.__setattr__(copy, "_is_async", inspect.iscoroutinefunction(handler))
         return copy
 
     def run(
