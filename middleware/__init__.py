@@ -1,5 +1,7 @@
 """loopware middleware: decorator registration, the built-in policy middleware, and replay."""
 
+from typing import TYPE_CHECKING, Any
+
 from ._approval import ApprovalGate as ApprovalGate
 from ._approval import Approver as Approver
 from ._budget import IterationBudget as IterationBudget
@@ -38,11 +40,28 @@ from .audit._jsonl import JsonlAuditSink as JsonlAuditSink
 from .audit._log import AuditLog as AuditLog
 from .audit._postgres import PostgresAuditSink as PostgresAuditSink
 from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
-from .transcripts import ReplayReport as ReplayReport
-from .transcripts import Transcript as Transcript
-from .transcripts import read_transcript as read_transcript
-from .transcripts import replay as replay
-from .transcripts import replay_async as replay_async
+
+if TYPE_CHECKING:
+    from .transcripts import ReplayReport as ReplayReport
+    from .transcripts import Transcript as Transcript
+    from .transcripts import read_transcript as read_transcript
+    from .transcripts import replay as replay
+    from .transcripts import replay_async as replay_async
+
+_LAZY = frozenset({"ReplayReport", "Transcript", "read_transcript", "replay", "replay_async"})
+"""The replay engine's names: `middleware.transcripts` loads on first use, not on import."""
+
+
+def __getattr__(name: str) -> Any:
+    """Load the replay engine when one of its names is first asked for."""
+    if name in _LAZY:
+        from . import transcripts
+
+        value = getattr(transcripts, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'middleware' has no attribute {name!r}")
+
 
 __all__ = [
     "ApprovalGate",

@@ -11,7 +11,8 @@ import os
 import subprocess
 import sys
 
-OPTIONAL = ("markdown_it", "yaml", "jsonpath_ng", "json5", "regex")
+PARSERS = ("markdown_it", "yaml", "jsonpath_ng", "json5", "regex")
+OPTIONAL = (*PARSERS, "middleware.transcripts")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -26,8 +27,13 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_importing_pipeline_and_middleware_loads_no_optional_parser() -> None:
-    """Markdown, YAML, JSONPath, JSON5 and regex stay out of sys.modules after the import."""
+    """Markdown, YAML, JSONPath, JSON5, regex and the replay engine stay out of sys.modules."""
     assert loaded_after("import pipeline, middleware") == []
+
+
+def test_the_replay_engine_loads_when_first_named() -> None:
+    """``from middleware import replay`` loads the replay engine and nothing else optional."""
+    assert loaded_after("from middleware import replay") == ["middleware.transcripts"]
 
 
 def test_each_parser_loads_when_its_query_first_runs() -> None:
@@ -43,4 +49,4 @@ assert doc.json_get("$.a") == [1] and doc.json_type() == "json5"
 md = pipeline.SpooledMarkdownArtifact(store.write("c", "---\\nt: 1\\n---\\n# Hi"))
 assert md.md_frontmatter() == {"t": 1} and md.md_headings()[0]["text"] == "Hi"
 """
-    assert loaded_after(code) == list(OPTIONAL)
+    assert loaded_after(code) == list(PARSERS)
