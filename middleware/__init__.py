@@ -1,6 +1,6 @@
 """loopware middleware: decorator registration, the built-in policy middleware, and replay."""
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._approval import ApprovalGate as ApprovalGate
 from ._approval import Approver as Approver
@@ -41,7 +41,7 @@ from .audit._log import AuditLog as AuditLog
 from .audit._postgres import PostgresAuditSink as PostgresAuditSink
 from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .transcripts import ReplayReport as ReplayReport
     from .transcripts import Transcript as Transcript
     from .transcripts import read_transcript as read_transcript
@@ -52,7 +52,7 @@ _LAZY = frozenset({"ReplayReport", "Transcript", "read_transcript", "replay", "r
 """The replay engine's names: `middleware.transcripts` loads on first use, not on import."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     """Load the replay engine when one of its names is first asked for."""
     if name in _LAZY:
         from . import transcripts
