@@ -218,23 +218,32 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def http_server(call_log: Path) -> Iterator[str]:
+def start_http_server(call_log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the fixture server over streamable HTTP; return it and its URL once it listens."""
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, FIXTURE, "--http", str(port), "--log", str(call_log)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                raise RuntimeError("the fixture HTTP server did not start listening") from None
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def http_server(call_log: Path) -> Iterator[str]:
+    process, url = start_http_server(call_log)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield url
     finally:
         process.kill()
         process.wait()
@@ -256,21 +265,9 @@ async def test_a_streamable_http_server_works_like_a_stdio_one(
 async def test_an_http_server_that_goes_away_is_a_clear_error_not_a_hang(
     call_log: Path,
 ) -> None:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, FIXTURE, "--http", str(port), "--log", str(call_log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process, url = start_http_server(call_log)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        async with MCPToolset(f"http://127.0.0.1:{port}/mcp", timeout=30) as tools:
+        async with MCPToolset(url, timeout=30) as tools:
             process.kill()
             process.wait()
             started = time.monotonic()
