@@ -128,15 +128,21 @@ def completed(
     checksum: str,
     output: object,
     inline_limit: int,
+    name: str | None = None,
 ) -> ToolCall:
+    """The record of a call whose handler returned ``output`` (``name``: the tool's, if known).
+
+    Text up to ``inline_limit`` UTF-8 bytes stays a plain string; longer text and bytes are
+    spooled into the tool's artifact class; anything that is not a tool output is an error.
+    """
     if isinstance(tool, ArtifactTool):
         body = output if isinstance(output, str) else str(output)
         return build_record(call_id, tool.name, args, checksum, body, from_artifact_tool=True)
     results: ToolCallResults
     inline = False
-    if type(output) is str and _fits(output, inline_limit):
+    if type(output) is str and (len(output) * 4 <= inline_limit or _fits(output, inline_limit)):
         # Shown whole to the model: kept as the plain string, never spooled (DESIGN 12).
-        return build_record(call_id, tool.name, args, checksum, output, inline=True)
+        return build_record(call_id, name or tool.name, args, checksum, output, inline=True)
     if isinstance(output, (str, bytes)):
         results = tool.artifact_class(ctx.spool_write(call_id, output))
         inline = _fits(output, inline_limit)

@@ -94,8 +94,9 @@ class DispatchContext(TurnView):
         Raises:
             TurnAbortedError: the handler, a guard or a ``tool_call`` hook aborted the turn.
         """
+        state = self._state
         return run_tool_call(
-            self, call_id, name, arguments, inline_limit, self._state.tool_call_stage
+            self, state.tools, call_id, name, arguments, inline_limit, state.tool_call_stage
         )
 
     def report_error(self, error: LoopError, stage: StageName) -> None:

@@ -16,7 +16,7 @@ from ._errors import TurnAbortedError
 from ._events import ModelTextDelta
 from ._toolcall import ToolCall
 from ._turn_state import uncancellable
-from .models._seam import NO_USAGE, ChatModel, Message, ModelRequest, ProposedToolCall
+from .models._seam import NO_USAGE, ChatModel, ProposedToolCall, assistant_message, model_request
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
@@ -93,14 +93,14 @@ class ToolLoopExecutor:
     async def __call__(self, ctx: DispatchContext) -> None:
         """Run one iteration on ``ctx``."""
         tools = ctx.tools
-        request = ModelRequest(
+        request = model_request(
             ctx.system_prompt,
             ctx.messages,  # views of the history, not copies (pipeline/_history.py)
             ctx.tool_calls,
             tools.definitions(),
-            turn_id=ctx.turn_id,
-            registry=tools,
-            on_text_delta=_streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,
+            ctx.turn_id,
+            tools,
+            _streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,
         )
         response = await self.model.complete(request)
         usage = response.usage
@@ -108,13 +108,11 @@ class ToolLoopExecutor:
             ctx.add_usage(usage)
         proposed = list(response.tool_calls)
         if not proposed:
-            await ctx.store_message(Message(role="assistant", content=response.text or ""))
+            await ctx.store_message(assistant_message(response.text or ""))
             ctx.ack()
             return
         ids = unique_call_ids(ctx, proposed)
-        await ctx.store_message(
-            Message(role="assistant", content=response.text or "", tool_call_ids=tuple(ids))
-        )
+        await ctx.store_message(assistant_message(response.text or "", tuple(ids)))
         limit = self.inline_limit
         cap = self.max_calls_per_response
         run = proposed if cap is None or len(proposed) <= cap else proposed[:cap]

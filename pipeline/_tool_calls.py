@@ -12,7 +12,7 @@ records are built). Every failure the model should see becomes an error record. 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ._call_records import UNNAMED, completed, error_call, parse_arguments, shown_name
 from ._errors import LoopError, ToolNotFoundError, TurnAbortedError
@@ -24,28 +24,38 @@ from ._toolcall import ToolCall, build_record
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
+    from ._registry import ToolRegistry
 
 __all__ = ["run_tool_call"]
+
+_decode: Final = json.JSONDecoder().raw_decode  # `json.loads` without its two Python frames
+_JSON_SPACE: Final = " \t\n\r"
 
 
 async def run_tool_call(
     ctx: DispatchContext,
+    tools: ToolRegistry,
     call_id: str,
     name: str,
     arguments: object,
     inline_limit: int,
     stage: ToolCallStage | None,
 ) -> ToolCall:
-    """Run one proposed call on ``ctx`` and return its completed record (see the module doc).
+    """Run one proposed call on ``ctx`` (whose registry is ``tools``) and return its record.
+
+    See the module doc.
 
     Raises:
         TurnAbortedError: the handler, a guard or a ``tool_call`` hook aborted the turn.
     """
     if type(arguments) is str and arguments[:1] == "{":  # the common case, without a frame
         try:
-            args = json.loads(arguments)
+            args, end = _decode(arguments)
         except (ValueError, RecursionError):
             args = None
+        else:
+            if end != len(arguments) and arguments[end:].strip(_JSON_SPACE):
+                args = None  # extra data after the object: parse_arguments words the error
         if type(args) is not dict:
             parsed = parse_arguments(call_id, name, arguments)
             if isinstance(parsed, ToolCall):
@@ -62,24 +72,21 @@ async def run_tool_call(
         return error_call(
             call_id, name, f"Error: the arguments for {shown_name(name)!r} are nested too deeply."
         )
-    tools = ctx.tools
     tool = tools.get_visible(name) if name else None
     if tool is None:
         return _refused(ctx, call_id, name, args, checksum)
-    try:
-        validated = tool.validate_sync(args)
-    except LoopError as exc:
-        return build_record(call_id, name, args, checksum, f"Error: {exc}", True)
     if stage is None:  # the handler, inline (no stage: one coroutine less per call)
-        try:
-            output = await tool.run(
-                ctx, args, call_id=call_id, checksum=checksum, validated=validated
-            )
+        try:  # `Tool.run` validates first: bad arguments raise before anything runs
+            output = await tool.run(ctx, args, call_id=call_id, checksum=checksum)
         except TurnAbortedError:
             raise
         except LoopError as exc:
             return build_record(call_id, name, args, checksum, f"Error: {exc}", True)
-        return completed(ctx, tool, call_id, args, checksum, output, inline_limit)
+        return completed(ctx, tool, call_id, args, checksum, output, inline_limit, name)
+    try:
+        validated = tool.validate_sync(args)
+    except LoopError as exc:
+        return build_record(call_id, name, args, checksum, f"Error: {exc}", True)
     call = ToolCallContext(ctx, tool, call_id, args, validated, checksum)
     return await run_stage(stage, call, args, inline_limit)
 

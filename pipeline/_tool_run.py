@@ -74,7 +74,7 @@ async def run_handler(
                 started_at=started_at,
             )
         )
-    start = perf_counter()
+    start = perf_counter() if started_at is not None else 0.0
     try:
         result = handler(validated, handler_ctx, meta)
         if is_async or (type(result) is not str and inspect.isawaitable(result)):

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, NoReturn, TypeAlias
 
 from ._errors import InvalidToolCallError
-from ._frozen import FrozenDict, freeze_json
+from ._frozen import FrozenDict, freeze_json, slot_setters
 from ._json import tool_call_checksum
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
@@ -249,6 +249,12 @@ class ToolCall:
         return "call_" + uuid.uuid4().hex
 
 
+_RECORD_SETTERS: Final = slot_setters(
+    ToolCall,
+    *("id", "tool", "args", "checksum", "is_complete", "is_error", "results"),
+    *("from_artifact_tool", "inline", "created_at", "updated_at", "completed_at"),
+)
+
 
 def build_record(
     id: str,
@@ -270,19 +276,21 @@ def build_record(
     """
     record = object.__new__(ToolCall)
     now = datetime.now(UTC)
-    setattr_ = object.__setattr__
-    setattr_(record, "id", id)
-    setattr_(record, "tool", tool)
-    setattr_(record, "args", _freeze_mapping(args))
-    setattr_(record, "checksum", checksum)
-    setattr_(record, "is_complete", True)
-    setattr_(record, "is_error", is_error)
-    setattr_(record, "results", results)
-    setattr_(record, "from_artifact_tool", from_artifact_tool)
-    setattr_(record, "inline", inline)
-    setattr_(record, "created_at", now)
-    setattr_(record, "updated_at", now)
-    setattr_(record, "completed_at", now)
+    (id_, tool_, args_, checksum_, complete_, error_, results_, artifact_, inline_, created_,
+     updated_, completed_) = _RECORD_SETTERS  # fmt: skip
+    id_(record, id)
+    tool_(record, tool)
+    args_(record, freeze_json(args, "args"))  # JSON data, checked by the caller
+    checksum_(record, checksum)
+    complete_(record, True)
+    error_(record, is_error)
+    results_(record, results)
+    artifact_(record, from_artifact_tool)
+    inline_(record, inline)
+    created_(record, now)
+    updated_(record, now)
+    completed_(record, now)
     return record
+
 
 ToolCall.__module__ = "pipeline"

@@ -27,6 +27,7 @@ from ._events import (
     ToolCallStored,
 )
 from .artifacts._artifact import SpooledArtifact
+from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
     from ._bus import EventBus
@@ -97,6 +98,7 @@ class TurnState:
         "new_calls",
         "open_gates",
         "pending",
+        "saves",
         "shield",
         "spool",
         "spool_keys",
@@ -130,6 +132,9 @@ class TurnState:
         self.stash = stash
         self.system_prompt = system_prompt
         self.store = store
+        self.saves = conversation_id is not None or type(store) is not MemoryStore
+        """False when a save could not keep anything: the default store keeps no records of a
+        turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
         self.spool = spool
         self.bus = bus
         self.pending: set[asyncio.Task[Any]] = set()
@@ -244,7 +249,11 @@ class TurnState:
         # would be persisted but missing from, or stale in, the turn); it is delivered after.
         self.shield -= 1
         if self.shield == 0 and self.deferred_cancel is not None:
-            deliver, self.deferred_cancel = self.deferred_cancel, None
+            self._deliver_cancel()
+
+    def _deliver_cancel(self) -> None:
+        deliver, self.deferred_cancel = self.deferred_cancel, None
+        if deliver is not None:
             deliver()
 
     # -- gates ---------------------------------------------------------------------------------
@@ -264,12 +273,15 @@ class TurnState:
     # -- records -------------------------------------------------------------------------------
     async def store_message(self, message: Message) -> None:
         """Persist a message, then add it to the turn and emit `MessageStored`."""
-        self.shield += 1
-        try:
-            await self.store.save_message(self.conversation_id, self.turn_id, message)
+        if self.saves:
+            self.shield += 1
+            try:
+                await self.store.save_message(self.conversation_id, self.turn_id, message)
+                self.messages.append(message)
+            finally:
+                self._unshield()
+        else:  # nothing to await: no cancellation can land between save and append
             self.messages.append(message)
-        finally:
-            self._unshield()
         if self.bus.listening:
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
@@ -287,18 +299,27 @@ class TurnState:
                 f"conversation {self.conversation_id!r}; give each call a unique id",
                 call_id=call.id,
             )
-        self.shield += 1
-        try:
-            await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-            self.calls.append(call)
-            self.by_id[call.id] = call
-            self.count(call, 1)
-            self.new_calls = (*self.new_calls, call)
-            self.stored += 1
-        finally:
-            self._unshield()
+        if self.saves:
+            self.shield += 1
+            try:
+                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                self._add(call)
+            finally:
+                self.shield -= 1
+                if self.shield == 0 and self.deferred_cancel is not None:
+                    self._deliver_cancel()
+        else:  # nothing to await: no cancellation can land between save and record
+            self._add(call)
         if self.bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
+
+    def _add(self, call: ToolCall) -> None:
+        """Record a stored call: in order, by id, counted, and among this iteration's."""
+        self.calls.append(call)
+        self.by_id[call.id] = call
+        self.count(call, 1)
+        self.new_calls = (*self.new_calls, call)
+        self.stored += 1
 
     async def mutate_tool_call(self, call: ToolCall) -> None:
         """Replace the stored call with the same id (position kept), persisting first."""

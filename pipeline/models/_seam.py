@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .._errors import InvalidToolCallError
+from .._frozen import slot_setters
 from .._ids import new_id
 
 if TYPE_CHECKING:
@@ -165,6 +166,57 @@ class ChatModel(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer one request."""
         ...
+
+
+_MESSAGE_SETTERS: Final = slot_setters(
+    Message, "role", "content", "id", "created_at", "tool_call_ids"
+)
+_REQUEST_SETTERS: Final = slot_setters(
+    ModelRequest,
+    *("system_prompt", "messages", "tool_calls", "tools", "turn_id", "registry", "on_text_delta"),
+)
+
+
+def assistant_message(content: str, tool_call_ids: tuple[str, ...] = ()) -> Message:
+    """A new assistant `Message`, built without the checks its fields cannot fail.
+
+    The executor's hot path (one per iteration); ``tool_call_ids`` must be strs.
+
+    Raises:
+        InvalidToolCallError: ``content`` is not a str (a model answered with something else).
+    """
+    if type(content) is not str and not isinstance(content, str):
+        raise InvalidToolCallError("message content must be a string")
+    message: Message = object.__new__(Message)
+    role, text, id_, created_at, ids = _MESSAGE_SETTERS
+    role(message, "assistant")
+    text(message, content)
+    id_(message, new_id("msg"))
+    created_at(message, datetime.now(UTC))
+    ids(message, tool_call_ids)
+    return message
+
+
+def model_request(
+    system_prompt: str | None,
+    messages: Sequence[Message],
+    tool_calls: Sequence[ToolCall],
+    tools: tuple[ToolDescription, ...],
+    turn_id: str | None,
+    registry: ToolRegistry | None,
+    on_text_delta: Callable[[str], None] | None,
+) -> ModelRequest:
+    """A `ModelRequest` of these fields, as ``ModelRequest(...)`` builds it, for the hot path."""
+    request: ModelRequest = object.__new__(ModelRequest)
+    prompt_, messages_, calls_, tools_, turn_, registry_, delta_ = _REQUEST_SETTERS
+    prompt_(request, system_prompt)
+    messages_(request, messages)
+    calls_(request, tool_calls)
+    tools_(request, tools)
+    turn_(request, turn_id)
+    registry_(request, registry)
+    delta_(request, on_text_delta)
+    return request
 
 
 for _cls in (Message, ProposedToolCall, ModelRequest, ModelResponse, ChatModel, Usage):
