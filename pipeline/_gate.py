@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Generic, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ValidationError
 from typing_extensions import TypeVar
 
 from ._errors import (
@@ -30,6 +30,9 @@ from ._errors import (
     LoopError,
     PolicyViolationError,
 )
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["Gate", "GateResult"]
 
@@ -124,6 +127,8 @@ class Gate(Generic[T]):
             )
         adapter: TypeAdapter[Any] | None = None
         if schema is not None:
+            from pydantic import TypeAdapter  # lazily: docs/architecture.md, "Import time"
+
             try:
                 adapter = TypeAdapter(schema)
             except Exception as exc:  # pydantic raises several types for unusable schemas

@@ -28,13 +28,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import CoreSchema, SchemaValidator
+from pydantic_core import CoreSchema, SchemaValidator, ValidationError
 from typing_extensions import is_typeddict
 
 from ._errors import InvalidToolArgsError, InvalidToolError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["ArgsSchema"]
 
@@ -135,6 +137,9 @@ def _top_level_object(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_schema_class(value: object) -> bool:
+    # pydantic's model machinery loads with the first tool (docs/architecture.md, "Import time")
+    from pydantic import BaseModel
+
     return isinstance(value, type) and (
         issubclass(value, BaseModel) or is_typeddict(value) or dataclasses.is_dataclass(value)
     )
@@ -187,6 +192,8 @@ class ArgsSchema(Generic[ArgsT]):
                 tool_name,
                 f"must be a pydantic model class, a TypedDict or a dataclass, not {schema!r}",
             )
+        from pydantic import TypeAdapter
+
         try:
             adapter: TypeAdapter[ArgsT] = TypeAdapter(schema)
             json_schema = _top_level_object(adapter.json_schema())
