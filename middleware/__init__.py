@@ -1,5 +1,11 @@
-"""loopware middleware: decorator registration, the built-in policy middleware, and replay."""
+"""loopware middleware: decorator registration, the built-in policy middleware, and replay.
 
+The audit wing (`middleware.audit`) and the replay engine (`middleware.transcripts`) load on
+first use of one of their names, not on ``import middleware`` (docs/architecture.md, "Import
+time").
+"""
+
+import types as _types
 import typing as _typing
 
 from ._approval import ApprovalGate as ApprovalGate
@@ -31,36 +37,60 @@ from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
 from ._token_budget import TokenBudget as TokenBudget
 from ._tracing import Tracing as Tracing
-from .audit._chain import AuditDecision as AuditDecision
-from .audit._chain import AuditEntry as AuditEntry
-from .audit._chain import AuditHead as AuditHead
-from .audit._chain import AuditRow as AuditRow
-from .audit._chain import AuditSink as AuditSink
-from .audit._jsonl import JsonlAuditSink as JsonlAuditSink
-from .audit._log import AuditLog as AuditLog
-from .audit._postgres import PostgresAuditSink as PostgresAuditSink
-from .audit._sqlite import SqliteAuditSink as SqliteAuditSink
 
 if _typing.TYPE_CHECKING:
+    from .audit import AuditDecision as AuditDecision
+    from .audit import AuditEntry as AuditEntry
+    from .audit import AuditHead as AuditHead
+    from .audit import AuditLog as AuditLog
+    from .audit import AuditRow as AuditRow
+    from .audit import AuditSink as AuditSink
+    from .audit import JsonlAuditSink as JsonlAuditSink
+    from .audit import PostgresAuditSink as PostgresAuditSink
+    from .audit import SqliteAuditSink as SqliteAuditSink
     from .transcripts import ReplayReport as ReplayReport
     from .transcripts import Transcript as Transcript
     from .transcripts import read_transcript as read_transcript
     from .transcripts import replay as replay
     from .transcripts import replay_async as replay_async
 
-_LAZY = frozenset({"ReplayReport", "Transcript", "read_transcript", "replay", "replay_async"})
+_AUDIT = frozenset({
+    "AuditDecision",
+    "AuditEntry",
+    "AuditHead",
+    "AuditLog",
+    "AuditRow",
+    "AuditSink",
+    "JsonlAuditSink",
+    "PostgresAuditSink",
+    "SqliteAuditSink",
+})
+"""The audit wing's names: `middleware.audit` loads on first use, not on import."""
+_REPLAY = frozenset({"ReplayReport", "Transcript", "read_transcript", "replay", "replay_async"})
 """The replay engine's names: `middleware.transcripts` loads on first use, not on import."""
 
 
 def __getattr__(name: str) -> _typing.Any:
-    """Load the replay engine when one of its names is first asked for."""
-    if name in _LAZY:
+    """Load the audit wing or the replay engine when one of its names is first asked for."""
+    package: _types.ModuleType
+    if name in _AUDIT:
+        from . import audit
+
+        package = audit
+    elif name in _REPLAY:
         from . import transcripts
 
-        value = getattr(transcripts, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'middleware' has no attribute {name!r}")
+        package = transcripts
+    else:
+        raise AttributeError(f"module 'middleware' has no attribute {name!r}")
+    value = getattr(package, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, those loaded on first use included."""
+    return sorted({*globals(), *_AUDIT, *_REPLAY})
 
 
 __all__ = [
