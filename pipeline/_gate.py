@@ -19,7 +19,6 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
-from pydantic_core import ValidationError
 from typing_extensions import TypeVar
 
 from ._errors import (
@@ -210,6 +209,8 @@ class Gate(Generic[T]):
         if self._result is not None:
             return False
         if self._adapter is not None:
+            from pydantic_core import ValidationError  # loaded with the adapter
+
             try:
                 value = self._adapter.validate_python(value)
             except ValidationError as exc:
