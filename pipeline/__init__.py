@@ -7,8 +7,8 @@ envelopes), `pipeline.stores` (persistence), `pipeline.models` (the model seam) 
 `pipeline.testing` (test doubles). Every name those modules export is also importable from
 ``pipeline`` itself, as before they moved (``from pipeline import SqliteStore`` keeps working).
 
-The provider models and the durable stores load when first named, not on ``import pipeline``
-(docs/architecture.md, "Import time").
+The provider models, the durable stores and the JSON and Markdown artifacts load when first
+named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
 
 import typing as _typing
@@ -44,14 +44,11 @@ from ._toolcall import ToolCall as ToolCall
 
 # Re-exported from the public sub-packages, so every old import path keeps working.
 from .artifacts import ArtifactTool as ArtifactTool
-from .artifacts import JsonFormat as JsonFormat
 from .artifacts import Media as Media
 from .artifacts import MediaKind as MediaKind
 from .artifacts import ModalityHazard as ModalityHazard
 from .artifacts import RenderedResult as RenderedResult
 from .artifacts import SpooledArtifact as SpooledArtifact
-from .artifacts import SpooledJsonArtifact as SpooledJsonArtifact
-from .artifacts import SpooledMarkdownArtifact as SpooledMarkdownArtifact
 from .artifacts import ToolMethod as ToolMethod
 from .artifacts import TrustTier as TrustTier
 from .artifacts import render_tool_result as render_tool_result
@@ -145,6 +142,9 @@ from .stores import TurnRecord as TurnRecord
 from .stores import TurnStore as TurnStore
 
 if _typing.TYPE_CHECKING:
+    from .artifacts import JsonFormat as JsonFormat
+    from .artifacts import SpooledJsonArtifact as SpooledJsonArtifact
+    from .artifacts import SpooledMarkdownArtifact as SpooledMarkdownArtifact
     from .models import AnthropicModel as AnthropicModel
     from .models import OpenAIChatModel as OpenAIChatModel
     from .models import OpenAIResponsesModel as OpenAIResponsesModel
@@ -155,16 +155,19 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     "AnthropicModel": models,
     "FileSpoolStore": stores,
+    "JsonFormat": artifacts,
     "OpenAIChatModel": models,
     "OpenAIResponsesModel": models,
     "PostgresStore": stores,
+    "SpooledJsonArtifact": artifacts,
+    "SpooledMarkdownArtifact": artifacts,
     "SqliteStore": stores,
 }
 """Names the sub-packages load on first use, and the sub-package that holds each."""
 
 
 def __getattr__(name: str) -> _typing.Any:
-    """Load a provider model or durable store when its name is first asked for."""
+    """Load a provider model, durable store or artifact class when its name is first asked for."""
     package = _LAZY.get(name)
     if package is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
 from ._cap import DEFAULT_MAX_RESULT_BYTES
-from ._grep import compile_grep, grep_budget, grep_timeout_error, iter_matches
-from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
 from ._toolmethod import DeferredToolMethods, ToolMethod, declared_tool_methods
 
 if TYPE_CHECKING:
@@ -188,6 +186,8 @@ class SpooledArtifact:
         Raises:
             InvalidToolArgsError: as `grep`.
         """
+        from ._grep import compile_grep  # grep and tokens load on first use (docs/architecture.md)
+
         compiled = compile_grep(pattern, flags)
         if max_matches is not None and _check_count(max_matches, "max_matches") == 0:
             raise InvalidToolArgsError("max_matches must be 1 or more", field="max_matches")
@@ -200,6 +200,8 @@ class SpooledArtifact:
     def _grep_lines(
         self, compiled: GrepPattern, start: int, end: int | None, max_matches: int | None
     ) -> Iterator[tuple[int, str]]:
+        from ._grep import grep_timeout_error, iter_matches
+
         budget = self.grep_time_limit()
         deadline = monotonic() + budget
         count = 0
@@ -219,6 +221,8 @@ class SpooledArtifact:
 
         That is `GREP_TIME_LIMIT` plus `GREP_SECONDS_PER_MB` per megabyte of body.
         """
+        from ._grep import grep_budget
+
         return grep_budget(self.byte_length())
 
     def _line_batches(self, start: int = 0, end: int | None = None) -> Iterable[list[str]]:
@@ -288,6 +292,8 @@ class SpooledArtifact:
         Raises:
             InvalidToolArgsError: ``encoding`` is not one of the known encodings.
         """
+        from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
+
         if encoding not in ENCODINGS:
             raise InvalidToolArgsError(
                 f"unknown encoding {encoding!r}: use one of {', '.join(ENCODINGS)}",
