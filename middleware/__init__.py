@@ -1,20 +1,14 @@
 """loopware middleware: decorator registration, the built-in policy middleware, and replay.
 
-The audit wing (`middleware.audit`) and the replay engine (`middleware.transcripts`) load on
-first use of one of their names, not on ``import middleware`` (docs/architecture.md, "Import
-time").
+``import middleware`` loads the registration decorators, the stage protocols and `Middleware`.
+The built-in middleware, the audit wing (`middleware.audit`) and the replay engine
+(`middleware.transcripts`) load on first use of one of their names (docs/architecture.md,
+"Import time"): every name in ``__all__`` is importable from here and listed by ``dir()``.
 """
 
 import types as _types
 import typing as _typing
 
-from ._approval import ApprovalGate as ApprovalGate
-from ._approval import Approver as Approver
-from ._budget import IterationBudget as IterationBudget
-from ._counter import ToolCallCounter as ToolCallCounter
-from ._limit import OnExceed as OnExceed
-from ._limit import ToolCallLimit as ToolCallLimit
-from ._policy import ToolPolicy as ToolPolicy
 from ._protocols import DispatchHook as DispatchHook
 from ._protocols import DispatchHookMethod as DispatchHookMethod
 from ._protocols import DispatchMiddleware as DispatchMiddleware
@@ -32,13 +26,20 @@ from ._registration import dispatch_output as dispatch_output
 from ._registration import tool_call as tool_call
 from ._registration import turn_input as turn_input
 from ._registration import turn_output as turn_output
-from ._repetition import OnRepeat as OnRepeat
-from ._repetition import RepetitionDetector as RepetitionDetector
 from ._set import Middleware as Middleware
-from ._token_budget import TokenBudget as TokenBudget
-from ._tracing import Tracing as Tracing
 
 if _typing.TYPE_CHECKING:
+    from ._approval import ApprovalGate as ApprovalGate
+    from ._approval import Approver as Approver
+    from ._budget import IterationBudget as IterationBudget
+    from ._counter import ToolCallCounter as ToolCallCounter
+    from ._limit import OnExceed as OnExceed
+    from ._limit import ToolCallLimit as ToolCallLimit
+    from ._policy import ToolPolicy as ToolPolicy
+    from ._repetition import OnRepeat as OnRepeat
+    from ._repetition import RepetitionDetector as RepetitionDetector
+    from ._token_budget import TokenBudget as TokenBudget
+    from ._tracing import Tracing as Tracing
     from .audit import AuditDecision as AuditDecision
     from .audit import AuditEntry as AuditEntry
     from .audit import AuditHead as AuditHead
@@ -54,43 +55,92 @@ if _typing.TYPE_CHECKING:
     from .transcripts import replay as replay
     from .transcripts import replay_async as replay_async
 
-_AUDIT = frozenset({
-    "AuditDecision",
-    "AuditEntry",
-    "AuditHead",
-    "AuditLog",
-    "AuditRow",
-    "AuditSink",
-    "JsonlAuditSink",
-    "PostgresAuditSink",
-    "SqliteAuditSink",
-})
-"""The audit wing's names: `middleware.audit` loads on first use, not on import."""
-_REPLAY = frozenset({"ReplayReport", "Transcript", "read_transcript", "replay", "replay_async"})
-"""The replay engine's names: `middleware.transcripts` loads on first use, not on import."""
+_LAZY = {
+    "ApprovalGate": "_approval",
+    "Approver": "_approval",
+    "AuditDecision": "audit",
+    "AuditEntry": "audit",
+    "AuditHead": "audit",
+    "AuditLog": "audit",
+    "AuditRow": "audit",
+    "AuditSink": "audit",
+    "IterationBudget": "_budget",
+    "JsonlAuditSink": "audit",
+    "OnExceed": "_limit",
+    "OnRepeat": "_repetition",
+    "PostgresAuditSink": "audit",
+    "ReplayReport": "transcripts",
+    "RepetitionDetector": "_repetition",
+    "SqliteAuditSink": "audit",
+    "TokenBudget": "_token_budget",
+    "ToolCallCounter": "_counter",
+    "ToolCallLimit": "_limit",
+    "ToolPolicy": "_policy",
+    "Tracing": "_tracing",
+    "Transcript": "transcripts",
+    "read_transcript": "transcripts",
+    "replay": "transcripts",
+    "replay_async": "transcripts",
+}
+"""Names loaded on first use, and the module that defines (or exports) each."""
+
+
+def _load(module: str) -> _types.ModuleType:
+    """Import one of the modules in ``_LAZY`` (each import written out, for the import checks)."""
+    if module == "_approval":
+        from . import _approval
+
+        return _approval
+    if module == "_budget":
+        from . import _budget
+
+        return _budget
+    if module == "_counter":
+        from . import _counter
+
+        return _counter
+    if module == "_limit":
+        from . import _limit
+
+        return _limit
+    if module == "_policy":
+        from . import _policy
+
+        return _policy
+    if module == "_repetition":
+        from . import _repetition
+
+        return _repetition
+    if module == "_token_budget":
+        from . import _token_budget
+
+        return _token_budget
+    if module == "_tracing":
+        from . import _tracing
+
+        return _tracing
+    if module == "audit":
+        from . import audit
+
+        return audit
+    from . import transcripts
+
+    return transcripts
 
 
 def __getattr__(name: str) -> _typing.Any:
-    """Load the audit wing or the replay engine when one of its names is first asked for."""
-    package: _types.ModuleType
-    if name in _AUDIT:
-        from . import audit
-
-        package = audit
-    elif name in _REPLAY:
-        from . import transcripts
-
-        package = transcripts
-    else:
+    """Load the module behind a built-in middleware, audit or replay name on first use."""
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'middleware' has no attribute {name!r}")
-    value = getattr(package, name)
+    value = getattr(_load(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
     """The module's names, those loaded on first use included."""
-    return sorted({*globals(), *_AUDIT, *_REPLAY})
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [
