@@ -366,7 +366,8 @@ def _json_tool_methods() -> tuple[ToolMethod, ...]:
     return JSON_TOOL_METHODS
 
 
-# Built when first read (docs/architecture.md, "Import time"), as SpooledArtifact's own.
+# Built when first read, as SpooledArtifact's own (docs/architecture.md, "Import time"): a
+# descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
 SpooledJsonArtifact.tool_methods = DeferredToolMethods(_json_tool_methods)  # type: ignore[assignment]
 
 SpooledJsonArtifact.__module__ = "pipeline"

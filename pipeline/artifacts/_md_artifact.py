@@ -351,7 +351,8 @@ def _md_tool_methods() -> tuple[ToolMethod, ...]:
     return MD_TOOL_METHODS
 
 
-# Built when first read (docs/architecture.md, "Import time"), as SpooledArtifact's own.
+# Built when first read, as SpooledArtifact's own (docs/architecture.md, "Import time"): a
+# descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
 SpooledMarkdownArtifact.tool_methods = DeferredToolMethods(_md_tool_methods)  # type: ignore[assignment]
 
 SpooledMarkdownArtifact.__module__ = "pipeline"
