@@ -6,6 +6,7 @@ The built-in middleware, the audit wing (`middleware.audit`) and the replay engi
 "Import time"): every name in ``__all__`` is importable from here and listed by ``dir()``.
 """
 
+import importlib as _importlib
 import types as _types
 import typing as _typing
 
@@ -83,6 +84,8 @@ _LAZY = {
     "replay_async": "transcripts",
 }
 """Names loaded on first use, and the module that defines (or exports) each."""
+_SUBPACKAGES = frozenset({"audit", "transcripts"})
+"""The public sub-packages, also reachable as attributes (``middleware.audit.AuditLog``)."""
 
 
 def _load(module: str) -> _types.ModuleType:
@@ -130,6 +133,9 @@ def _load(module: str) -> _types.ModuleType:
 
 def __getattr__(name: str) -> _typing.Any:
     """Load the module behind a built-in middleware, audit or replay name on first use."""
+    if name in _SUBPACKAGES:
+        # Not ``from . import``: that asks this hook for the name first, and would recurse.
+        return _importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'middleware' has no attribute {name!r}")
@@ -140,7 +146,7 @@ def __getattr__(name: str) -> _typing.Any:
 
 def __dir__() -> list[str]:
     """The module's names, those loaded on first use included."""
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_SUBPACKAGES})
 
 
 __all__ = [

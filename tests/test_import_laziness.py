@@ -201,3 +201,16 @@ print(json.dumps([outcome, hasattr(module, "NoSuchName")]))
     assert isinstance(result, list)
     assert "NoSuchName" in result[0]
     assert result[1] is False
+
+
+def test_the_middleware_subpackages_stay_reachable_as_attributes() -> None:
+    """``middleware.audit`` and ``middleware.transcripts`` work after a bare ``import
+    middleware``, as when the audit wing was imported eagerly, and load only when reached."""
+    code = """
+import middleware
+before = [m for m in ("middleware.audit", "middleware.transcripts") if m in sys.modules]
+sink = middleware.audit.SqliteAuditSink
+print(json.dumps([before, sink is middleware.SqliteAuditSink,
+                  middleware.transcripts.replay is middleware.replay]))
+"""
+    assert run(f"import json, sys\n{code}") == [[], True, True]
