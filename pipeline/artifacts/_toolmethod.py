@@ -111,6 +111,12 @@ class DeferredToolMethods:
         """Return the methods (class and instance reads alike)."""
         return self.resolve()
 
+    def __repr__(self) -> str:
+        """Return the method names once built, else that they are not built yet."""
+        if self._methods is None:
+            return "<DeferredToolMethods (not built yet)>"
+        return f"<DeferredToolMethods {[method.name for method in self._methods]!r}>"
+
 
 def declared_tool_methods(klass: type) -> tuple[ToolMethod, ...]:
     """Return the ``tool_methods`` ``klass`` itself declares (not inherited), or ``()``."""
