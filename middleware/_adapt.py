@@ -13,7 +13,8 @@ An async two-argument function with no options is passed through untouched: the 
 nothing. The adapters are wrapt function wrappers, so signatures (the adapted ``(ctx,
 call_next)`` shape), docstrings, names and ``inspect.iscoroutinefunction`` stay truthful, and
 methods of class-based middleware are wrapped unbound and then bound through the descriptor
-protocol like any decorated method.
+protocol like any decorated method. wrapt (which imports ``importlib.metadata``) loads when the
+first function is adapted, not on ``import middleware`` (docs/architecture.md, "Import time").
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ import inspect
 import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import cache
 from time import perf_counter
 from typing import Any
-
-import wrapt
 
 from pipeline import CallNext, InvalidMiddlewareConfigError, Stage
 
@@ -132,7 +132,7 @@ def _label(fn: object) -> str:
     return repr(name) if isinstance(name, str) else repr(fn)
 
 
-# -- the shape adapters (one wrapt decorator per shape, built once at import) -----------------
+# -- the shape adapters (one wrapt decorator per shape, built once, on first use) -------------
 
 
 async def _middleware_prototype(ctx: Any, call_next: CallNext, /) -> None:
@@ -167,23 +167,26 @@ async def _run_sync_middleware(
         await result
 
 
-def _shape_adapter(wrapper: _Wrapper, *, method: bool) -> Any:
-    prototype = _method_prototype if method else _middleware_prototype
-    return wrapt.decorator(adapter=prototype)(wrapper)
-
-
-# (hook, is_async, method) -> adapter; the async two-argument shape needs none
-_SHAPE_ADAPTERS: dict[tuple[bool, bool, bool], Any] = {
-    (True, True, False): _shape_adapter(_run_async_hook, method=False),
-    (True, True, True): _shape_adapter(_run_async_hook, method=True),
-    (True, False, False): _shape_adapter(_run_sync_hook, method=False),
-    (True, False, True): _shape_adapter(_run_sync_hook, method=True),
-    (False, False, False): _shape_adapter(_run_sync_middleware, method=False),
-    (False, False, True): _shape_adapter(_run_sync_middleware, method=True),
+_SHAPE_WRAPPERS: dict[tuple[bool, bool], _Wrapper] = {
+    (True, True): _run_async_hook,
+    (True, False): _run_sync_hook,
+    (False, False): _run_sync_middleware,
 }
+"""(hook, is_async) -> what the adapter runs; the async two-argument shape needs none."""
+
+
+@cache
+def _shape_adapter(hook: bool, is_async: bool, method: bool) -> Any:
+    """The wrapt decorator for one shape, built on first use and then shared."""
+    import wrapt
+
+    prototype = _method_prototype if method else _middleware_prototype
+    return wrapt.decorator(adapter=prototype)(_SHAPE_WRAPPERS[(hook, is_async)])
 
 
 def _tool_filter(tools: frozenset[str], stage: Stage) -> Any:
+    import wrapt
+
     match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in sorted(tools))).match
 
     async def only_for_tools(
@@ -207,6 +210,8 @@ def _tool_filter(tools: frozenset[str], stage: Stage) -> Any:
 
 
 def _timing(name: str, stage: Stage) -> Any:
+    import wrapt
+
     async def timed(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
@@ -256,7 +261,7 @@ def adapt(
     """
     adapted: Callable[..., Any] = fn
     if shape.hook or not shape.is_async:
-        adapted = _SHAPE_ADAPTERS[(shape.hook, shape.is_async, method)](adapted)
+        adapted = _shape_adapter(shape.hook, shape.is_async, method)(adapted)
     if tools is not None:
         adapted = _tool_filter(tools, stage)(adapted)
     if timing is not None:

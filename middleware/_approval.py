@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import uuid
+import os
 from collections.abc import Awaitable, Callable, Collection
 from fnmatch import fnmatchcase
 from typing import TypeAlias
-
-from pydantic import StrictBool
 
 from pipeline import (
     Gate,
@@ -138,8 +136,10 @@ class ApprovalGate:
         checksum = ctx.checksum
         args = ctx.args
         dump = getattr(args, "model_dump", None)
+        from pydantic import StrictBool  # lazily: docs/architecture.md, "Import time"
+
         gate: Gate[bool] = Gate(
-            id=f"{self._namespace}:{name}:{ctx.call_id}:{uuid.uuid4().hex[:8]}",
+            id=f"{self._namespace}:{name}:{ctx.call_id}:{os.urandom(4).hex()}",
             reason=f"the call to {name!r} needs approval",
             payload={
                 "tool": name,

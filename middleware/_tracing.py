@@ -20,7 +20,6 @@ from the events. It needs OpenTelemetry: ``pip install 'loopware[otel]'``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final
 
 from pipeline import (
@@ -81,6 +80,10 @@ _TURN_STAGES: Final = frozenset({"turn_input", "turn_output"})
 
 
 def _loopware_version() -> str | None:
+    # importlib.metadata loads with the first tracer, not on import (docs/architecture.md,
+    # "Import time")
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("loopware")
     except PackageNotFoundError:

@@ -6,7 +6,12 @@ The top level holds what most programs use. The wings have public sub-packages o
 envelopes), `pipeline.stores` (persistence), `pipeline.models` (the model seam) and
 `pipeline.testing` (test doubles). Every name those modules export is also importable from
 ``pipeline`` itself, as before they moved (``from pipeline import SqliteStore`` keeps working).
+
+The provider models, the durable stores and the JSON and Markdown artifacts load when first
+named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
+
+import typing as _typing
 
 from . import artifacts as artifacts
 from . import errors as errors
@@ -39,14 +44,11 @@ from ._toolcall import ToolCall as ToolCall
 
 # Re-exported from the public sub-packages, so every old import path keeps working.
 from .artifacts import ArtifactTool as ArtifactTool
-from .artifacts import JsonFormat as JsonFormat
 from .artifacts import Media as Media
 from .artifacts import MediaKind as MediaKind
 from .artifacts import ModalityHazard as ModalityHazard
 from .artifacts import RenderedResult as RenderedResult
 from .artifacts import SpooledArtifact as SpooledArtifact
-from .artifacts import SpooledJsonArtifact as SpooledJsonArtifact
-from .artifacts import SpooledMarkdownArtifact as SpooledMarkdownArtifact
 from .artifacts import ToolMethod as ToolMethod
 from .artifacts import TrustTier as TrustTier
 from .artifacts import render_tool_result as render_tool_result
@@ -109,14 +111,11 @@ from .events import ToolExecutionStart as ToolExecutionStart
 from .events import TurnEnd as TurnEnd
 from .events import TurnStart as TurnStart
 from .events import TurnStatus as TurnStatus
-from .models import AnthropicModel as AnthropicModel
 from .models import ChatModel as ChatModel
 from .models import HistoryView as HistoryView
 from .models import Message as Message
 from .models import ModelRequest as ModelRequest
 from .models import ModelResponse as ModelResponse
-from .models import OpenAIChatModel as OpenAIChatModel
-from .models import OpenAIResponsesModel as OpenAIResponsesModel
 from .models import ProposedToolCall as ProposedToolCall
 from .models import Usage as Usage
 from .models import infer_model as infer_model
@@ -135,15 +134,52 @@ from .stages import ToolCallContext as ToolCallContext
 from .stages import ToolCallNext as ToolCallNext
 from .stages import ToolCallStageFn as ToolCallStageFn
 from .stages import TurnStageFn as TurnStageFn
-from .stores import FileSpoolStore as FileSpoolStore
 from .stores import MemorySpoolStore as MemorySpoolStore
 from .stores import MemoryStore as MemoryStore
-from .stores import PostgresStore as PostgresStore
 from .stores import SpoolReader as SpoolReader
 from .stores import SpoolStore as SpoolStore
-from .stores import SqliteStore as SqliteStore
 from .stores import TurnRecord as TurnRecord
 from .stores import TurnStore as TurnStore
+
+if _typing.TYPE_CHECKING:
+    from .artifacts import JsonFormat as JsonFormat
+    from .artifacts import SpooledJsonArtifact as SpooledJsonArtifact
+    from .artifacts import SpooledMarkdownArtifact as SpooledMarkdownArtifact
+    from .models import AnthropicModel as AnthropicModel
+    from .models import OpenAIChatModel as OpenAIChatModel
+    from .models import OpenAIResponsesModel as OpenAIResponsesModel
+    from .stores import FileSpoolStore as FileSpoolStore
+    from .stores import PostgresStore as PostgresStore
+    from .stores import SqliteStore as SqliteStore
+
+_LAZY = {
+    "AnthropicModel": models,
+    "FileSpoolStore": stores,
+    "JsonFormat": artifacts,
+    "OpenAIChatModel": models,
+    "OpenAIResponsesModel": models,
+    "PostgresStore": stores,
+    "SpooledJsonArtifact": artifacts,
+    "SpooledMarkdownArtifact": artifacts,
+    "SqliteStore": stores,
+}
+"""Names the sub-packages load on first use, and the sub-package that holds each."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Load a provider model, durable store or artifact class when its name is first asked for."""
+    package = _LAZY.get(name)
+    if package is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(package, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, those loaded on first use included."""
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "CallNext",

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Generic, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
-from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypeVar
 
 from ._errors import (
@@ -30,6 +29,9 @@ from ._errors import (
     LoopError,
     PolicyViolationError,
 )
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = ["Gate", "GateResult"]
 
@@ -124,6 +126,8 @@ class Gate(Generic[T]):
             )
         adapter: TypeAdapter[Any] | None = None
         if schema is not None:
+            from pydantic import TypeAdapter  # lazily: docs/architecture.md, "Import time"
+
             try:
                 adapter = TypeAdapter(schema)
             except Exception as exc:  # pydantic raises several types for unusable schemas
@@ -205,6 +209,8 @@ class Gate(Generic[T]):
         if self._result is not None:
             return False
         if self._adapter is not None:
+            from pydantic_core import ValidationError  # loaded with the adapter
+
             try:
                 value = self._adapter.validate_python(value)
             except ValidationError as exc:

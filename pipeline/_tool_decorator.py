@@ -18,18 +18,19 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, overload
-
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from typing import TYPE_CHECKING, Any, overload
 
 from ._errors import InvalidToolError
 from ._stash import Stash
 from ._tool import OnCollision, Tool
 from .artifacts._artifact import SpooledArtifact
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ConfigDict
+
 __all__ = ["tool"]
 
-_FORBID = ConfigDict(extra="forbid")
+_FORBID: ConfigDict = {"extra": "forbid"}
 
 
 def _bad(fn: Callable[..., Any], field: str, problem: str) -> InvalidToolError:
@@ -46,6 +47,8 @@ def _hints(fn: Callable[..., Any], localns: Mapping[str, Any] | None) -> dict[st
 
 def _field_name(index: int, name: str) -> str:
     """A model field name for a parameter; parameters pydantic cannot name get an alias."""
+    from pydantic import BaseModel
+
     if name.startswith("_") or hasattr(BaseModel, name):
         return f"p{index}_{name.lstrip('_')}"
     return name
@@ -74,6 +77,8 @@ def _build(
 ) -> Tool[BaseModel]:
     if not callable(fn):
         raise InvalidToolError(f"@tool needs a function, got {fn!r}", field="handler")
+    from pydantic import Field, create_model  # lazily: docs/architecture.md, "Import time"
+
     from ._dispatch import DispatchContext  # lazily: the contexts import the tool machinery
 
     tool_name = name if name is not None else getattr(fn, "__name__", "")

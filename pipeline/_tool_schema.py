@@ -21,6 +21,9 @@ straight to JSON mode, since strict Python mode only accepts dataclass instances
 A schema whose top level is wrapped in a ``mode="before"``, ``"wrap"`` or ``"plain"`` model
 validator owns the shape of its raw input (it may rename keys), so the unknown-key check is left
 to its own ``extra`` config there.
+
+pydantic is imported by the first `ArgsSchema`, not by ``import pipeline`` (docs/architecture.md,
+"Import time"); the schema keeps pydantic's ``ValidationError`` class for its ``except`` clauses.
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
-from pydantic_core import CoreSchema, SchemaValidator
 from typing_extensions import is_typeddict
 
 from ._errors import InvalidToolArgsError, InvalidToolError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+    from pydantic_core import CoreSchema, ValidationError
 
 __all__ = ["ArgsSchema"]
 
@@ -135,6 +140,9 @@ def _top_level_object(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_schema_class(value: object) -> bool:
+    # pydantic's model machinery loads with the first tool (docs/architecture.md, "Import time")
+    from pydantic import BaseModel
+
     return isinstance(value, type) and (
         issubclass(value, BaseModel) or is_typeddict(value) or dataclasses.is_dataclass(value)
     )
@@ -159,6 +167,7 @@ class ArgsSchema(Generic[ArgsT]):
     __slots__ = (
         "_accepted",
         "_adapter",
+        "_invalid",
         "_json_text",
         "_python_first",
         "_tool_name",
@@ -168,6 +177,7 @@ class ArgsSchema(Generic[ArgsT]):
 
     schema: type[ArgsT]
     _adapter: TypeAdapter[ArgsT]
+    _invalid: type[ValidationError]
     _accepted: frozenset[str] | None
     _validate_python: Callable[..., Any]
     _python_first: bool
@@ -187,6 +197,9 @@ class ArgsSchema(Generic[ArgsT]):
                 tool_name,
                 f"must be a pydantic model class, a TypedDict or a dataclass, not {schema!r}",
             )
+        from pydantic import TypeAdapter
+        from pydantic_core import SchemaValidator, ValidationError
+
         try:
             adapter: TypeAdapter[ArgsT] = TypeAdapter(schema)
             json_schema = _top_level_object(adapter.json_schema())
@@ -207,6 +220,7 @@ class ArgsSchema(Generic[ArgsT]):
             if isinstance(validator, SchemaValidator)
             else adapter.validate_python
         )
+        self._invalid = ValidationError
         self._accepted = accepted
         self._python_first = not dataclasses.is_dataclass(schema)
         self._json_text = json.dumps(json_schema, separators=(",", ":"))
@@ -236,7 +250,7 @@ class ArgsSchema(Generic[ArgsT]):
         if self._python_first:
             try:
                 return self._validate_python(args, strict=True)  # type: ignore[no-any-return]
-            except ValidationError:
+            except self._invalid:
                 pass  # JSON mode decides: it accepts the JSON-only forms and words the errors
         try:
             text = json.dumps(args)
@@ -246,7 +260,7 @@ class ArgsSchema(Generic[ArgsT]):
             ) from exc
         try:
             return self._adapter.validate_json(text, strict=True)
-        except ValidationError as exc:
+        except self._invalid as exc:
             raise self._error(_json_safe_errors(exc)) from None
 
     def _reject_unknown(self, args: dict[str, Any], accepted: frozenset[str]) -> NoReturn:

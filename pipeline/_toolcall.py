@@ -13,8 +13,8 @@ plain data, serialises with ``json.dumps`` and validates with pydantic; it is ne
 from __future__ import annotations
 
 import json
+import os
 import re
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -245,8 +245,8 @@ class ToolCall:
 
     @staticmethod
     def new_id() -> str:
-        """Return a fresh call id: ``"call_"`` and 32 hex digits."""
-        return "call_" + uuid.uuid4().hex
+        """Return a fresh call id: ``"call_"`` and 32 hex digits (128 random bits)."""
+        return "call_" + os.urandom(16).hex()  # not uuid4: ``uuid`` imports ``platform``
 
 
 _RECORD_SETTERS: Final = slot_setters(

@@ -30,6 +30,9 @@ SUBPACKAGES = [p for p in PACKAGES if p.startswith("pipeline.") and p not in NEW
 
 
 def _public(module: types.ModuleType) -> set[str]:
+    """The public names the module holds, those it loads on first use resolved first."""
+    for name in dir(module):  # a deferred name enters vars() when first asked for
+        getattr(module, name)
     return {
         name
         for name, value in vars(module).items()

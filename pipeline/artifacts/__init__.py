@@ -4,20 +4,54 @@ Text and bytes results are spooled and wrapped in a `SpooledArtifact` (or a subc
 names); the model queries large ones through forged `ArtifactTool` s. `Media` carries images,
 audio, video and documents with a trust tier, and `render_tool_result` wraps whatever the model
 reads in a trust envelope. See ``docs/architecture.md`` for where this wing sits in the turn.
+The JSON and Markdown artifact classes load when first named (docs/architecture.md, "Import
+time").
 """
+
+import types as _types
+import typing as _typing
 
 from ._artifact import SpooledArtifact as SpooledArtifact
 from ._envelope import RenderedResult as RenderedResult
 from ._envelope import render_tool_result as render_tool_result
 from ._forge import ArtifactTool as ArtifactTool
-from ._json_artifact import JsonFormat as JsonFormat
-from ._json_artifact import SpooledJsonArtifact as SpooledJsonArtifact
-from ._md_artifact import SpooledMarkdownArtifact as SpooledMarkdownArtifact
 from ._media import Media as Media
 from ._media import MediaKind as MediaKind
 from ._media import ModalityHazard as ModalityHazard
 from ._media import TrustTier as TrustTier
 from ._toolmethod import ToolMethod as ToolMethod
+
+if _typing.TYPE_CHECKING:
+    from ._json_artifact import JsonFormat as JsonFormat
+    from ._json_artifact import SpooledJsonArtifact as SpooledJsonArtifact
+    from ._md_artifact import SpooledMarkdownArtifact as SpooledMarkdownArtifact
+
+_LAZY = frozenset({"JsonFormat", "SpooledJsonArtifact", "SpooledMarkdownArtifact"})
+"""The JSON and Markdown artifact names: exported here, loaded on first use."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Load the JSON or Markdown artifact module when one of its names is first asked for."""
+    module: _types.ModuleType
+    if name in ("JsonFormat", "SpooledJsonArtifact"):
+        from . import _json_artifact
+
+        module = _json_artifact
+    elif name == "SpooledMarkdownArtifact":
+        from . import _md_artifact
+
+        module = _md_artifact
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the JSON and Markdown artifact names included before they load."""
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ArtifactTool",

@@ -13,11 +13,8 @@ from time import monotonic
 from typing import TYPE_CHECKING, ClassVar
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
-from ._base_tools import BASE_TOOL_METHODS
 from ._cap import DEFAULT_MAX_RESULT_BYTES
-from ._grep import compile_grep, grep_budget, grep_timeout_error, iter_matches
-from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
-from ._toolmethod import ToolMethod
+from ._toolmethod import DeferredToolMethods, ToolMethod, declared_tool_methods
 
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
@@ -189,6 +186,8 @@ class SpooledArtifact:
         Raises:
             InvalidToolArgsError: as `grep`.
         """
+        from ._grep import compile_grep  # grep and tokens load on first use (docs/architecture.md)
+
         compiled = compile_grep(pattern, flags)
         if max_matches is not None and _check_count(max_matches, "max_matches") == 0:
             raise InvalidToolArgsError("max_matches must be 1 or more", field="max_matches")
@@ -201,6 +200,8 @@ class SpooledArtifact:
     def _grep_lines(
         self, compiled: GrepPattern, start: int, end: int | None, max_matches: int | None
     ) -> Iterator[tuple[int, str]]:
+        from ._grep import grep_timeout_error, iter_matches
+
         budget = self.grep_time_limit()
         deadline = monotonic() + budget
         count = 0
@@ -220,6 +221,8 @@ class SpooledArtifact:
 
         That is `GREP_TIME_LIMIT` plus `GREP_SECONDS_PER_MB` per megabyte of body.
         """
+        from ._grep import grep_budget
+
         return grep_budget(self.byte_length())
 
     def _line_batches(self, start: int = 0, end: int | None = None) -> Iterable[list[str]]:
@@ -289,6 +292,8 @@ class SpooledArtifact:
         Raises:
             InvalidToolArgsError: ``encoding`` is not one of the known encodings.
         """
+        from ._tokens import ENCODINGS, estimate_tokens, exact_tokens_available
+
         if encoding not in ENCODINGS:
             raise InvalidToolArgsError(
                 f"unknown encoding {encoding!r}: use one of {', '.join(ENCODINGS)}",
@@ -344,14 +349,14 @@ def own_tool_methods(klass: type[SpooledArtifact]) -> tuple[ToolMethod, ...]:
     A class may declare only its new methods or repeat its bases' (``Base.tool_methods + (...)``);
     either way only the new ones are its own.
     """
-    declared: tuple[ToolMethod, ...] = klass.__dict__.get("tool_methods", ())
+    declared = declared_tool_methods(klass)
     if klass is SpooledArtifact:
         return declared
     inherited = {
         m.name
         for base in klass.__mro__[1:]
         if issubclass(base, SpooledArtifact)
-        for m in base.__dict__.get("tool_methods", ())
+        for m in declared_tool_methods(base)
     }
     return tuple(m for m in declared if m.name not in inherited)
 
@@ -367,7 +372,15 @@ def _until(batches: Iterable[list[str]], count: int) -> Iterator[list[str]]:
         yield batch
 
 
-SpooledArtifact.tool_methods = BASE_TOOL_METHODS
+def _base_tool_methods() -> tuple[ToolMethod, ...]:
+    from ._base_tools import BASE_TOOL_METHODS
+
+    return BASE_TOOL_METHODS
+
+
+# Built when first read: the argument models load pydantic's model machinery (docs/
+# architecture.md, "Import time"). Reads see the tuple; mypy sees the ClassVar declared above.
+SpooledArtifact.tool_methods = DeferredToolMethods(_base_tool_methods)  # type: ignore[assignment]
 
 
 SpooledArtifact.__module__ = "pipeline"

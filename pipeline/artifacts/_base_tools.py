@@ -1,16 +1,16 @@
 """The base query tools every artifact offers (DESIGN 10.2): head, tail, grep, cat, sizes, tokens.
 
-`SpooledArtifact.tool_methods` is `BASE_TOOL_METHODS`; the line tools render within the result
-cap (``_capped.py``) and ``artifact_grep`` has a wall-clock limit (its grep budget).
+`SpooledArtifact.tool_methods` is `BASE_TOOL_METHODS`, imported when first read (the argument
+models are pydantic models: docs/architecture.md, "Import time"); the line tools render within
+the result cap (``_capped.py``) and ``artifact_grep`` has a wall-clock limit (its grep budget).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._args import CatArgs, CountArgs, NoArgs, TokenArgs
+from ._args import CatArgs, CountArgs, GrepArgs, NoArgs, TokenArgs
 from ._capped import capped_cat, capped_grep, capped_head, capped_tail
-from ._grep import GrepArgs
 from ._toolmethod import ToolMethod
 
 __all__ = ["BASE_TOOL_METHODS"]

@@ -27,8 +27,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, Field, create_model
-
 from .._errors import InvalidToolArgsError, InvalidToolError
 from .._registry import ToolRegistry
 from .._stash import Stash
@@ -38,6 +36,8 @@ from ._cap import cap_text
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from .._toolcall import ToolCall
 
 __all__ = ["ArtifactContext", "ArtifactTool", "forge_tools"]
@@ -183,6 +183,8 @@ def _handler(
 
 
 def _input_model(method: ToolMethod, ids: tuple[str, ...]) -> type[BaseModel]:
+    from pydantic import Field, create_model  # lazily: docs/architecture.md, "Import time"
+
     enum = list(ids)
 
     def as_enum(schema: dict[str, Any]) -> None:

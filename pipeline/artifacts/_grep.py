@@ -38,10 +38,7 @@ from operator import contains, sub
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, field_validator
-
 from .._errors import InvalidToolArgsError
-from ._args import ArgsModel
 from ._grep_shape import PatternShape, pattern_shape, required_literal
 
 if TYPE_CHECKING:
@@ -50,12 +47,12 @@ if TYPE_CHECKING:
 __all__ = [
     "GREP_SECONDS_PER_MB",
     "GREP_TIME_LIMIT",
-    "GrepArgs",
     "GrepPattern",
     "compile_grep",
     "grep_budget",
     "grep_timeout_error",
     "iter_matches",
+    "regex_module",
     "search_lines",
 ]
 
@@ -75,7 +72,7 @@ _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": 0}
 
 
 @lru_cache(maxsize=1)
-def _regex() -> Any:
+def regex_module() -> Any:
     """The `regex` module, imported on first use (it is not needed by ``import pipeline``)."""
     import regex as module
 
@@ -135,7 +132,7 @@ def compile_grep(pattern: str, flags: str = "") -> GrepPattern:
 
 @lru_cache(maxsize=256)
 def _compiled(pattern: str, bits: int) -> GrepPattern:
-    module = _regex()
+    module = regex_module()
     try:
         slow = module.compile(pattern, bits)
     except module.error as exc:
@@ -283,36 +280,3 @@ def search_lines(
         if len(found) == limit:
             break
     return found
-
-
-class GrepArgs(ArgsModel):
-    """A per-line regular expression search."""
-
-    pattern: str = Field(description="Python regular expression, matched against each line.")
-    flags: str = Field(
-        default="",
-        pattern=r"^[imsu]*$",
-        description=(
-            "Any of 'i' (ignore case), 'm' (multiline), 's' (dot matches all), "
-            "'u' (Unicode; always on)."
-        ),
-    )
-    max_matches: int | None = Field(
-        default=None, ge=1, description="Stop after this many matching lines (null: no limit)."
-    )
-    start_line: int = Field(
-        default=0, ge=0, description="First line to search (0-based; default: the first)."
-    )
-    end_line: int | None = Field(
-        default=None, ge=0, description="Line after the last one searched (null: to the end)."
-    )
-
-    @field_validator("pattern")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
-        module = _regex()
-        try:
-            module.compile(value)
-        except module.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from exc
-        return value

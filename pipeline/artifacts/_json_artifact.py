@@ -38,7 +38,8 @@ from ._json_formats import (
     parse_json5,
     parse_lines,
 )
-from ._json_tools import JSON_TOOL_METHODS, compile_jsonpath
+from ._json_tools import compile_jsonpath
+from ._toolmethod import DeferredToolMethods, ToolMethod
 
 if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
@@ -359,6 +360,14 @@ class SpooledJsonArtifact(SpooledArtifact):
         return f"<{type(self).__name__}{fmt} {self.byte_length()} bytes, {self.line_count()} lines>"
 
 
-SpooledJsonArtifact.tool_methods = JSON_TOOL_METHODS
+def _json_tool_methods() -> tuple[ToolMethod, ...]:
+    from ._json_methods import JSON_TOOL_METHODS
+
+    return JSON_TOOL_METHODS
+
+
+# Built when first read, as SpooledArtifact's own (docs/architecture.md, "Import time"): a
+# descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
+SpooledJsonArtifact.tool_methods = DeferredToolMethods(_json_tool_methods)  # type: ignore[assignment]
 
 SpooledJsonArtifact.__module__ = "pipeline"

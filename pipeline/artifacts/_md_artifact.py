@@ -30,7 +30,7 @@ from .._errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import SpooledArtifact
 from ._md_frontmatter import front_matter_end, load_front_matter
 from ._md_tokens import in_range, inline_lines, line_range, node_dict, plain
-from ._md_tools import MD_TOOL_METHODS
+from ._toolmethod import DeferredToolMethods, ToolMethod
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -345,6 +345,14 @@ class SpooledMarkdownArtifact(SpooledArtifact):
         return tree
 
 
-SpooledMarkdownArtifact.tool_methods = MD_TOOL_METHODS
+def _md_tool_methods() -> tuple[ToolMethod, ...]:
+    from ._md_methods import MD_TOOL_METHODS
+
+    return MD_TOOL_METHODS
+
+
+# Built when first read, as SpooledArtifact's own (docs/architecture.md, "Import time"): a
+# descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
+SpooledMarkdownArtifact.tool_methods = DeferredToolMethods(_md_tool_methods)  # type: ignore[assignment]
 
 SpooledMarkdownArtifact.__module__ = "pipeline"

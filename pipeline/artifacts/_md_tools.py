@@ -1,4 +1,4 @@
-"""The Markdown query tools (`MD_TOOL_METHODS`): argument models and capped renderers.
+"""The Markdown query tools' capped renderers (``_cap.py``).
 
 List results stop at the cap; the note names the ``start_line`` to ask for next (records carry
 their lines), or, for links and images (whose records have no line), how to narrow the range.
@@ -10,19 +10,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from ._args import LineRangeArgs, NoArgs
 from ._cap import cap_items, clip, content_budget, finish, utf8_len
-from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
     from ._md_artifact import SpooledMarkdownArtifact
 
 __all__ = [
-    "MD_TOOL_METHODS",
-    "DepthArgs",
-    "LangArgs",
     "capped_ast",
     "capped_code_blocks",
     "capped_headings",
@@ -31,18 +24,6 @@ __all__ = [
     "capped_sections",
     "capped_text",
 ]
-
-
-class DepthArgs(LineRangeArgs):
-    """The deepest heading level to include, and the lines to look in."""
-
-    depth: int = Field(default=6, ge=1, le=6, description="Deepest heading level (1 to 6).")
-
-
-class LangArgs(LineRangeArgs):
-    """An optional language filter, and the lines to look in."""
-
-    lang: str | None = Field(default=None, description="Only blocks of this language (null: all).")
 
 
 def _from_line(
@@ -174,67 +155,3 @@ def capped_ast(
         f"nodes shown; {where}]",
         cap,
     )
-
-
-MD_TOOL_METHODS: tuple[ToolMethod, ...] = (
-    ToolMethod(
-        "artifact_md_frontmatter",
-        "md_frontmatter",
-        "Return the YAML front matter of a spooled Markdown result (null when none).",
-        NoArgs,
-    ),
-    ToolMethod(
-        "artifact_md_headings",
-        "md_headings",
-        "List the headings (depth, text, 0-based start_line, exclusive end_line).",
-        DepthArgs,
-        capped=capped_headings,
-    ),
-    ToolMethod(
-        "artifact_md_sections",
-        "md_sections",
-        "List the sections with their 0-based heading and body line ranges (body end "
-        "exclusive); read one with artifact_cat.",
-        DepthArgs,
-        capped=capped_sections,
-    ),
-    ToolMethod(
-        "artifact_md_code_blocks",
-        "md_code_blocks",
-        "List the code blocks (lang, 0-based start_line, exclusive end_line).",
-        LangArgs,
-        capped=capped_code_blocks,
-    ),
-    ToolMethod(
-        "artifact_md_links",
-        "md_links",
-        "List the links (text, url, title) of a spooled Markdown result, optionally only "
-        "those on lines [start_line, end_line) (e.g. a section's body lines).",
-        LineRangeArgs,
-        capped=capped_links,
-    ),
-    ToolMethod(
-        "artifact_md_images",
-        "md_images",
-        "List the images (alt, url, title) of a spooled Markdown result, optionally only "
-        "those on lines [start_line, end_line).",
-        LineRangeArgs,
-        capped=capped_images,
-    ),
-    ToolMethod(
-        "artifact_md_text",
-        "md_text",
-        "Return the plain text of a spooled Markdown result, without markup; optionally only "
-        "the blocks starting on lines [start_line, end_line).",
-        LineRangeArgs,
-        capped=capped_text,
-    ),
-    ToolMethod(
-        "artifact_md_ast",
-        "md_ast",
-        "Return the Markdown syntax tree of a spooled Markdown result as JSON; optionally only "
-        "the top-level nodes starting on lines [start_line, end_line).",
-        LineRangeArgs,
-        capped=capped_ast,
-    ),
-)

@@ -18,7 +18,6 @@ explicitly.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn, Self, get_args
@@ -48,6 +47,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _new_id() -> str:
+    import uuid  # on first use: it imports platform (docs/architecture.md, "Import time")
+
     return uuid.uuid4().hex
 
 

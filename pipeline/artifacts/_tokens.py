@@ -19,7 +19,6 @@ import hashlib
 import importlib
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, Literal, get_args
@@ -118,6 +117,8 @@ _CHUNK_CHARS = 1 << 20
 def _cached_file_is_local(url: str, expected: str) -> bool:
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
     if cache_dir is None:
+        import tempfile  # only to find tiktoken's cache (docs/architecture.md, "Import time")
+
         cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
     if not cache_dir:
         return False

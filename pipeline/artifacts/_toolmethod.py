@@ -1,15 +1,21 @@
-"""`ToolMethod`: one artifact query method offered to the model as a tool."""
+"""`ToolMethod`: one artifact query method offered to the model as a tool.
+
+`DeferredToolMethods` holds an artifact class's built-in ``tool_methods`` until they are first
+read: their argument models are pydantic models, and pydantic's model machinery is not loaded
+by ``import pipeline`` (docs/architecture.md, "Import time").
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-__all__ = ["ToolMethod", "default_serialise"]
+__all__ = ["DeferredToolMethods", "ToolMethod", "declared_tool_methods", "default_serialise"]
 
 
 def default_serialise(value: Any) -> str:
@@ -77,6 +83,47 @@ class ToolMethod:
             return method(artifact, **kwargs)
 
         return call
+
+
+class DeferredToolMethods:
+    """A class's ``tool_methods``, built by ``build`` when first read and then kept.
+
+    Set on an artifact class in place of the tuple (``Cls.tool_methods = DeferredToolMethods(
+    build)``): reading ``Cls.tool_methods`` (or the attribute through a subclass or an instance)
+    returns the built tuple, the same object every time.
+    """
+
+    __slots__ = ("_build", "_methods")
+
+    def __init__(self, build: Callable[[], tuple[ToolMethod, ...]]) -> None:
+        """Keep ``build`` until the methods are first read."""
+        self._build = build
+        self._methods: tuple[ToolMethod, ...] | None = None
+
+    def resolve(self) -> tuple[ToolMethod, ...]:
+        """Return the methods, building them on the first call."""
+        methods = self._methods
+        if methods is None:
+            methods = self._methods = self._build()
+        return methods
+
+    def __get__(self, instance: object, owner: type | None = None) -> tuple[ToolMethod, ...]:
+        """Return the methods (class and instance reads alike)."""
+        return self.resolve()
+
+    def __repr__(self) -> str:
+        """Return the method names once built, else that they are not built yet."""
+        if self._methods is None:
+            return "<DeferredToolMethods (not built yet)>"
+        return f"<DeferredToolMethods {[method.name for method in self._methods]!r}>"
+
+
+def declared_tool_methods(klass: type) -> tuple[ToolMethod, ...]:
+    """Return the ``tool_methods`` ``klass`` itself declares (not inherited), or ``()``."""
+    declared: tuple[ToolMethod, ...] | DeferredToolMethods = klass.__dict__.get("tool_methods", ())
+    if isinstance(declared, DeferredToolMethods):
+        return declared.resolve()
+    return declared
 
 
 ToolMethod.__module__ = "pipeline"
