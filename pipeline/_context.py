@@ -7,7 +7,7 @@ built-in machinery does. See ``docs/architecture.md``.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._events import Event, Log, LogLevel
@@ -255,12 +255,12 @@ class TurnView:
         """
         return self._state.spool_write(call_id, data)
 
-    async def store_message(self, message: Message) -> None:
-        """Persist a message, then add it to the turn and emit `MessageStored`."""
-        await self._state.store_message(message)
+    def store_message(self, message: Message) -> Coroutine[Any, Any, None]:
+        """Persist a message, then add it to the turn and emit `MessageStored` (await it)."""
+        return self._state.store_message(message)  # its coroutine: one frame less per call
 
-    async def store_tool_call(self, call: ToolCall) -> None:
-        """Persist a completed call before returning, then record it and emit `ToolCallStored`.
+    def store_tool_call(self, call: ToolCall) -> Coroutine[Any, Any, None]:
+        """Persist a completed call, then record it and emit `ToolCallStored` (await it).
 
         It joins ``new_tool_calls`` of the current iteration.
 
@@ -269,7 +269,7 @@ class TurnView:
                 `mutate_tool_call` to replace one), or in an earlier turn of the conversation
                 (the model would read two calls with one id).
         """
-        await self._state.store_tool_call(call)
+        return self._state.store_tool_call(call)
 
     async def mutate_tool_call(self, call: ToolCall) -> None:
         """Replace the stored call with the same id (position kept), persisting first.

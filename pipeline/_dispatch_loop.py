@@ -112,7 +112,7 @@ class DispatchLoop:
             )
         if self._has_input and not await turn.run_stage("dispatch_input", d):
             self._fail_with_last()
-        if not self._stopped():
+        if not d.is_stopped:
             try:  # the executor, inline: one coroutine less per iteration
                 await executor(d)
             except TurnAbortedError as exc:
@@ -123,7 +123,7 @@ class DispatchLoop:
                 self._executor_failed(exc)
             if (
                 self._has_output
-                and not self._stopped()
+                and not self._stopped()  # read again: the executor may have stopped it
                 and not await turn.run_stage("dispatch_output", d)
             ):
                 self._fail_with_last()

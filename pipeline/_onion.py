@@ -29,7 +29,7 @@ class StageRun:
         self.fns = fns
         self.names = names
         self.ctx = ctx
-        self.turn = ctx if turn is None else turn  # what carries the turn's abort flag
+        self.turn = ctx if turn is None else turn  # its ``aborted``: the turn's abort flag
         self.last = len(fns) - 1
         self.pos = 0
         self.called = 0

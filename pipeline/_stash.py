@@ -27,7 +27,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ._errors import InvalidStashValueError
 from ._plain import CONTAINERS, MISSING, SCALARS, clone, to_plain
-from ._stash_key import StashKey, short_repr, split_path
+from ._stash_key import StashKey, cached_split, short_repr, split_path
 
 __all__ = ["Stash", "StashKey"]
 
@@ -153,7 +153,8 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        node = self._lookup(split_path(path))
+        parts = cached_split(path) if type(path) is str else None
+        node = self._lookup(split_path(path) if parts is None else parts)
         if node is MISSING:
             return default
         return clone(node) if type(node) in CONTAINERS else node
@@ -169,7 +170,9 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed or runs through a value that is not a
                 container, or ``value`` is not plain data. The store is left unchanged.
         """
-        parts = split_path(path)
+        parts = cached_split(path) if type(path) is str else None
+        if parts is None:
+            parts = split_path(path)
         stored = to_plain(value, path)
         parent = self._parent(parts)
         if parent is not None:
@@ -230,11 +233,15 @@ class Stash:
             InvalidStashValueError: the path is malformed or runs through a non-container, or
                 the stored value is not an int.
         """
+        parts: tuple[str, ...] | None
         if isinstance(key, StashKey):
             parts, path = key.parts, key.path
             start = key.default if key.has_default else MISSING
         else:
-            parts, path, start = split_path(key), key, MISSING
+            parts = cached_split(key) if type(key) is str else None
+            path, start = key, MISSING
+        if parts is None:
+            parts = split_path(key)
         if type(by) is not int:
             raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
         node: Any = self._data
@@ -272,7 +279,9 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed, holds something that is not a list,
                 or ``value`` is not plain data.
         """
-        parts = split_path(path)
+        parts = cached_split(path) if type(path) is str else None
+        if parts is None:
+            parts = split_path(path)
         stored = to_plain(value, path)
         parent = self._parent(parts)
         if parent is not None:  # the common case: one walk, no second lookup
@@ -314,7 +323,9 @@ class Stash:
         Raises:
             InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
         """
-        parts = split_path(path)
+        parts = cached_split(path) if type(path) is str else None
+        if parts is None:
+            parts = split_path(path)
         parent = self._parent(parts)
         if parent is not None:  # the common case: one walk, scalars stored as they are
             last = parts[-1]

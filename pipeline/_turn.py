@@ -159,7 +159,7 @@ class Turn:
             if state.aborted:
                 reached = False
             else:
-                run = StageRun(fns, onion.names, ctx, self.ctx)
+                run = StageRun(fns, onion.names, ctx, state)
                 await fns[0](ctx, run)
                 reached = run.reached_end
         except TurnAbortedError as exc:
