@@ -32,6 +32,7 @@ from ._chain import (
     AuditRow,
     canonical_row,
     entry_from_fields,
+    new_row,
     verify_rows,
 )
 from ._sqlite import SQL_COLUMNS, Synchronous, check_options, resume
@@ -110,13 +111,13 @@ def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[A
         data = canonical_row(entries[0], index, prev)
         digest = sha256(data).hexdigest()
         line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
-        return [AuditRow(index, entries[0], prev, digest)], line
+        return [new_row(index, entries[0], prev, digest)], line
     rows: list[AuditRow] = []
     lines: list[bytes] = []
     for entry in entries:
         data = canonical_row(entry, index, prev)
         digest = sha256(data).hexdigest()
-        rows.append(AuditRow(index, entry, prev, digest))
+        rows.append(new_row(index, entry, prev, digest))
         lines.append(b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii")))
         index, prev = index + 1, digest
     return rows, b"".join(lines)

@@ -38,6 +38,7 @@ from ._chain import (
     canonical_row,
     entry_from_fields,
     entry_to_fields,
+    new_row,
     verify_rows,
 )
 from ._writer import ChainWriter
@@ -129,7 +130,7 @@ def _chain_values(
         recorded = e.recorded_at.isoformat()
         data = canonical_row(e, index, prev, recorded)
         digest = sha256(data).hexdigest()
-        row = AuditRow(index, e, prev, digest)
+        row = new_row(index, e, prev, digest)
         rows.append(row)
         if data.isascii():  # no text to store as bytes (see _sql_text)
             values.append(
