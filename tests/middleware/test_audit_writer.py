@@ -4,6 +4,8 @@ version, appends that never wait on the event loop, group commit, failures and k
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import fcntl
 import json
 import signal
@@ -27,6 +29,7 @@ from middleware.audit._chain import (
     GENESIS_HASH,
     canonical_row,
     entry_to_fields,
+    new_row,
     row_hash,
 )
 from pipeline import canonical_json
@@ -106,6 +109,42 @@ def test_the_hash_text_is_the_canonical_json_of_the_row(
     expected = canonical_json({**entry_to_fields(e), "index": index, "prev_hash": prev_hash})
     assert canonical_row(e, index, prev_hash) == expected.encode("utf-8")
     assert canonical_row(e, index, prev_hash, e.recorded_at.isoformat()) == expected.encode()
+
+
+class _Word(str, enum.Enum):  # noqa: UP042 - its str() is not its value: the hard case
+    ALLOWED = "allowed"
+    ODD = 'odd "word"\n'
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries(),
+    st.sampled_from([*DECISIONS, "tool_call", "turn", "completed", ""]) | _text,
+    st.sampled_from([_Word.ALLOWED, _Word.ODD, 7, None]),
+)
+def test_the_hash_text_of_odd_kinds_decisions_and_statuses_is_still_the_definition(
+    e: AuditEntry, word: str, odd: object
+) -> None:
+    """``kind``, ``decision`` and ``status`` are looked up by value, not trusted: any text, a
+    ``str`` enum (written by value) or a value of the wrong type gives the definition's text."""
+    for value in (word, odd):
+        changed = dataclasses.replace(e, kind=value, decision=value, status=value)  # type: ignore[arg-type]
+        expected = canonical_json({**entry_to_fields(changed), "index": 3, "prev_hash": "p"})
+        assert canonical_row(changed, 3, "p") == expected.encode("utf-8")
+
+
+@given(entries(), st.integers(0, 2**53), st.text(max_size=70), st.text(max_size=70))
+def test_a_sinks_new_row_is_the_row_its_fields_make(
+    e: AuditEntry, index: int, prev_hash: str, digest: str
+) -> None:
+    """A row built by ``new_row`` equals, hashes, prints and stays frozen as ``AuditRow``'s."""
+    row, made = new_row(index, e, prev_hash, digest), AuditRow(index, e, prev_hash, digest)
+    assert type(row) is AuditRow
+    assert row == made
+    assert hash(row) == hash(made)
+    assert repr(row) == repr(made)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.hash = "edited"  # type: ignore[misc]
 
 
 # -- chains written before this version ----------------------------------------------------------
