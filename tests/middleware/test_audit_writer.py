@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import enum
 import fcntl
+import gc
 import json
 import signal
 import sqlite3
@@ -23,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
-from middleware.audit import _jsonl
+from middleware.audit import _jsonl, _writer
 from middleware.audit._chain import (
     DECISIONS,
     GENESIS_HASH,
@@ -456,6 +457,73 @@ async def test_a_head_rewritten_under_an_open_sqlite_sink_is_followed_as_on_open
         assert call_ids(sink) == ["call-0", "call-1", "call-3"]
         assert sink.verify() is None
         assert sink.verify(head=saved) == 2
+    finally:
+        sink.close()
+
+
+# -- the writer thread ---------------------------------------------------------------------------
+
+
+def _writer_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == name]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
+async def test_closing_a_sink_ends_its_writer_thread(
+    kind: str, synchronous: str, tmp_path: Path
+) -> None:
+    """A sink runs one writer thread, and close() waits for it to end: none is left behind."""
+    before = len(_writer_threads("loopware-audit"))
+    sink = open_sink(kind, tmp_path, synchronous)
+    await sink.append([entry(0)])
+    assert len(_writer_threads("loopware-audit")) == before + 1
+    sink.close()
+    assert len(_writer_threads("loopware-audit")) == before
+
+
+def test_a_writer_nobody_closed_ends_its_thread_when_collected() -> None:
+    """A ChainWriter dropped without close() does not leave its thread waiting forever."""
+    done: list[int] = []
+    writer = _writer.ChainWriter("loopware-test-dropped", lambda entries: [])
+    writer.submit(lambda: done.append(1))
+    thread = _writer_threads("loopware-test-dropped")[0]
+    del writer
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert done == [1]  # what was queued still ran
+
+
+_EXIT_WITHOUT_CLOSE = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from tests.middleware.test_audit_writer import entry, open_sink
+
+sink = open_sink({kind!r}, Path({folder!r}), "full")
+
+async def main() -> None:
+    for i in range(20):  # queued for the writer thread (a sync each); nobody awaits them
+        sink.append([entry(i)])
+
+asyncio.run(main())
+# no close(): the interpreter exits with the append queued
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_append_queued_when_the_interpreter_exits_is_written(kind: str, tmp_path: Path) -> None:
+    """At exit, the writer thread finishes what is queued (as a thread pool's worker would)."""
+    script = _EXIT_WITHOUT_CLOSE.format(root=str(ROOT), kind=kind, folder=str(tmp_path))
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    sink = open_sink(kind, tmp_path, "full")
+    try:
+        assert call_ids(sink) == [f"call-{i}" for i in range(20)]
+        assert sink.verify() is None
     finally:
         sink.close()
 
