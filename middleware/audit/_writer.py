@@ -25,10 +25,11 @@ synchronous read (``call``) or ``close`` writes a gathered group first.
 A ``write(2)`` into the page cache or an SQLite commit without ``fsync`` takes microseconds; the
 kernel may still make it wait briefly under heavy writeback, as it would any logging write.
 
-The writer thread is a plain thread reading a ``queue.SimpleQueue``: a hop to it and back costs
-about 27 µs on the benchmark machine, against 70 µs through a ``ThreadPoolExecutor`` (whose
-``submit`` and idle bookkeeping take Python-level locks). It ends when the writer is closed or
-garbage-collected, and at interpreter exit after writing what is queued (as an executor would).
+The writer thread is a plain thread reading a ``queue.SimpleQueue``: an append's hop to it and
+back costs 38-52 µs on the benchmark machine, against 70-180 µs through a ``ThreadPoolExecutor``
+(whose ``submit`` and idle bookkeeping take Python-level locks; see README.md, Benchmarks). It
+ends when the writer is closed or garbage-collected, and at interpreter exit after writing what is
+queued (as an executor's worker would).
 """
 
 from __future__ import annotations
