@@ -12,12 +12,17 @@ ways:
   commit writes them together (the raw limit: the same tasks, their rows gathered until the
   event loop gets control back and written by one raw write).
 
-The raw write is the limit: the same entries, each serialised once (a JSON object of the same
-fields for JSON Lines, the same column values for SQLite), written from the same coroutine
-with the same durability and no chain: ``os.write`` (+ ``fdatasync`` with ``full``) of
-the lines to a file opened with ``O_APPEND``; one ``BEGIN``/``INSERT``/``COMMIT`` into a WAL
-database with the same ``synchronous`` setting (one row per write for ``1``, 100 rows for
-``100``). It does its I/O on the event loop thread, blocking it (for the whole
+The raw write is the limit: the same rows, of the same size, written from the same coroutine
+with the same durability and transaction shape, without the chain. Each row holds the entry's
+fields, its index, and two fixed 64-digit hex strings in place of ``prev_hash`` and ``hash``
+(so the bytes written match the sink's; only the SHA-256s, the canonical text they are taken
+of, the head and the locking are left out). JSON Lines: every row serialised once with the
+stdlib's C JSON encoder (one encoder, reused), the lines of one append written by one
+``os.write`` to a file opened with ``O_APPEND`` (+ one ``fdatasync`` with ``full``). SQLite:
+one ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany`` for 100 rows) into the same
+table (``idx INTEGER PRIMARY KEY``, the same 18 columns) in a WAL database with the same
+``synchronous`` and SQLite's automatic checkpoints (the sink checkpoints after as many pages,
+on its writer thread). It does its I/O on the event loop thread, blocking it (for the whole
 ``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
 
 Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
@@ -109,6 +114,11 @@ class Writer(Protocol):
         ...
 
 
+_FILLER = "f" * 64
+"""Stands in for ``prev_hash`` and ``hash`` in a raw row: the same size, no hashing."""
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 class RawJsonl:
     """Lines appended with ``os.write`` (+ ``fdatasync``): no chain, no head, no lock."""
 
@@ -116,13 +126,16 @@ class RawJsonl:
         """Open ``path`` for appending."""
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._fsync = sync == "full"
+        self._count = 0
 
     def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
         """Serialise and write the entries (one write), then sync when ``full``."""
+        start = self._count
+        self._count += len(entries)
         data = b"".join(
-            (json.dumps(dict(zip(_COLUMNS, _values(e), strict=True)), ensure_ascii=False,
-                        separators=(",", ":")) + "\n").encode()
-            for e in entries
+            (_ENCODE({**dict(zip(_COLUMNS, _values(e), strict=True)), "index": i,
+                      "prev_hash": _FILLER, "hash": _FILLER}) + "\n").encode()
+            for i, e in enumerate(entries, start)
         )
         os.write(self._fd, data)
         if self._fsync:
@@ -137,10 +150,7 @@ class RawJsonl:
 class RawSqlite:
     """Rows inserted in one transaction per write, WAL, the same ``synchronous``: no chain."""
 
-    _INSERT = (
-        f"INSERT INTO audit_rows ({', '.join(_COLUMNS)}) "
-        f"VALUES ({', '.join('?' * len(_COLUMNS))})"
-    )
+    _INSERT = f"INSERT INTO audit_rows VALUES ({', '.join('?' * (len(_COLUMNS) + 3))})"
 
     def __init__(self, path: Path, sync: Sync) -> None:
         """Create the table."""
@@ -148,17 +158,24 @@ class RawSqlite:
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute(f"PRAGMA synchronous = {sync.upper()}")
         self._conn.execute(
-            f"CREATE TABLE audit_rows (idx INTEGER PRIMARY KEY, {', '.join(_COLUMNS)})"
+            f"CREATE TABLE audit_rows (idx INTEGER PRIMARY KEY, {', '.join(_COLUMNS)}, "
+            "prev_hash, hash)"
         )
+        self._count = 0
 
     def append(self, entries: Sequence[AuditEntry]) -> Awaitable[None]:
         """Insert the entries in one transaction."""
         conn = self._conn
+        start = self._count
+        self._count += len(entries)
         conn.execute("BEGIN")
         if len(entries) == 1:
-            conn.execute(self._INSERT, _values(entries[0]))
+            conn.execute(self._INSERT, (start, *_values(entries[0]), _FILLER, _FILLER))
         else:
-            conn.executemany(self._INSERT, [_values(e) for e in entries])
+            conn.executemany(
+                self._INSERT,
+                [(i, *_values(e), _FILLER, _FILLER) for i, e in enumerate(entries, start)],
+            )
         conn.execute("COMMIT")
         return _written()
 
@@ -192,7 +209,7 @@ class RawGroup:
     def _flush(self) -> None:
         rows, waits, self._rows, self._waits = self._rows, self._waits, [], []
         s = time.perf_counter()
-        self._raw.append(rows)
+        _ = self._raw.append(rows)  # written on return (a completed future)
         self.holds.append(time.perf_counter() - s)
         for done in waits:
             done.set_result(None)

@@ -33,6 +33,7 @@ __all__ = [
     "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
+    "new_row",
     "row_hash",
     "seal",
     "verify_rows",
@@ -251,19 +252,11 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
 
 
 _MAX_SAFE_INTEGER = 2**53 - 1
-def _number(value: object) -> str:
-    """Canonical JSON for a duration: ``repr`` where it is JavaScript's text, else the slow way."""
-    if value is None:
-        return "null"
-    if type(value) is float and 1e-4 <= abs(value) < 1e16 and not value.is_integer():
-        return float.__repr__(value)
-    return canonical_json(value)
-
-
-def _bool(value: object) -> str:
-    if value is True:
-        return "true"
-    return "false" if value is False else canonical_json(value)
+_QUOTED = {
+    text: encode_basestring(text) for text in (*DECISIONS, *_KINDS, *_STATUSES)
+}
+"""The JSON text of every ``kind``, ``decision`` and ``status``: looked up, not escaped."""
+_quoted = _QUOTED.get
 
 
 def canonical_row(
@@ -285,30 +278,58 @@ def canonical_row(
             raise TypeError(index)
         a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
         r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
+        n = e.duration_ms
+        b: object = e.is_error  # typed bool; the text matches the definition whatever it holds
+        if n is None:
+            m = "null"
+        elif type(n) is float and 1e-4 <= abs(n) < 1e16 and not n.is_integer():
+            m = float.__repr__(n)  # JavaScript's text for these (pipeline/_json.py)
+        else:
+            m = canonical_json(n)
         text = (
             f'{{"args":{"null" if a is None else q(a)}'
             f',"call_id":{"null" if c is None else q(c)}'
             f',"checksum":{"null" if k is None else q(k)}'
             f',"conversation_id":{"null" if v is None else q(v)}'
-            f',"decision":{"null" if d is None else q(d)}'
-            f',"duration_ms":{_number(e.duration_ms)}'
+            f',"decision":{"null" if d is None else _quoted(d) or q(d)}'
+            f',"duration_ms":{m}'
             f',"error":{"null" if r is None else q(r)}'
             f',"index":{int.__repr__(index)}'
             f',"input":{"null" if i is None else q(i)}'
-            f',"is_error":{_bool(e.is_error)}'
-            f',"kind":{q(e.kind)}'
+            f',"is_error":{"true" if b is True else "false" if b is False else canonical_json(b)}'
+            f',"kind":{_quoted(e.kind) or q(e.kind)}'
             f',"policy":{"null" if p is None else q(p)}'
             f',"prev_hash":{q(prev_hash)}'
             f',"reason":{"null" if o is None else q(o)}'
             f',"recorded_at":{q(e.recorded_at.isoformat() if recorded_at is None else recorded_at)}'
-            f',"status":{"null" if s is None else q(s)}'
+            f',"status":{"null" if s is None else _quoted(s) or q(s)}'
             f',"tool":{"null" if t is None else q(t)}'
             f',"turn_id":{q(e.turn_id)}}}'
         )
-        return text.encode("utf-8")  # a lone surrogate cannot be encoded: the slow way
+        return text.encode()  # a lone surrogate cannot be encoded: the slow way
     except (TypeError, UnicodeEncodeError):
         fields = {**entry_to_fields(entry), "index": index, "prev_hash": prev_hash}
         return canonical_json(fields).encode("utf-8")
+
+
+_make = object.__new__
+_set_index, _set_entry, _set_prev, _set_hash = (
+    AuditRow.__dict__[name].__set__ for name in ("index", "entry", "prev_hash", "hash")
+)
+
+
+def new_row(index: int, entry: AuditEntry, prev_hash: str, digest: str) -> AuditRow:
+    """``AuditRow(index, entry, prev_hash, digest)`` for a sink's new rows, in half the time.
+
+    It fills the slots directly instead of through the frozen dataclass's ``__init__`` (four
+    ``object.__setattr__`` calls); the row is the same, equal to one built by ``AuditRow``.
+    """
+    row: AuditRow = _make(AuditRow)
+    _set_index(row, index)
+    _set_entry(row, entry)
+    _set_prev(row, prev_hash)
+    _set_hash(row, digest)
+    return row
 
 
 def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
@@ -318,7 +339,7 @@ def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
     sha256 = hashlib.sha256
     for entry in entries:
         digest = sha256(canonical_row(entry, index, prev)).hexdigest()
-        rows.append(AuditRow(index, entry, prev, digest))
+        rows.append(new_row(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
 

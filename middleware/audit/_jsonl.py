@@ -32,6 +32,7 @@ from ._chain import (
     AuditRow,
     canonical_row,
     entry_from_fields,
+    new_row,
     verify_rows,
 )
 from ._sqlite import SQL_COLUMNS, Synchronous, check_options, resume
@@ -110,16 +111,26 @@ def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[A
         data = canonical_row(entries[0], index, prev)
         digest = sha256(data).hexdigest()
         line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
-        return [AuditRow(index, entries[0], prev, digest)], line
+        return [new_row(index, entries[0], prev, digest)], line
     rows: list[AuditRow] = []
     lines: list[bytes] = []
     for entry in entries:
         data = canonical_row(entry, index, prev)
         digest = sha256(data).hexdigest()
-        rows.append(AuditRow(index, entry, prev, digest))
+        rows.append(new_row(index, entry, prev, digest))
         lines.append(b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii")))
         index, prev = index + 1, digest
     return rows, b"".join(lines)
+
+
+def _size(fd: int) -> int:
+    """The file's size, from ``lseek`` (``fstat`` costs twice as much right after a write).
+
+    Moving the offset of the sink's file is harmless: rows are appended (``O_APPEND``) wherever
+    it is, and the sink's buffered handle is only read after a seek to the end (``_catch_up``),
+    which sets its offset and buffer afresh.
+    """
+    return os.lseek(fd, 0, os.SEEK_END)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -287,14 +298,14 @@ class JsonlAuditSink:
         if not _try_lock(self._head_fd):
             return None
         try:
-            if os.fstat(self._fd).st_size != self._size:
+            if _size(self._fd) != self._size:
                 return None  # another writer appended: the thread catches up (it reads)
             return self._append_locked(self._fd, entries)
         finally:
             _unlock(self._head_fd)
 
     def _append_now(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if os.fstat(self._fd).st_size != self._size:
+        if _size(self._fd) != self._size:
             # another sink (process) appended to this file since: chain after its rows
             self._catch_up(self._file)
         return self._append_locked(self._fd, entries)

@@ -38,6 +38,7 @@ from ._chain import (
     canonical_row,
     entry_from_fields,
     entry_to_fields,
+    new_row,
     verify_rows,
 )
 from ._writer import ChainWriter
@@ -119,17 +120,22 @@ def _sql_values(row: AuditRow) -> tuple[Any, ...]:
 
 def _chain_values(
     entries: Sequence[AuditEntry], head: AuditHead
-) -> tuple[list[AuditRow], list[tuple[Any, ...]]]:
-    """Chain ``entries`` after ``head``; return the rows and their column values, built once."""
+) -> tuple[list[AuditRow], list[tuple[Any, ...]], int]:
+    """Chain ``entries`` after ``head``; return the rows and their column values, built once.
+
+    The third value is the bytes of their hash texts: about what the rows take in the database.
+    """
     rows: list[AuditRow] = []
     values: list[tuple[Any, ...]] = []
+    size = 0
     index, prev = head.count, head.hash
     sha256 = hashlib.sha256
     for e in entries:
         recorded = e.recorded_at.isoformat()
         data = canonical_row(e, index, prev, recorded)
+        size += len(data)
         digest = sha256(data).hexdigest()
-        row = AuditRow(index, e, prev, digest)
+        row = new_row(index, e, prev, digest)
         rows.append(row)
         if data.isascii():  # no text to store as bytes (see _sql_text)
             values.append(
@@ -158,7 +164,7 @@ def _chain_values(
         else:
             values.append(_sql_values(row))
         index, prev = index + 1, digest
-    return rows, values
+    return rows, values, size
 
 
 def row_from_values(values: Sequence[Any]) -> AuditRow | None:
@@ -317,7 +323,7 @@ class SqliteAuditSink:
         if cur is None:
             raise ValueError("the audit sink is closed")
         cur.execute("BEGIN IMMEDIATE")
-        return self._append_locked(cur, entries)
+        return self._append_locked(cur, entries)[0]
 
     def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
         """Append now unless another writer holds the lock: then None (the calling thread)."""
@@ -326,12 +332,12 @@ class SqliteAuditSink:
             raise ValueError("the audit sink is closed")
         try:
             cur.execute("BEGIN IMMEDIATE")
-            rows = self._append_locked(cur, entries)
+            rows, size = self._append_locked(cur, entries)
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF not in _BUSY:
                 raise
             return None  # rolled back: nothing written; the writer thread waits for the lock
-        self._unchecked += 2 + len(rows) // 4
+        self._unchecked += 2 + size // _PAGE  # the rows' pages, the head's, an inner page
         if self._unchecked >= _CHECKPOINT_PAGES:
             self._unchecked = 0
             self._writer.submit(self._checkpoint)
@@ -346,8 +352,12 @@ class SqliteAuditSink:
         if self._conn is not None:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
-    def _append_locked(self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+    def _append_locked(
+        self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]
+    ) -> tuple[list[AuditRow], int]:
         """Write ``entries`` in the transaction just begun (holding the write lock); commit.
+
+        Returns the rows and about how many bytes they take (`_chain_values`).
 
         The head in memory is checked by the writes themselves, at no extra cost: the first
         row's index is the primary key (taken if another connection appended), and the stored
@@ -357,7 +367,7 @@ class SqliteAuditSink:
         """
         try:
             old = self._head
-            rows, values = _chain_values(entries, old)
+            rows, values, size = _chain_values(entries, old)
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             try:
                 _insert(cur, values)
@@ -370,7 +380,7 @@ class SqliteAuditSink:
                 # wrote since, or the head is missing: chain after what the file holds now.
                 cur.connection.rollback()
                 cur.execute("BEGIN IMMEDIATE")
-                rows, values = _chain_values(entries, self._stored_head(cur))
+                rows, values, size = _chain_values(entries, self._stored_head(cur))
                 head = AuditHead(rows[-1].index + 1, rows[-1].hash)
                 _insert(cur, values)
                 cur.execute(_SQL_HEAD_SET, (head.count, head.hash))
@@ -380,7 +390,7 @@ class SqliteAuditSink:
                 cur.connection.rollback()
             raise
         self._head = head
-        return rows
+        return rows, size
 
     def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
         conn = self._connection()
@@ -436,6 +446,7 @@ def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _CHECKPOINT_PAGES = 1000
+_PAGE = 4096  # SQLite's default page size, which the sink leaves as it is
 """Checkpoint the WAL after about this many pages written by the calling thread (SQLite's own
 automatic checkpoint threshold)."""
 _SQL_HEAD_SWAP = "UPDATE audit_head SET count = ?, hash = ? WHERE id = 1 AND count = ? AND hash = ?"

@@ -4,7 +4,10 @@ version, appends that never wait on the event loop, group commit, failures and k
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import enum
 import fcntl
+import gc
 import json
 import signal
 import sqlite3
@@ -21,12 +24,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
-from middleware.audit import _jsonl
+from middleware.audit import _jsonl, _writer
 from middleware.audit._chain import (
     DECISIONS,
     GENESIS_HASH,
     canonical_row,
     entry_to_fields,
+    new_row,
     row_hash,
 )
 from pipeline import canonical_json
@@ -106,6 +110,42 @@ def test_the_hash_text_is_the_canonical_json_of_the_row(
     expected = canonical_json({**entry_to_fields(e), "index": index, "prev_hash": prev_hash})
     assert canonical_row(e, index, prev_hash) == expected.encode("utf-8")
     assert canonical_row(e, index, prev_hash, e.recorded_at.isoformat()) == expected.encode()
+
+
+class _Word(str, enum.Enum):  # noqa: UP042 - its str() is not its value: the hard case
+    ALLOWED = "allowed"
+    ODD = 'odd "word"\n'
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries(),
+    st.sampled_from([*DECISIONS, "tool_call", "turn", "completed", ""]) | _text,
+    st.sampled_from([_Word.ALLOWED, _Word.ODD, 7, None]),
+)
+def test_the_hash_text_of_odd_kinds_decisions_and_statuses_is_still_the_definition(
+    e: AuditEntry, word: str, odd: object
+) -> None:
+    """``kind``, ``decision`` and ``status`` are looked up by value, not trusted: any text, a
+    ``str`` enum (written by value) or a value of the wrong type gives the definition's text."""
+    for value in (word, odd):
+        changed = dataclasses.replace(e, kind=value, decision=value, status=value)  # type: ignore[arg-type]
+        expected = canonical_json({**entry_to_fields(changed), "index": 3, "prev_hash": "p"})
+        assert canonical_row(changed, 3, "p") == expected.encode("utf-8")
+
+
+@given(entries(), st.integers(0, 2**53), st.text(max_size=70), st.text(max_size=70))
+def test_a_sinks_new_row_is_the_row_its_fields_make(
+    e: AuditEntry, index: int, prev_hash: str, digest: str
+) -> None:
+    """A row built by ``new_row`` equals, hashes, prints and stays frozen as ``AuditRow``'s."""
+    row, made = new_row(index, e, prev_hash, digest), AuditRow(index, e, prev_hash, digest)
+    assert type(row) is AuditRow
+    assert row == made
+    assert hash(row) == hash(made)
+    assert repr(row) == repr(made)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.hash = "edited"  # type: ignore[misc]
 
 
 # -- chains written before this version ----------------------------------------------------------
@@ -421,6 +461,73 @@ async def test_a_head_rewritten_under_an_open_sqlite_sink_is_followed_as_on_open
         sink.close()
 
 
+# -- the writer thread ---------------------------------------------------------------------------
+
+
+def _writer_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == name]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
+async def test_closing_a_sink_ends_its_writer_thread(
+    kind: str, synchronous: str, tmp_path: Path
+) -> None:
+    """A sink runs one writer thread, and close() waits for it to end: none is left behind."""
+    before = len(_writer_threads("loopware-audit"))
+    sink = open_sink(kind, tmp_path, synchronous)
+    await sink.append([entry(0)])
+    assert len(_writer_threads("loopware-audit")) == before + 1
+    sink.close()
+    assert len(_writer_threads("loopware-audit")) == before
+
+
+def test_a_writer_nobody_closed_ends_its_thread_when_collected() -> None:
+    """A ChainWriter dropped without close() does not leave its thread waiting forever."""
+    done: list[int] = []
+    writer = _writer.ChainWriter("loopware-test-dropped", lambda entries: [])
+    writer.submit(lambda: done.append(1))
+    thread = _writer_threads("loopware-test-dropped")[0]
+    del writer
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert done == [1]  # what was queued still ran
+
+
+_EXIT_WITHOUT_CLOSE = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from tests.middleware.test_audit_writer import entry, open_sink
+
+sink = open_sink({kind!r}, Path({folder!r}), "full")
+
+async def main() -> None:
+    for i in range(20):  # queued for the writer thread (a sync each); nobody awaits them
+        sink.append([entry(i)])
+
+asyncio.run(main())
+# no close(): the interpreter exits with the append queued
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_append_queued_when_the_interpreter_exits_is_written(kind: str, tmp_path: Path) -> None:
+    """At exit, the writer thread finishes what is queued (as a thread pool's worker would)."""
+    script = _EXIT_WITHOUT_CLOSE.format(root=str(ROOT), kind=kind, folder=str(tmp_path))
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    sink = open_sink(kind, tmp_path, "full")
+    try:
+        assert call_ids(sink) == [f"call-{i}" for i in range(20)]
+        assert sink.verify() is None
+    finally:
+        sink.close()
+
+
 # -- failures ------------------------------------------------------------------------------------
 
 
@@ -466,6 +573,70 @@ async def test_a_normal_sqlite_sink_keeps_its_wal_bounded(tmp_path: Path) -> Non
         assert wal < 8_000_000, wal
     finally:
         sink.close()
+
+
+# -- several processes on one log ---------------------------------------------------------------
+
+_PROCESSES, _APPENDS = 4, 40
+
+_SHARE = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from tests.middleware.test_audit_writer import entry, open_sink
+
+async def main() -> None:
+    sink = open_sink({kind!r}, Path({folder!r}), {synchronous!r})
+    print("ready", flush=True)
+    sys.stdin.readline()  # every process starts appending at the same moment
+    base = 1000 * {worker}
+    for i in range({appends} // 2):  # one awaited row at a time (written at once, "normal")
+        await sink.append([entry(base + i)])
+    for start in range({appends} // 2, {appends}, 5):  # a few appends in flight at once
+        await asyncio.gather(*(sink.append([entry(base + i)]) for i in range(start, start + 5)))
+    sink.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
+async def test_processes_appending_to_one_log_at_once_form_one_chain(
+    kind: str, synchronous: str, tmp_path: Path
+) -> None:
+    """Four OS processes appending to one file at once: every sink notices the others' rows
+    (the fast path included), so the chain verifies with no row lost, doubled or reordered."""
+    open_sink(kind, tmp_path, synchronous).close()  # the file exists before they race
+    children = []
+    for worker in range(_PROCESSES):
+        script = _SHARE.format(root=str(ROOT), kind=kind, folder=str(tmp_path),
+                               synchronous=synchronous, worker=worker, appends=_APPENDS)
+        children.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-c", textwrap.dedent(script),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ))
+    for child in children:
+        assert child.stdout is not None
+        assert await child.stdout.readline() == b"ready\n"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        await child.stdin.drain()
+    for child in children:
+        _, err = await asyncio.wait_for(child.communicate(), 120)
+        assert child.returncode == 0, err.decode()
+    sink = open_sink(kind, tmp_path, synchronous)
+    try:
+        assert sink.verify() is None
+        rows = sink.rows()
+        assert sink.head().count == len(rows) == _PROCESSES * _APPENDS
+    finally:
+        sink.close()
+    ids = [str(row.entry.call_id) for row in rows]
+    for worker in range(_PROCESSES):
+        mine = [i for i in ids if int(i.removeprefix("call-")) // 1000 == worker]
+        assert mine == [f"call-{1000 * worker + i}" for i in range(_APPENDS)]
 
 
 # -- kills ---------------------------------------------------------------------------------------
