@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 from ._call_records import DEFAULT_INLINE_LIMIT
 from ._context import TurnView
 from ._errors import AlreadySignalledError, LoopError, NackedError
-from ._events import StageName
+from ._events import ModelTextDelta, StageName
+from ._history import HistoryView
 from ._tool_calls import run_tool_call
+from .models._seam import ModelRequest, model_request
 
 if TYPE_CHECKING:
     from ._context import TurnContext
@@ -99,6 +101,25 @@ class DispatchContext(TurnView):
             self, state.tools, call_id, name, arguments, inline_limit, state.tool_call_stage
         )
 
+    def model_request(self) -> ModelRequest:
+        """The request for this iteration's model call, as the built-in executor sends it.
+
+        The system prompt, the history as views (not copies, ``pipeline/_history.py``), the
+        definitions of the visible tools, the turn id and registry, and an ``on_text_delta``
+        that emits `ModelTextDelta` when somebody listens for it (None otherwise).
+        """
+        state = self._state
+        tools, bus = state.tools, state.bus
+        return model_request(
+            state.system_prompt,
+            HistoryView((), state.messages),
+            HistoryView(state.history_calls, state.calls),
+            tools.definitions(),
+            state.turn_id,
+            tools,
+            _streamer(self) if bus.listening and bus.wants(ModelTextDelta) else None,
+        )
+
     def report_error(self, error: LoopError, stage: StageName) -> None:
         """Record ``error`` in the turn's errors and emit `ErrorReported` (the turn goes on)."""
         self._state.report(error, stage)
@@ -173,6 +194,22 @@ class DispatchContext(TurnView):
                 handlers.remove(handler)
 
         return unsubscribe
+
+
+
+def _streamer(ctx: DispatchContext) -> Callable[[str], None]:
+    """Emit each streamed piece of answer text as a `ModelTextDelta`."""
+    turn_id, dispatch_id, iteration, emit = ctx.turn_id, ctx.dispatch_id, ctx.iteration, ctx.emit
+
+    def on_text_delta(text: str) -> None:
+        if text:
+            emit(
+                ModelTextDelta(
+                    turn_id=turn_id, dispatch_id=dispatch_id, iteration=iteration, text=text
+                )
+            )
+
+    return on_text_delta
 
 
 DispatchContext.__module__ = "pipeline"

@@ -8,15 +8,14 @@ your own executor" section shows one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ._call_records import DEFAULT_INLINE_LIMIT, error_call
 from ._errors import TurnAbortedError
-from ._events import ModelTextDelta
 from ._toolcall import ToolCall
 from ._turn_state import uncancellable
-from .models._seam import NO_USAGE, ChatModel, ProposedToolCall, assistant_message, model_request
+from .models._seam import NO_USAGE, ChatModel, ProposedToolCall, new_message
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext
@@ -92,27 +91,21 @@ class ToolLoopExecutor:
 
     async def __call__(self, ctx: DispatchContext) -> None:
         """Run one iteration on ``ctx``."""
-        tools = ctx.tools
-        request = model_request(
-            ctx.system_prompt,
-            ctx.messages,  # views of the history, not copies (pipeline/_history.py)
-            ctx.tool_calls,
-            tools.definitions(),
-            ctx.turn_id,
-            tools,
-            _streamer(ctx) if ctx.listens_for(ModelTextDelta) else None,
-        )
-        response = await self.model.complete(request)
+        response = await self.model.complete(ctx.model_request())
         usage = response.usage
         if usage is not NO_USAGE and usage != NO_USAGE:
             ctx.add_usage(usage)
         proposed = list(response.tool_calls)
         if not proposed:
-            await ctx.store_message(assistant_message(response.text or ""))
+            await ctx.store_message(new_message("assistant", response.text or ""))
             ctx.ack()
             return
-        ids = unique_call_ids(ctx, proposed)
-        await ctx.store_message(assistant_message(response.text or "", tuple(ids)))
+        first = proposed[0].id
+        if len(proposed) == 1 and first and not ctx.is_call_id_taken(first):
+            ids = [first]  # the common case, without the general search
+        else:
+            ids = unique_call_ids(ctx, proposed)
+        await ctx.store_message(new_message("assistant", response.text or "", tuple(ids)))
         limit = self.inline_limit
         cap = self.max_calls_per_response
         run = proposed if cap is None or len(proposed) <= cap else proposed[:cap]
@@ -207,21 +200,6 @@ async def _answer_unrun(
         if ctx.get_tool_call(cid) is None:
             text = _ABORTED_WHILE if cid == running else _ABORTED_BEFORE
             await ctx.store_tool_call(error_call(cid, p.name, text))
-
-
-def _streamer(ctx: DispatchContext) -> Callable[[str], None]:
-    """Emit each streamed piece of answer text as a `ModelTextDelta`."""
-    turn_id, dispatch_id, iteration, emit = ctx.turn_id, ctx.dispatch_id, ctx.iteration, ctx.emit
-
-    def on_text_delta(text: str) -> None:
-        if text:
-            emit(
-                ModelTextDelta(
-                    turn_id=turn_id, dispatch_id=dispatch_id, iteration=iteration, text=text
-                )
-            )
-
-    return on_text_delta
 
 
 def unique_call_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:

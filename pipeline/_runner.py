@@ -261,6 +261,7 @@ class TurnRunner:
         cid: object = conversation_id
         if cid is not None and (not isinstance(cid, str) or not cid):
             raise TypeError("conversation_id must be a non-empty string or None")
+        self._baseline.definitions()  # kept by the baseline, shared by every turn's copy
         state = TurnState(
             turn_id=new_id("turn"),
             input=input,

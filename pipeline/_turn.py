@@ -35,7 +35,7 @@ from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
 from ._turn_state import uncancellable
-from .models._seam import Message
+from .models._seam import new_message
 from .stores._store import TurnRecord
 
 if TYPE_CHECKING:
@@ -232,20 +232,25 @@ class Turn:
         Returns the index of this turn's first message.
         """
         state = self.state
-        start = TurnStart(turn_id=state.turn_id, input=state.input, conversation_id=conversation_id)
+        listening = state.bus.listening
+        start = (
+            TurnStart(turn_id=state.turn_id, input=state.input, conversation_id=conversation_id)
+            if listening
+            else None
+        )
         if conversation_id is not None:
             try:
                 messages, calls = await state.store.load_conversation(conversation_id)
             except Exception as exc:
-                if state.bus.listening:  # every TurnEnd pairs with a TurnStart
+                if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)
                 raise _store_failed("loading the conversation", exc) from exc
             state.load_history(messages, calls)
         first_message = len(state.messages)
-        if state.bus.listening:
+        if start is not None:
             state.emit(start)
         try:
-            await state.store_message(Message(role="user", content=state.input))
+            await state.store_message(new_message("user", state.input))
         except Exception as exc:
             raise _store_failed("saving the user message", exc) from exc
         return first_message
@@ -366,6 +371,8 @@ class Turn:
     async def _save_record(self, result: TurnResult, failure: LoopError | None) -> None:
         """Save the turn record; a failing store is logged, never loses the result."""
         state = self.state
+        if not state.saves:  # the default store keeps no turn outside a conversation
+            return
         record = TurnRecord(
             turn_id=result.turn_id,
             conversation_id=result.conversation_id,

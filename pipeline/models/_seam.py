@@ -177,10 +177,13 @@ _REQUEST_SETTERS: Final = slot_setters(
 )
 
 
-def assistant_message(content: str, tool_call_ids: tuple[str, ...] = ()) -> Message:
-    """A new assistant `Message`, built without the checks its fields cannot fail.
+def new_message(
+    role: Literal["user", "assistant"], content: str, tool_call_ids: tuple[str, ...] = ()
+) -> Message:
+    """A new `Message` with a fresh id and timestamp, without the checks it cannot fail.
 
-    The executor's hot path (one per iteration); ``tool_call_ids`` must be strs.
+    The loop's hot path (the executor makes one per iteration); ``role`` must be one of the
+    two and ``tool_call_ids`` strs.
 
     Raises:
         InvalidToolCallError: ``content`` is not a str (a model answered with something else).
@@ -188,8 +191,8 @@ def assistant_message(content: str, tool_call_ids: tuple[str, ...] = ()) -> Mess
     if type(content) is not str and not isinstance(content, str):
         raise InvalidToolCallError("message content must be a string")
     message: Message = object.__new__(Message)
-    role, text, id_, created_at, ids = _MESSAGE_SETTERS
-    role(message, "assistant")
+    role_, text, id_, created_at, ids = _MESSAGE_SETTERS
+    role_(message, role)
     text(message, content)
     id_(message, new_id("msg"))
     created_at(message, datetime.now(UTC))
