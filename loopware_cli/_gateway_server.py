@@ -18,7 +18,7 @@ from typing import Any
 from ._gateway import Gateway
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["add_gateway_command", "build_server", "client_key"]
+__all__ = ["add_gateway_command", "answer_call", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
 
@@ -46,6 +46,26 @@ def _text(record: Any) -> str:
     return results if isinstance(results, str) else str(results)
 
 
+async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any]) -> Any:
+    """The ``tools/call`` result of client ``key``'s call.
+
+    The upstream's own result when the call was forwarded; else an ``isError`` result with
+    loopware's message (or, for a call that succeeded without an upstream result, its text).
+    """
+    import mcp_types as types
+
+    record, raw = await gateway.call(key, name, args)
+    if record.is_error or raw is None:
+        body = _text(record)
+        if not record.is_error and record.results is not None:
+            reader = getattr(record.results, "as_string", None)
+            body = reader() if callable(reader) else body
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=body)], is_error=record.is_error
+        )
+    return raw
+
+
 def build_server(gateway: Gateway, transport: str) -> Any:
     """A low-level MCP `Server` answering with ``gateway``'s tools."""
     import mcp_types as types
@@ -65,16 +85,7 @@ def build_server(gateway: Gateway, transport: str) -> Any:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = dict(params.arguments or {})
-        record, raw = await gateway.call(client_key(ctx, transport), params.name, args)
-        if record.is_error or raw is None:
-            body = _text(record)
-            if not record.is_error and record.results is not None:
-                reader = getattr(record.results, "as_string", None)
-                body = reader() if callable(reader) else body
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=body)], is_error=record.is_error
-            )
-        return raw
+        return await answer_call(gateway, client_key(ctx, transport), params.name, args)
 
     return Server("loopware-gateway", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -95,15 +106,7 @@ async def serve(config_path: str, http: str | None) -> int:
         return 1
     try:
         if http is None:
-            from mcp.server.stdio import stdio_server
-
-            from ._gateway_stdio import pipe_streams
-
-            server = build_server(gateway, "stdio")
-            pipes = await pipe_streams()
-            streams: Any = pipes if pipes is not None else (None, None)
-            async with stdio_server(*streams) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            await _serve_stdio(gateway)
         else:
             import uvicorn
 
@@ -115,6 +118,30 @@ async def serve(config_path: str, http: str | None) -> int:
     finally:
         await gateway.aclose()
     return 0
+
+
+async def _serve_stdio(gateway: Gateway) -> None:
+    """Serve stdio: the fast lane answers plain ``tools/call`` lines, the SDK everything else."""
+    from mcp.server.stdio import stdio_server
+
+    from ._gateway_stdio import pipe_streams
+
+    server = build_server(gateway, "stdio")
+    pipes = await pipe_streams()
+    if pipes is None:  # stdio is not a pipe: the SDK's own streams, no fast lane
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return
+    from ._gateway_fast import FastLane
+
+    lines, writer = pipes
+    lane = FastLane(gateway, server, writer.send)
+    lines.tap = writer.tap = lane
+    try:
+        async with stdio_server(lines, writer) as (read, write):  # type: ignore[arg-type]
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        await lane.aclose()
 
 
 def _run(args: argparse.Namespace) -> int:
