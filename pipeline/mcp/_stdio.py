@@ -6,7 +6,9 @@ lines, so one large message costs time quadratic in its size (measured here: 10 
 being read in a list and joins them once when the newline arrives, so a 100 MB result costs
 what parsing it costs. It speaks the same newline-delimited JSON-RPC, inherits the SDK's safe
 environment, and on exit closes the server's stdin, waits briefly, then terminates and kills
-it, so a stuck server never outlives its connection.
+it, so a stuck server never outlives its connection. Given a `DirectCalls`, it also carries
+the lean ``tools/call`` requests (``pipeline/mcp/_direct.py``): their lines go to the server's
+stdin beside the SDK's, and their answers are taken off the reader before the SDK parses them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ._direct import DirectCalls
 
 __all__ = ["stdio_transport"]
 
@@ -30,8 +35,11 @@ async def stdio_transport(
     argv: Sequence[str],
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    direct: DirectCalls | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start ``argv`` and yield the ``(read_stream, write_stream)`` pair `Client` expects.
+
+    ``direct``, when given, is attached to the process's stdin and sees every line first.
 
     Raises:
         OSError: the command cannot be started.
@@ -50,6 +58,10 @@ async def stdio_transport(
     reads_in, reads_out = anyio.create_memory_object_stream[Any](0)
     writes_in, writes_out = anyio.create_memory_object_stream[Any](0)
     adapter = mcp_types.jsonrpc_message_adapter
+    request_type = mcp_types.JSONRPCRequest
+    assert process.stdin is not None
+    if direct is not None:
+        direct.attach(process.stdin.send)
 
     def parse(line: bytes) -> Any:
         try:
@@ -61,28 +73,40 @@ async def stdio_transport(
     async def read() -> None:
         assert process.stdout is not None
         parts: list[bytes] = []
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async with reads_in:
-                async for chunk in process.stdout:
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) >= 0:
-                        parts.append(chunk[start:end])
-                        start = end + 1
-                        line = b"".join(parts)
-                        parts.clear()
-                        if line.strip():
-                            await reads_in.send(parse(line))
-                    if start < len(chunk):
-                        parts.append(chunk[start:])
+        try:
+            with contextlib.suppress(
+                anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
+            ):
+                async with reads_in:
+                    async for chunk in process.stdout:
+                        start = 0
+                        while (end := chunk.find(b"\n", start)) >= 0:
+                            parts.append(chunk[start:end])
+                            start = end + 1
+                            line = b"".join(parts)
+                            parts.clear()
+                            if direct is not None and direct.take(line):
+                                continue
+                            if line.strip():
+                                await reads_in.send(parse(line))
+                        if start < len(chunk):
+                            parts.append(chunk[start:])
+        finally:
+            if direct is not None:
+                direct.close()  # the server's output ended: no direct call may wait forever
 
     async def write() -> None:
         assert process.stdin is not None
         try:
             async with writes_out:
                 async for message in writes_out:
+                    if direct is not None and isinstance(message.message, request_type):
+                        direct.saw_request(message.message.params)
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send(text.encode("utf-8") + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if direct is not None:
+                direct.close()
             await reads_in.aclose()  # the server is gone: no request may wait forever
 
     async with anyio.create_task_group() as group:
