@@ -75,12 +75,15 @@ class _Session:
 
     async def executor(self, ctx: DispatchContext) -> None:
         """Run the next call of this client (one per iteration); ack when the client is gone."""
-        try:
-            call = await asyncio.wait_for(
-                self._queue.get(), self.gateway.config.session_idle_timeout
-            )
-        except TimeoutError:
-            call = _STOP
+        queue = self._queue
+        if queue.empty():
+            try:
+                async with asyncio.timeout(self.gateway.config.session_idle_timeout):
+                    call = await queue.get()
+            except TimeoutError:
+                call = _STOP
+        else:
+            call = queue.get_nowait()
         if call is _STOP:
             ctx.ack()
             return
@@ -111,18 +114,21 @@ class _Session:
                     f"MCP gateway session {self.key}", conversation_id=self.key
                 )
                 turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
-            await self._queue.put(call)
-            done: asyncio.Future[Any] = call.done
-            await asyncio.wait({done, turn}, return_when=asyncio.FIRST_COMPLETED)
-            if call.done.done():
-                return call.done.result()
-            self._drop(call)  # the turn ended before taking it: start the next turn
+                turn.add_done_callback(self._turn_ended)
+            self._queue.put_nowait(call)
+            try:
+                return await call.done
+            except _TurnEnded:  # the turn ended before taking it: the next turn runs it
+                call.done = asyncio.get_running_loop().create_future()
         raise RuntimeError("the gateway could not run the call")
 
-    def _drop(self, call: _Call) -> None:
-        kept = [c for c in _drain(self._queue) if c is not call]
-        for c in kept:
-            self._queue.put_nowait(c)
+    def _turn_ended(self, turn: asyncio.Future[Any]) -> None:
+        """Hand the calls no executor took back to their callers (they start the next turn)."""
+        if turn is not self._turn:  # an older turn: the queue already feeds the next one
+            return
+        for waiting in _drain(self._queue):
+            if waiting is not None and not waiting.done.done():
+                waiting.done.set_exception(_TurnEnded())
 
     async def close(self) -> None:
         """End this client's turn."""
@@ -131,6 +137,10 @@ class _Session:
             await self._queue.put(_STOP)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(turn, 10)
+
+
+class _TurnEnded(Exception):
+    """A queued call's turn ended before running it."""
 
 
 def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
