@@ -176,7 +176,7 @@ def _surface(version: str) -> Any:
     from mcp_types.methods import SERVER_RESULTS
     from pydantic import TypeAdapter
 
-    row = SERVER_RESULTS.get(("tools/call", version))
+    row: Any = SERVER_RESULTS.get(("tools/call", version))
     return None if row is None else TypeAdapter(row)
 
 

@@ -74,9 +74,7 @@ async def stdio_transport(
         assert process.stdout is not None
         parts: list[bytes] = []
         try:
-            with contextlib.suppress(
-                anyio.ClosedResourceError, anyio.BrokenResourceError, OSError
-            ):
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 async with reads_in:
                     async for chunk in process.stdout:
                         start = 0
