@@ -13,6 +13,7 @@ stdin beside the SDK's, and their answers are taken off the reader before the SD
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -28,6 +29,7 @@ __all__ = ["stdio_transport"]
 _log = logging.getLogger("pipeline.mcp")
 _EXIT_GRACE: Final = 2.0
 """Seconds a server gets to exit after its stdin closes, then again after SIGTERM."""
+_CHUNK: Final = 64 * 1024
 
 
 @contextlib.asynccontextmanager
@@ -49,19 +51,29 @@ async def stdio_transport(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(
-        list(argv),
+    # asyncio's own process streams: anyio's wrappers add a checkpoint (a loop turn) to
+    # every read and write, and a stdio call is one of each.
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=sys.stderr,
         env={**get_default_environment(), **(env or {})},
         cwd=cwd,
-        stderr=sys.stderr,
     )
+    stdin, stdout = process.stdin, process.stdout
+    assert stdin is not None
+    assert stdout is not None
+
+    async def send(data: bytes) -> None:
+        stdin.write(data)
+        await stdin.drain()  # returns at once unless the pipe is full; raises once it broke
     reads_in, reads_out = anyio.create_memory_object_stream[Any](0)
     writes_in, writes_out = anyio.create_memory_object_stream[Any](0)
     adapter = mcp_types.jsonrpc_message_adapter
     request_type = mcp_types.JSONRPCRequest
-    assert process.stdin is not None
     if direct is not None:
-        direct.attach(process.stdin.send)
+        direct.attach(send)
 
     def parse(line: bytes) -> Any:
         try:
@@ -71,12 +83,11 @@ async def stdio_transport(
             return exc
 
     async def read() -> None:
-        assert process.stdout is not None
         parts: list[bytes] = []
         try:
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 async with reads_in:
-                    async for chunk in process.stdout:
+                    while chunk := await stdout.read(_CHUNK):
                         start = 0
                         while (end := chunk.find(b"\n", start)) >= 0:
                             parts.append(chunk[start:end])
@@ -94,14 +105,13 @@ async def stdio_transport(
                 direct.close()  # the server's output ended: no direct call may wait forever
 
     async def write() -> None:
-        assert process.stdin is not None
         try:
             async with writes_out:
                 async for message in writes_out:
                     if direct is not None and isinstance(message.message, request_type):
                         direct.saw_request(message.message.params)
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(text.encode("utf-8") + b"\n")
+                    await send(text.encode("utf-8") + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             if direct is not None:
                 direct.close()
@@ -120,12 +130,13 @@ async def stdio_transport(
             group.cancel_scope.cancel()
 
 
-async def _stop(process: Any) -> None:
+async def _stop(process: asyncio.subprocess.Process) -> None:
     """Close stdin, then terminate, then kill: every wait bounded by `_EXIT_GRACE`."""
     import anyio
 
-    with contextlib.suppress(Exception):
-        await process.stdin.aclose()
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            process.stdin.close()
     for signal in (None, "terminate", "kill"):
         if signal == "terminate":
             with contextlib.suppress(ProcessLookupError):
