@@ -155,8 +155,11 @@ class Gateway:
 
     __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
 
-    def __init__(self, config: GatewayConfig) -> None:
-        """Build the toolsets and the middleware; nothing connects until `start`."""
+    def __init__(self, config: GatewayConfig, *, direct: bool = True) -> None:
+        """Build the toolsets and the middleware; nothing connects until `start`.
+
+        ``direct=False`` keeps every upstream call on the SDK's client (``MCPToolset(direct=)``).
+        """
         self.config = config
         self.toolsets = [
             MCPToolset(
@@ -167,6 +170,7 @@ class Gateway:
                 env=u.env,
                 cwd=u.cwd,
                 on_result=_keep_raw,
+                direct=direct,
             )
             for u in config.upstreams
         ]

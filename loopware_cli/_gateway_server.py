@@ -12,15 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from typing import Any
 
 from ._gateway import Gateway
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["add_gateway_command", "answer_call", "build_server", "client_key"]
+__all__ = ["FAST_SWITCH", "add_gateway_command", "answer_call", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
+FAST_SWITCH = "LOOPWARE_GATEWAY_FAST"
+"""Set to ``0`` to serve every stdio request with the SDK and every upstream call with its
+client (the fast lane and the direct link off): to compare, or to rule them out."""
 
 
 def client_key(ctx: Any, transport: str) -> str:
@@ -97,7 +101,8 @@ async def serve(config_path: str, http: str | None) -> int:
     except GatewayConfigError as exc:
         print(f"loopware gateway: error: {exc}", file=sys.stderr)
         return 3
-    gateway = Gateway(config)
+    fast = os.environ.get(FAST_SWITCH, "1") != "0"
+    gateway = Gateway(config, direct=fast)
     try:
         await gateway.start()
     except Exception as exc:
@@ -106,7 +111,7 @@ async def serve(config_path: str, http: str | None) -> int:
         return 1
     try:
         if http is None:
-            await _serve_stdio(gateway)
+            await _serve_stdio(gateway, fast)
         else:
             import uvicorn
 
@@ -120,28 +125,30 @@ async def serve(config_path: str, http: str | None) -> int:
     return 0
 
 
-async def _serve_stdio(gateway: Gateway) -> None:
-    """Serve stdio: the fast lane answers plain ``tools/call`` lines, the SDK everything else."""
+async def _serve_stdio(gateway: Gateway, fast: bool) -> None:
+    """Serve stdio: the fast lane answers plain ``tools/call`` lines, the SDK everything else.
+
+    Without pipes on fd 0 and 1 (a regular file), the SDK's own streams serve, without a lane.
+    """
     from mcp.server.stdio import stdio_server
 
+    from ._gateway_fast import FastLane
     from ._gateway_stdio import pipe_streams
 
     server = build_server(gateway, "stdio")
     pipes = await pipe_streams()
-    if pipes is None:  # stdio is not a pipe: the SDK's own streams, no fast lane
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-        return
-    from ._gateway_fast import FastLane
-
-    lines, writer = pipes
-    lane = FastLane(gateway, server, writer.send)
-    lines.tap = writer.tap = lane
+    lane: FastLane | None = None
+    if pipes is not None and fast:
+        lines, writer = pipes
+        lane = FastLane(gateway, server, writer.send)
+        lines.tap = writer.tap = lane
+    streams: Any = pipes if pipes is not None else (None, None)
     try:
-        async with stdio_server(lines, writer) as (read, write):  # type: ignore[arg-type]
+        async with stdio_server(*streams) as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
-        await lane.aclose()
+        if lane is not None:
+            await lane.aclose()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -68,6 +68,7 @@ async def stdio_transport(
     async def send(data: bytes) -> None:
         stdin.write(data)
         await stdin.drain()  # returns at once unless the pipe is full; raises once it broke
+
     reads_in, reads_out = anyio.create_memory_object_stream[Any](0)
     writes_in, writes_out = anyio.create_memory_object_stream[Any](0)
     adapter = mcp_types.jsonrpc_message_adapter
