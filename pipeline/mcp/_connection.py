@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ._direct import DirectCalls, finish
+from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
 
 __all__ = ["Connection", "ServerSpec"]
@@ -287,23 +287,21 @@ class Connection:
         timeout: float | None,
     ) -> Any:
         """``tools/call`` the lean way; the result checked as the SDK's client checks it."""
-        from mcp import MCPError
-        from mcp_types import HEADER_MISMATCH
-
+        names = sdk()
         answer = await direct.request("tools/call", {"name": name, "arguments": arguments})
         error = answer.get("error")
         if error is not None:
             code = error.get("code") if isinstance(error, dict) else None
-            if code == HEADER_MISMATCH:  # the SDK's client re-lists the tool and resends once
+            if code == names.HEADER_MISMATCH:  # the SDK's client re-lists the tool and resends once
                 return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
             if not isinstance(code, int) or isinstance(code, bool):
                 code = -32603
             message = error.get("message") if isinstance(error, dict) else None
             data = error.get("data") if isinstance(error, dict) else None
-            raise MCPError(code=code, message=str(message or "(no message)"), data=data)
+            raise names.MCPError(code=code, message=str(message or "(no message)"), data=data)
         raw = answer.get("result")
         if not isinstance(raw, dict):
-            raise MCPError(code=-32603, message="the response carries no result object")
+            raise names.MCPError(code=-32603, message="the response carries no result object")
         result = finish(client.protocol_version, raw)
         if not result.is_error:
             await client.session.validate_tool_result(name, result)
@@ -332,19 +330,15 @@ class Connection:
 
 def _direct_fits(client: Any, direct: DirectCalls) -> bool:
     """Whether the lean way sends what the SDK's client would (the envelope is known)."""
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
     if not direct.ready:
         return False
-    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+    modern = client.protocol_version in sdk().MODERN_PROTOCOL_VERSIONS
     return modern == (direct.envelope is not None)
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    from mcp import MCPError
-    from mcp_types import REQUEST_TIMEOUT
-
-    return isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT
+    names = sdk()
+    return isinstance(exc, names.MCPError) and exc.code == names.REQUEST_TIMEOUT
 
 
 def _describe(exc: BaseException) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any, Final
 
-__all__ = ["DirectCalls", "finish"]
+__all__ = ["DirectCalls", "finish", "sdk"]
 
 _log = logging.getLogger("pipeline.mcp")
 _MARK: Final = b'"loopware-'
@@ -149,9 +149,7 @@ def finish(version: str, raw: dict[str, Any]) -> Any:
         mcp.MCPError: the server asked for input (``input_required``): loopware declares no
             input capabilities, so that is not an answer it can use.
     """
-    from mcp import MCPError
-    from mcp_types import INTERNAL_ERROR, CallToolResult, InputRequiredResult
-
+    names = sdk()
     ttl = raw.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
         raw["ttlMs"] = 0
@@ -162,12 +160,38 @@ def finish(version: str, raw: dict[str, Any]) -> Any:
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     result = _adapter().validate_python(raw, by_name=False)
-    if isinstance(result, InputRequiredResult) or not isinstance(result, CallToolResult):
-        raise MCPError(
-            code=INTERNAL_ERROR,
+    if not isinstance(result, names.CallToolResult):
+        raise names.MCPError(
+            code=names.INTERNAL_ERROR,
             message="the server asked for input (input_required), which loopware does not provide",
         )
     return result
+
+
+@cache
+def sdk() -> Any:
+    """The ``mcp`` names the direct link uses, imported once (never by ``import pipeline``)."""
+    from types import SimpleNamespace
+
+    from mcp import MCPError
+    from mcp_types import (
+        CONNECTION_CLOSED,
+        HEADER_MISMATCH,
+        INTERNAL_ERROR,
+        REQUEST_TIMEOUT,
+        CallToolResult,
+    )
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return SimpleNamespace(
+        MCPError=MCPError,
+        CallToolResult=CallToolResult,
+        CONNECTION_CLOSED=CONNECTION_CLOSED,
+        HEADER_MISMATCH=HEADER_MISMATCH,
+        INTERNAL_ERROR=INTERNAL_ERROR,
+        REQUEST_TIMEOUT=REQUEST_TIMEOUT,
+        MODERN_PROTOCOL_VERSIONS=frozenset(MODERN_PROTOCOL_VERSIONS),
+    )
 
 
 @cache
