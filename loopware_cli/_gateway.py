@@ -39,7 +39,7 @@ from pipeline.mcp import MCPToolset
 from ._gateway_approval import build_approver
 from ._gateway_config import GatewayConfig
 
-__all__ = ["Gateway"]
+__all__ = ["Gateway", "answer_call"]
 
 _log = logging.getLogger("loopware.gateway")
 _raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
@@ -277,6 +277,27 @@ class Gateway:
     def sink(self) -> AuditSink | None:
         """The audit sink, when one is configured."""
         return self._sink
+
+
+async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any]) -> Any:
+    """The ``tools/call`` result of client ``key``'s call (an MCP ``CallToolResult``).
+
+    The upstream's own result when the call was forwarded; else an ``isError`` result with
+    loopware's message (or, for a call that succeeded without an upstream result, its text).
+    """
+    import mcp_types as types
+
+    record, raw = await gateway.call(key, name, args)
+    if record.is_error or raw is None:
+        results = record.results
+        body = results if isinstance(results, str) else str(results)
+        if not record.is_error and results is not None:
+            reader = getattr(results, "as_string", None)
+            body = reader() if callable(reader) else body
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=body)], is_error=record.is_error
+        )
+    return raw
 
 
 def offered_names(gateway: Gateway) -> Sequence[str]:

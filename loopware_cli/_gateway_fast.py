@@ -21,7 +21,7 @@ A ``tools/call`` line is the lane's when all of this holds, else the SDK gets it
 * the params pass the SDK's own per-version check (``validate_client_request``).
 
 The answer is built by the same steps as the SDK's: the gateway's handler
-(``_gateway_server.answer_call``), the per-version result sieve (``serialize_server_result``),
+(``_gateway.answer_call``), the per-version result sieve (``serialize_server_result``),
 ``resultType`` and the ``serverInfo`` stamp on modern connections, the SDK's exception-to-error
 ladder. A ``notifications/cancelled`` for a call in the lane cancels it and the call is never
 answered (it is still passed on to the SDK, which finds nothing to cancel). Progress tokens are
@@ -47,8 +47,7 @@ from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from ._gateway import Gateway
-from ._gateway_server import answer_call
+from ._gateway import Gateway, answer_call
 
 __all__ = ["FastLane"]
 

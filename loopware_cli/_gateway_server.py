@@ -16,10 +16,10 @@ import os
 import sys
 from typing import Any
 
-from ._gateway import Gateway
+from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["FAST_SWITCH", "add_gateway_command", "answer_call", "build_server", "client_key"]
+__all__ = ["FAST_SWITCH", "add_gateway_command", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
 FAST_SWITCH = "LOOPWARE_GATEWAY_FAST"
@@ -43,31 +43,6 @@ def client_key(ctx: Any, transport: str) -> str:
     peer = getattr(request, "client", None)
     where = f"{peer.host}:{peer.port}" if peer is not None else "unknown"
     return f"{name}@{where}"
-
-
-def _text(record: Any) -> str:
-    results = record.results
-    return results if isinstance(results, str) else str(results)
-
-
-async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any]) -> Any:
-    """The ``tools/call`` result of client ``key``'s call.
-
-    The upstream's own result when the call was forwarded; else an ``isError`` result with
-    loopware's message (or, for a call that succeeded without an upstream result, its text).
-    """
-    import mcp_types as types
-
-    record, raw = await gateway.call(key, name, args)
-    if record.is_error or raw is None:
-        body = _text(record)
-        if not record.is_error and record.results is not None:
-            reader = getattr(record.results, "as_string", None)
-            body = reader() if callable(reader) else body
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=body)], is_error=record.is_error
-        )
-    return raw
 
 
 def build_server(gateway: Gateway, transport: str) -> Any:
