@@ -26,7 +26,9 @@ The answer is built by the same steps as the SDK's: the gateway's handler
 ladder. A ``notifications/cancelled`` for a call in the lane cancels it and the call is never
 answered (it is still passed on to the SDK, which finds nothing to cancel). Progress tokens are
 ignored on both paths: the gateway sends no progress. When stdin ends, calls still in the lane
-are cancelled and answered ``Connection closed``, as the SDK does.
+are cancelled and answered ``Connection closed``, as the SDK does. What the lane skips is the
+SDK's per-request machinery, including its server middleware: a tracing span the SDK would
+open for the request (OpenTelemetry, when configured) is not opened for a call in the lane.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ from mcp.server.runner import modern_error_data
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import CONNECTION_CLOSED, CORE_RESULT_TYPES, INTERNAL_ERROR, SERVER_INFO_META_KEY
+from mcp_types import (
+    CONNECTION_CLOSED,
+    CORE_RESULT_TYPES,
+    INTERNAL_ERROR,
+    SERVER_INFO_META_KEY,
+    JSONRPCRequest,
+    jsonrpc_message_adapter,
+)
 from mcp_types.methods import serialize_server_result, validate_client_request
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
@@ -129,11 +138,18 @@ class FastLane:
         return self._call(line)
 
     def _settle(self, line: bytes) -> None:
-        """Learn the era from the client's first request (which the SDK answers)."""
-        msg = _loads(line)
-        if not isinstance(msg, dict) or "method" not in msg or msg.get("id") is None:
-            return  # a notification or junk: the era is still open
-        if msg["method"] != "initialize" and _is_modern(msg.get("params")):
+        """Learn the era from the client's first request, as the SDK decides it.
+
+        Only a line the SDK's own parser reads as a request decides (a notification, junk or
+        a request the SDK cannot parse leaves the era open, as it does for the SDK).
+        """
+        try:
+            parsed = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            return
+        if not isinstance(parsed, JSONRPCRequest):
+            return
+        if parsed.method != "initialize" and _is_modern(parsed.params):
             self._era = _MODERN
         else:
             self._era = _LEGACY

@@ -153,3 +153,16 @@ async def test_calls_still_running_at_close_are_answered_connection_closed() -> 
     assert written == [
         {"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "Connection closed"}}
     ]
+
+
+async def test_only_a_request_the_sdk_can_parse_decides_the_era() -> None:
+    fast, _, _ = lane()
+    bad = {"jsonrpc": "1.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    assert not fast.take(line(bad))
+    assert not fast.take(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    assert not fast.take(b"[1, 2]\n")
+    assert fast.era == "unsettled"
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
+    assert not fast.take(line(request(2, "initialize", init)))
+    assert fast.era == "legacy"
+    assert not fast.take(line(call(3, "echo", {"text": "enveloped"})))  # the SDK refuses it
