@@ -12,6 +12,9 @@ Reported: the median round trip of each path and the difference (the gateway's o
 forwarded call). The 1 ms target is for stdio, the transport a client launching the gateway
 uses. The same comparison over streamable HTTP (the upstream served over HTTP directly, versus
 the gateway serving HTTP in front of it over stdio) is reported beside it, without a target.
+For scale, a "bare relay" path runs the least any stdio proxy does: an asyncio process that
+copies lines between the client and the same upstream, reading nothing; its overhead is the
+cost of the two extra pipe hops alone on the machine at that moment.
 
 ``--quick`` runs 30 calls per path: a smoke test that every path works.
 """
@@ -67,6 +70,38 @@ def serve_upstream(http_port: int | None = None) -> None:
             await server.run(read, write, server.create_initialization_options())
 
     asyncio.run(serve())
+
+
+def serve_relay() -> None:
+    """The bare relay: start the upstream, copy lines both ways, nothing else."""
+
+    async def relay() -> None:
+        loop = asyncio.get_running_loop()
+        command = upstream_command()
+        upstream = await asyncio.create_subprocess_exec(
+            *command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert upstream.stdin is not None
+        assert upstream.stdout is not None
+        client = asyncio.StreamReader(limit=2**30)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(client), os.fdopen(0, "rb", closefd=False)
+        )
+        out, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(1, "wb", closefd=False))
+        upstream_out = upstream.stdout
+
+        async def back() -> None:
+            while line := await upstream_out.readline():
+                out.write(line)
+
+        answers = asyncio.create_task(back())
+        while line := await client.readline():
+            upstream.stdin.write(line)
+        upstream.stdin.close()
+        await upstream.wait()
+        answers.cancel()
+
+    asyncio.run(relay())
 
 
 def upstream_command() -> list[str]:
@@ -173,6 +208,10 @@ async def run(calls: int, http: bool) -> tuple[dict[str, list[float]], dict[str,
             "direct": StdioServerParameters(command=command[0], args=command[1:]),
         }
         markers = {"direct": "--serve-upstream"}
+        paths["bare relay"] = StdioServerParameters(
+            command=sys.executable, args=["-m", "bench.mcp_gateway", "--serve-relay"]
+        )
+        markers["bare relay"] = "--serve-relay"
         for sync in ("normal", "full"):
             config = write_config(folder, sync)
             name = f"gateway (audit {sync})"
@@ -261,10 +300,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="30 calls per path (smoke test)")
     parser.add_argument("--no-http", action="store_true", help="skip the streamable HTTP paths")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--http-port", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.http_port)
+        return
+    if args.serve_relay:
+        serve_relay()
         return
     calls = 30 if args.quick else args.calls
     samples, cpu = asyncio.run(run(calls, http=not args.no_http))
@@ -298,7 +341,8 @@ def main() -> None:
     )
     print(
         "server CPU: CPU ms per call of the process the client talks to over stdio (the "
-        "upstream for direct, the gateway process alone otherwise)"
+        "upstream for direct, the gateway or relay process alone otherwise); bare relay: the "
+        "two extra pipe hops alone"
     )
 
 
