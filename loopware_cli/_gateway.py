@@ -39,7 +39,7 @@ from pipeline.mcp import MCPToolset
 from ._gateway_approval import build_approver
 from ._gateway_config import GatewayConfig
 
-__all__ = ["Gateway"]
+__all__ = ["Gateway", "answer_call"]
 
 _log = logging.getLogger("loopware.gateway")
 _raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
@@ -75,12 +75,15 @@ class _Session:
 
     async def executor(self, ctx: DispatchContext) -> None:
         """Run the next call of this client (one per iteration); ack when the client is gone."""
-        try:
-            call = await asyncio.wait_for(
-                self._queue.get(), self.gateway.config.session_idle_timeout
-            )
-        except TimeoutError:
-            call = _STOP
+        queue = self._queue
+        if queue.empty():
+            try:
+                async with asyncio.timeout(self.gateway.config.session_idle_timeout):
+                    call = await queue.get()
+            except TimeoutError:
+                call = _STOP
+        else:
+            call = queue.get_nowait()
         if call is _STOP:
             ctx.ack()
             return
@@ -111,18 +114,21 @@ class _Session:
                     f"MCP gateway session {self.key}", conversation_id=self.key
                 )
                 turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
-            await self._queue.put(call)
-            done: asyncio.Future[Any] = call.done
-            await asyncio.wait({done, turn}, return_when=asyncio.FIRST_COMPLETED)
-            if call.done.done():
-                return call.done.result()
-            self._drop(call)  # the turn ended before taking it: start the next turn
+                turn.add_done_callback(self._turn_ended)
+            self._queue.put_nowait(call)
+            try:
+                return await call.done
+            except _TurnEnded:  # the turn ended before taking it: the next turn runs it
+                call.done = asyncio.get_running_loop().create_future()
         raise RuntimeError("the gateway could not run the call")
 
-    def _drop(self, call: _Call) -> None:
-        kept = [c for c in _drain(self._queue) if c is not call]
-        for c in kept:
-            self._queue.put_nowait(c)
+    def _turn_ended(self, turn: asyncio.Future[Any]) -> None:
+        """Hand the calls no executor took back to their callers (they start the next turn)."""
+        if turn is not self._turn:  # an older turn: the queue already feeds the next one
+            return
+        for waiting in _drain(self._queue):
+            if waiting is not None and not waiting.done.done():
+                waiting.done.set_exception(_TurnEnded())
 
     async def close(self) -> None:
         """End this client's turn."""
@@ -131,6 +137,10 @@ class _Session:
             await self._queue.put(_STOP)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(turn, 10)
+
+
+class _TurnEnded(Exception):
+    """A queued call's turn ended before running it."""
 
 
 def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
@@ -145,8 +155,11 @@ class Gateway:
 
     __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
 
-    def __init__(self, config: GatewayConfig) -> None:
-        """Build the toolsets and the middleware; nothing connects until `start`."""
+    def __init__(self, config: GatewayConfig, *, direct: bool = True) -> None:
+        """Build the toolsets and the middleware; nothing connects until `start`.
+
+        ``direct=False`` keeps every upstream call on the SDK's client (``MCPToolset(direct=)``).
+        """
         self.config = config
         self.toolsets = [
             MCPToolset(
@@ -157,6 +170,7 @@ class Gateway:
                 env=u.env,
                 cwd=u.cwd,
                 on_result=_keep_raw,
+                direct=direct,
             )
             for u in config.upstreams
         ]
@@ -263,6 +277,27 @@ class Gateway:
     def sink(self) -> AuditSink | None:
         """The audit sink, when one is configured."""
         return self._sink
+
+
+async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any]) -> Any:
+    """The ``tools/call`` result of client ``key``'s call (an MCP ``CallToolResult``).
+
+    The upstream's own result when the call was forwarded; else an ``isError`` result with
+    loopware's message (or, for a call that succeeded without an upstream result, its text).
+    """
+    import mcp_types as types
+
+    record, raw = await gateway.call(key, name, args)
+    if record.is_error or raw is None:
+        results = record.results
+        body = results if isinstance(results, str) else str(results)
+        if not record.is_error and results is not None:
+            reader = getattr(results, "as_string", None)
+            body = reader() if callable(reader) else body
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=body)], is_error=record.is_error
+        )
+    return raw
 
 
 def offered_names(gateway: Gateway) -> Sequence[str]:

@@ -12,15 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from typing import Any
 
-from ._gateway import Gateway
+from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["add_gateway_command", "build_server", "client_key"]
+__all__ = ["FAST_SWITCH", "add_gateway_command", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
+FAST_SWITCH = "LOOPWARE_GATEWAY_FAST"
+"""Set to ``0`` to serve every stdio request with the SDK and every upstream call with its
+client (the fast lane and the direct link off): to compare, or to rule them out."""
 
 
 def client_key(ctx: Any, transport: str) -> str:
@@ -39,11 +43,6 @@ def client_key(ctx: Any, transport: str) -> str:
     peer = getattr(request, "client", None)
     where = f"{peer.host}:{peer.port}" if peer is not None else "unknown"
     return f"{name}@{where}"
-
-
-def _text(record: Any) -> str:
-    results = record.results
-    return results if isinstance(results, str) else str(results)
 
 
 def build_server(gateway: Gateway, transport: str) -> Any:
@@ -65,16 +64,7 @@ def build_server(gateway: Gateway, transport: str) -> Any:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = dict(params.arguments or {})
-        record, raw = await gateway.call(client_key(ctx, transport), params.name, args)
-        if record.is_error or raw is None:
-            body = _text(record)
-            if not record.is_error and record.results is not None:
-                reader = getattr(record.results, "as_string", None)
-                body = reader() if callable(reader) else body
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=body)], is_error=record.is_error
-            )
-        return raw
+        return await answer_call(gateway, client_key(ctx, transport), params.name, args)
 
     return Server("loopware-gateway", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -86,7 +76,8 @@ async def serve(config_path: str, http: str | None) -> int:
     except GatewayConfigError as exc:
         print(f"loopware gateway: error: {exc}", file=sys.stderr)
         return 3
-    gateway = Gateway(config)
+    fast = os.environ.get(FAST_SWITCH, "1") != "0"
+    gateway = Gateway(config, direct=fast)
     try:
         await gateway.start()
     except Exception as exc:
@@ -95,15 +86,7 @@ async def serve(config_path: str, http: str | None) -> int:
         return 1
     try:
         if http is None:
-            from mcp.server.stdio import stdio_server
-
-            from ._gateway_stdio import pipe_streams
-
-            server = build_server(gateway, "stdio")
-            pipes = await pipe_streams()
-            streams: Any = pipes if pipes is not None else (None, None)
-            async with stdio_server(*streams) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            await _serve_stdio(gateway, fast)
         else:
             import uvicorn
 
@@ -115,6 +98,32 @@ async def serve(config_path: str, http: str | None) -> int:
     finally:
         await gateway.aclose()
     return 0
+
+
+async def _serve_stdio(gateway: Gateway, fast: bool) -> None:
+    """Serve stdio: the fast lane answers plain ``tools/call`` lines, the SDK everything else.
+
+    Without pipes on fd 0 and 1 (a regular file), the SDK's own streams serve, without a lane.
+    """
+    from mcp.server.stdio import stdio_server
+
+    from ._gateway_fast import FastLane
+    from ._gateway_stdio import pipe_streams
+
+    server = build_server(gateway, "stdio")
+    pipes = await pipe_streams()
+    lane: FastLane | None = None
+    if pipes is not None and fast:
+        lines, writer = pipes
+        lane = FastLane(gateway, server, writer.send)
+        lines.tap = writer.tap = lane
+    streams: Any = pipes if pipes is not None else (None, None)
+    try:
+        async with stdio_server(*streams) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        if lane is not None:
+            await lane.aclose()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -6,6 +6,11 @@ and waits there until closed, so calls may come from any task (every turn is one
 server dies (its process exits, its HTTP endpoint goes away, the transport breaks), the call in
 flight fails with `MCPServerError` and the link is marked dead; the next call opens a new one.
 Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout``.
+
+On a stdio link, ``tools/call`` goes the lean way of ``pipeline/mcp/_direct.py`` (the SDK's
+client still opens the link, lists the tools and checks each result against the tool's output
+schema); ``direct=False`` keeps every call on the SDK's client. A call the server rejects with
+``HEADER_MISMATCH`` is resent through the SDK's client, which re-lists the tools first.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
 
 __all__ = ["Connection", "ServerSpec"]
@@ -46,10 +52,11 @@ def describe_server(server: ServerSpec) -> str:
 class _Link:
     """One open client: its holder task and the signal that ends it."""
 
-    __slots__ = ("client", "closing", "dead", "task")
+    __slots__ = ("client", "closing", "dead", "direct", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, direct: DirectCalls | None) -> None:
         self.client: Any = None
+        self.direct = direct
         self.closing = asyncio.Event()
         self.dead = False
         self.task: asyncio.Task[None] | None = None
@@ -62,7 +69,16 @@ class _Link:
 class Connection:
     """A lazily opened, self-healing connection to one MCP server (see the module docstring)."""
 
-    __slots__ = ("_cwd", "_env", "_label", "_link", "_lock", "_server", "connect_timeout")
+    __slots__ = (
+        "_cwd",
+        "_direct",
+        "_env",
+        "_label",
+        "_link",
+        "_lock",
+        "_server",
+        "connect_timeout",
+    )
 
     def __init__(
         self,
@@ -71,8 +87,11 @@ class Connection:
         connect_timeout: float,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        direct: bool = True,
     ) -> None:
         """Remember the server; nothing is opened until the first call.
+
+        ``direct=False`` sends every call through the SDK's client (see the module docstring).
 
         Raises:
             ValueError: an empty command line.
@@ -85,6 +104,7 @@ class Connection:
         self._label = describe_server(server)
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
+        self._direct = direct and not isinstance(self._server, str)
         self._link: _Link | None = None
         self._lock: asyncio.Lock | None = None
         self.connect_timeout = connect_timeout
@@ -99,7 +119,7 @@ class Connection:
         """True while a link is open and alive."""
         return self._link is not None and self._link.usable
 
-    def _target(self) -> Any:
+    def _target(self, link: _Link) -> Any:
         if isinstance(self._server, str):
             return self._server
         from ._stdio import stdio_transport
@@ -107,7 +127,7 @@ class Connection:
         command, *args = self._server
         if command == "python":  # the interpreter running loopware, not whatever PATH finds
             command = sys.executable
-        return stdio_transport([command, *args], env=self._env, cwd=self._cwd)
+        return stdio_transport([command, *args], env=self._env, cwd=self._cwd, direct=link.direct)
 
     async def client(self) -> Any:
         """The open client, opening (or reopening) it first when needed.
@@ -128,7 +148,7 @@ class Connection:
             if link is not None:
                 await self._close_link(link)
                 _log.info("reconnecting to MCP server %s", self._label)
-            link = _Link()
+            link = _Link(DirectCalls() if self._direct else None)
             ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             link.task = asyncio.create_task(self._hold(link, ready), name=f"mcp {self._label}")
             try:
@@ -151,7 +171,7 @@ class Connection:
         from mcp import Client
 
         try:
-            async with Client(self._target()) as client:
+            async with Client(self._target(link)) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await link.closing.wait()
@@ -230,8 +250,12 @@ class Connection:
             MCPTimeoutError: no answer within ``timeout`` seconds.
         """
         client = await self.client()
+        link = self._link
+        direct = link.direct if link is not None else None
         try:
             async with asyncio.timeout(timeout):
+                if direct is not None and _direct_fits(client, direct):
+                    return await self._call_direct(client, direct, name, arguments, timeout)
                 return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except TimeoutError:
             raise MCPTimeoutError(
@@ -254,6 +278,35 @@ class Connection:
                 tool_name=name,
             ) from exc
 
+    async def _call_direct(
+        self,
+        client: Any,
+        direct: DirectCalls,
+        name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+    ) -> Any:
+        """``tools/call`` the lean way; the result checked as the SDK's client checks it."""
+        names = sdk()
+        answer = await direct.request("tools/call", {"name": name, "arguments": arguments})
+        error = answer.get("error")
+        if error is not None:
+            code = error.get("code") if isinstance(error, dict) else None
+            if code == names.HEADER_MISMATCH:  # the SDK's client re-lists the tool and resends once
+                return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+            if not isinstance(code, int) or isinstance(code, bool):
+                code = -32603
+            message = error.get("message") if isinstance(error, dict) else None
+            data = error.get("data") if isinstance(error, dict) else None
+            raise names.MCPError(code=code, message=str(message or "(no message)"), data=data)
+        raw = answer.get("result")
+        if not isinstance(raw, dict):
+            raise names.MCPError(code=-32603, message="the response carries no result object")
+        result = finish(client.protocol_version, raw)
+        if not result.is_error:
+            await client.session.validate_tool_result(name, result)
+        return result
+
     def _broken(self, exc: BaseException) -> bool:
         """Mark the link dead unless ``exc`` is an error the live server answered with."""
         from mcp import MCPError
@@ -275,11 +328,17 @@ class Connection:
             await self._close_link(link)
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    from mcp import MCPError
-    from mcp_types import REQUEST_TIMEOUT
+def _direct_fits(client: Any, direct: DirectCalls) -> bool:
+    """Whether the lean way sends what the SDK's client would (the envelope is known)."""
+    if not direct.ready:
+        return False
+    modern = client.protocol_version in sdk().MODERN_PROTOCOL_VERSIONS
+    return modern == (direct.envelope is not None)
 
-    return isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT
+
+def _is_timeout(exc: BaseException) -> bool:
+    names = sdk()
+    return isinstance(exc, names.MCPError) and exc.code == names.REQUEST_TIMEOUT
 
 
 def _describe(exc: BaseException) -> str:

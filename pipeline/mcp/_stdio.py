@@ -6,23 +6,30 @@ lines, so one large message costs time quadratic in its size (measured here: 10 
 being read in a list and joins them once when the newline arrives, so a 100 MB result costs
 what parsing it costs. It speaks the same newline-delimited JSON-RPC, inherits the SDK's safe
 environment, and on exit closes the server's stdin, waits briefly, then terminates and kills
-it, so a stuck server never outlives its connection.
+it, so a stuck server never outlives its connection. Given a `DirectCalls`, it also carries
+the lean ``tools/call`` requests (``pipeline/mcp/_direct.py``): their lines go to the server's
+stdin beside the SDK's, and their answers are taken off the reader before the SDK parses them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ._direct import DirectCalls
 
 __all__ = ["stdio_transport"]
 
 _log = logging.getLogger("pipeline.mcp")
 _EXIT_GRACE: Final = 2.0
 """Seconds a server gets to exit after its stdin closes, then again after SIGTERM."""
+_CHUNK: Final = 64 * 1024
 
 
 @contextlib.asynccontextmanager
@@ -30,8 +37,11 @@ async def stdio_transport(
     argv: Sequence[str],
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    direct: DirectCalls | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start ``argv`` and yield the ``(read_stream, write_stream)`` pair `Client` expects.
+
+    ``direct``, when given, is attached to the process's stdin and sees every line first.
 
     Raises:
         OSError: the command cannot be started.
@@ -41,15 +51,30 @@ async def stdio_transport(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    process = await anyio.open_process(
-        list(argv),
+    # asyncio's own process streams: anyio's wrappers add a checkpoint (a loop turn) to
+    # every read and write, and a stdio call is one of each.
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=sys.stderr,
         env={**get_default_environment(), **(env or {})},
         cwd=cwd,
-        stderr=sys.stderr,
     )
+    stdin, stdout = process.stdin, process.stdout
+    assert stdin is not None
+    assert stdout is not None
+
+    async def send(data: bytes) -> None:
+        stdin.write(data)
+        await stdin.drain()  # returns at once unless the pipe is full; raises once it broke
+
     reads_in, reads_out = anyio.create_memory_object_stream[Any](0)
     writes_in, writes_out = anyio.create_memory_object_stream[Any](0)
     adapter = mcp_types.jsonrpc_message_adapter
+    request_type = mcp_types.JSONRPCRequest
+    if direct is not None:
+        direct.attach(send)
 
     def parse(line: bytes) -> Any:
         try:
@@ -59,30 +84,38 @@ async def stdio_transport(
             return exc
 
     async def read() -> None:
-        assert process.stdout is not None
         parts: list[bytes] = []
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async with reads_in:
-                async for chunk in process.stdout:
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) >= 0:
-                        parts.append(chunk[start:end])
-                        start = end + 1
-                        line = b"".join(parts)
-                        parts.clear()
-                        if line.strip():
-                            await reads_in.send(parse(line))
-                    if start < len(chunk):
-                        parts.append(chunk[start:])
+        try:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async with reads_in:
+                    while chunk := await stdout.read(_CHUNK):
+                        start = 0
+                        while (end := chunk.find(b"\n", start)) >= 0:
+                            parts.append(chunk[start:end])
+                            start = end + 1
+                            line = b"".join(parts)
+                            parts.clear()
+                            if direct is not None and direct.take(line):
+                                continue
+                            if line.strip():
+                                await reads_in.send(parse(line))
+                        if start < len(chunk):
+                            parts.append(chunk[start:])
+        finally:
+            if direct is not None:
+                direct.close()  # the server's output ended: no direct call may wait forever
 
     async def write() -> None:
-        assert process.stdin is not None
         try:
             async with writes_out:
                 async for message in writes_out:
+                    if direct is not None and isinstance(message.message, request_type):
+                        direct.saw_request(message.message.params)
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(text.encode("utf-8") + b"\n")
+                    await send(text.encode("utf-8") + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            if direct is not None:
+                direct.close()
             await reads_in.aclose()  # the server is gone: no request may wait forever
 
     async with anyio.create_task_group() as group:
@@ -98,12 +131,13 @@ async def stdio_transport(
             group.cancel_scope.cancel()
 
 
-async def _stop(process: Any) -> None:
+async def _stop(process: asyncio.subprocess.Process) -> None:
     """Close stdin, then terminate, then kill: every wait bounded by `_EXIT_GRACE`."""
     import anyio
 
-    with contextlib.suppress(Exception):
-        await process.stdin.aclose()
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            process.stdin.close()
     for signal in (None, "terminate", "kill"):
         if signal == "terminate":
             with contextlib.suppress(ProcessLookupError):
