@@ -202,7 +202,8 @@ class TurnView:
         A provider pairs an assistant message's calls with their results by id, so one id
         must name one call in the conversation the model reads.
         """
-        return self._state.call_id_taken(call_id)
+        state = self._state  # `TurnState.call_id_taken`, inline: the executor asks per call
+        return call_id in state.by_id or call_id in state.history_ids
 
     def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
         """Ids of this turn's calls whose result is a non-inline artifact of ``cls``.
