@@ -15,7 +15,7 @@ import hashlib
 import math
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol
 
@@ -33,6 +33,7 @@ __all__ = [
     "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
+    "iso_text",
     "new_row",
     "row_hash",
     "seal",
@@ -251,6 +252,36 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_SECOND = timedelta(seconds=1)
+_NEVER = datetime.min
+_last_second: list[tuple[datetime, object, str, str]] = [(_NEVER, _NEVER, "", "")]
+"""The second `iso_text` formatted last (microsecond 0), its ``tzinfo`` and its text before and
+after the fraction: one tuple, replaced whole, so that the calling thread and a sink's writer
+thread may share it."""
+
+
+def iso_text(at: datetime) -> str:
+    """Return ``at.isoformat()``, in half the time when the previous call was in the same second.
+
+    Rows recorded within one second share the text up to the second and the offset (for a
+    plain `datetime` with a fixed offset or none), so only the fraction is formatted; anything
+    else (a subclass, a ``zoneinfo`` zone) calls ``isoformat``.
+    """
+    tz = at.tzinfo
+    if type(at) is not datetime or not (tz is None or type(tz) is timezone):
+        return at.isoformat()
+    second, zone, head, tail = _last_second[0]
+    # With the same tzinfo object (or both naive) the difference ignores the offset.
+    if tz is not zone or not (_ZERO <= at - second < _SECOND):
+        second = at.replace(microsecond=0)
+        text = second.isoformat()  # "YYYY-MM-DDTHH:MM:SS" + the offset, if any
+        head, tail = text[:19], text[19:]
+        _last_second[0] = (second, tz, head, tail)
+    micro = at.microsecond
+    return f"{head}.{micro:06d}{tail}" if micro else head + tail
+
+
+_ZERO = timedelta(0)
 _MAX_SAFE_INTEGER = 2**53 - 1
 _QUOTED = {
     text: encode_basestring(text) for text in (*DECISIONS, *_KINDS, *_STATUSES)
@@ -264,7 +295,7 @@ def canonical_row(
 ) -> bytes:
     """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
 
-    ``recorded_at``: ``entry.recorded_at.isoformat()`` when the caller has it already.
+    ``recorded_at``: ``iso_text(entry.recorded_at)`` when the caller has it already.
 
     Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
     prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
@@ -301,7 +332,7 @@ def canonical_row(
             f',"policy":{"null" if p is None else q(p)}'
             f',"prev_hash":{q(prev_hash)}'
             f',"reason":{"null" if o is None else q(o)}'
-            f',"recorded_at":{q(e.recorded_at.isoformat() if recorded_at is None else recorded_at)}'
+            f',"recorded_at":{q(iso_text(e.recorded_at) if recorded_at is None else recorded_at)}'
             f',"status":{"null" if s is None else _quoted(s) or q(s)}'
             f',"tool":{"null" if t is None else q(t)}'
             f',"turn_id":{q(e.turn_id)}}}'

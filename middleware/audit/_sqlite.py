@@ -38,6 +38,7 @@ from ._chain import (
     canonical_row,
     entry_from_fields,
     entry_to_fields,
+    iso_text,
     new_row,
     verify_rows,
 )
@@ -131,7 +132,7 @@ def _chain_values(
     index, prev = head.count, head.hash
     sha256 = hashlib.sha256
     for e in entries:
-        recorded = e.recorded_at.isoformat()
+        recorded = iso_text(e.recorded_at)
         data = canonical_row(e, index, prev, recorded)
         size += len(data)
         digest = sha256(data).hexdigest()

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
 import pytest
@@ -30,12 +30,19 @@ from middleware.audit._chain import (
     GENESIS_HASH,
     canonical_row,
     entry_to_fields,
+    iso_text,
     new_row,
     row_hash,
 )
 from pipeline import canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _zone(name: str) -> tzinfo:
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
 Sink = SqliteAuditSink | JsonlAuditSink
 KINDS = ("sqlite", "jsonl")
 
@@ -110,6 +117,53 @@ def test_the_hash_text_is_the_canonical_json_of_the_row(
     expected = canonical_json({**entry_to_fields(e), "index": index, "prev_hash": prev_hash})
     assert canonical_row(e, index, prev_hash) == expected.encode("utf-8")
     assert canonical_row(e, index, prev_hash, e.recorded_at.isoformat()) == expected.encode()
+
+
+class _Stamp(datetime):
+    """A datetime subclass whose text is its own: never taken from the last second's cache."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return "stamp " + super().isoformat(sep, timespec)
+
+
+_zones = st.one_of(
+    st.none(),
+    st.just(UTC),
+    st.builds(
+        lambda m, s, us: timezone(timedelta(minutes=m, seconds=s, microseconds=us)),
+        st.integers(-23 * 60, 23 * 60),
+        st.sampled_from([0, 0, 15]),
+        st.sampled_from([0, 0, 250]),
+    ),
+    st.sampled_from(["Europe/Paris", "America/New_York"]).map(_zone),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.datetimes(min_value=datetime(1, 1, 1, 0, 0, 2), max_value=datetime(9999, 12, 31)),
+            st.integers(-2, 2),
+            st.sampled_from([0, 1, 999_999]) | st.integers(0, 999_999),
+            _zones,
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_rows_recorded_at_text_is_its_isoformat_whatever_came_before(
+    stamps: list[tuple[datetime, int, int, object, bool]],
+) -> None:
+    """Times in one second share their text up to the second: each is still its own
+    ``isoformat()``, across seconds, offsets, naive times, zones with DST and subclasses."""
+    for base, step, micro, zone, subclass in stamps:
+        at = base.replace(microsecond=micro, tzinfo=zone) + timedelta(seconds=step)  # type: ignore[arg-type]
+        if subclass:
+            at = _Stamp.fromisoformat(at.isoformat())
+        assert iso_text(at) == at.isoformat()
+        assert iso_text(at.replace(microsecond=0)) == at.replace(microsecond=0).isoformat()
 
 
 class _Word(str, enum.Enum):  # noqa: UP042 - its str() is not its value: the hard case
