@@ -37,6 +37,7 @@ __all__ = [
     "new_row",
     "row_hash",
     "seal",
+    "seal_fields",
     "verify_rows",
 ]
 
@@ -373,6 +374,75 @@ def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
         rows.append(new_row(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
+
+
+def seal_fields(
+    entries: Iterable[AuditEntry], head: AuditHead
+) -> tuple[list[AuditRow], list[tuple[Any, ...]], int, bool]:
+    """`seal`, also returning each new row's stored values, every field read once.
+
+    Returns the rows; per row ``(index, *fields, prev_hash, hash)`` with the fields in
+    `entry_to_fields` order, ``recorded_at`` as `iso_text` and ``is_error`` as 0 or 1; the total
+    size of their hash texts (about what they take in storage); and whether every text was
+    ASCII. The hash text is `canonical_row`'s, built inline for the common row (a float
+    duration in the range whose text is ``float.__repr__``, or none; a boolean ``is_error``; a
+    safe index) and by `canonical_row` for any other.
+    """
+    q = encode_basestring
+    quoted = _quoted
+    sha256 = hashlib.sha256
+    rows: list[AuditRow] = []
+    values: list[tuple[Any, ...]] = []
+    size = 0
+    ascii_only = True
+    index, prev = head.count, head.hash
+    for e in entries:
+        a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
+        r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
+        n, kind, turn = e.duration_ms, e.kind, e.turn_id
+        b: Any = e.is_error  # typed bool; anything else takes canonical_row's way
+        recorded = iso_text(e.recorded_at)
+        data: bytes | None = None
+        if (
+            type(b) is bool
+            and (n is None or (type(n) is float and 1e-4 <= abs(n) < 1e16 and not n.is_integer()))
+            and type(index) is int
+            and 0 <= index <= _MAX_SAFE_INTEGER
+        ):
+            try:  # the text of canonical_row, whose docstring says why it is canonical JSON
+                data = (
+                    f'{{"args":{"null" if a is None else q(a)}'
+                    f',"call_id":{"null" if c is None else q(c)}'
+                    f',"checksum":{"null" if k is None else q(k)}'
+                    f',"conversation_id":{"null" if v is None else q(v)}'
+                    f',"decision":{"null" if d is None else quoted(d) or q(d)}'
+                    f',"duration_ms":{"null" if n is None else float.__repr__(n)}'
+                    f',"error":{"null" if r is None else q(r)}'
+                    f',"index":{int.__repr__(index)}'
+                    f',"input":{"null" if i is None else q(i)}'
+                    f',"is_error":{"true" if b else "false"}'
+                    f',"kind":{quoted(kind) or q(kind)}'
+                    f',"policy":{"null" if p is None else q(p)}'
+                    f',"prev_hash":{q(prev)}'
+                    f',"reason":{"null" if o is None else q(o)}'
+                    f',"recorded_at":{q(recorded)}'
+                    f',"status":{"null" if s is None else quoted(s) or q(s)}'
+                    f',"tool":{"null" if t is None else q(t)}'
+                    f',"turn_id":{q(turn)}}}'
+                ).encode()
+            except (TypeError, UnicodeEncodeError):
+                data = None
+        if data is None:
+            data = canonical_row(e, index, prev, recorded)
+        size += len(data)
+        ascii_only = ascii_only and data.isascii()
+        digest = sha256(data).hexdigest()
+        rows.append(new_row(index, e, prev, digest))
+        values.append(
+            (index, kind, turn, v, recorded, c, t, k, a, int(b), n, d, p, o, s, r, i, prev, digest)
+        )
+        index, prev = index + 1, digest
+    return rows, values, size, ascii_only
 
 
 def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int | None:

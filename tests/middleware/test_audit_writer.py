@@ -33,6 +33,8 @@ from middleware.audit._chain import (
     iso_text,
     new_row,
     row_hash,
+    seal,
+    seal_fields,
 )
 from pipeline import canonical_json
 
@@ -117,6 +119,43 @@ def test_the_hash_text_is_the_canonical_json_of_the_row(
     expected = canonical_json({**entry_to_fields(e), "index": index, "prev_hash": prev_hash})
     assert canonical_row(e, index, prev_hash) == expected.encode("utf-8")
     assert canonical_row(e, index, prev_hash, e.recorded_at.isoformat()) == expected.encode()
+
+
+_odd = st.one_of(
+    st.tuples(
+        st.sampled_from(["allowed", 'odd "word"\n', "", 7, None, 2.0]),
+        st.sampled_from(["kind", "decision", "status"]),
+    ),
+    st.tuples(st.sampled_from([0, 1, 7, 2.0]), st.just("is_error")),  # stored as int(...)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(entries(), max_size=6),
+    st.integers(0, 2**53 - 7) | st.integers(2**53 - 3, 2**53 + 3),
+    st.text(max_size=70) | st.just(GENESIS_HASH),
+    st.lists(_odd, max_size=3),
+)
+def test_a_sinks_rows_and_stored_fields_are_the_definitions_whatever_the_entries_hold(
+    batch: list[AuditEntry], count: int, prev_hash: str, odd: list[tuple[object, str]]
+) -> None:
+    """The rows a sink builds in one pass (every field read once) are `seal`'s, hash for hash,
+    and the values it stores are each row's fields: for surrogates, odd floats, indexes past
+    JavaScript's safe integers and fields of the wrong type alike."""
+    for value, name in odd:
+        if batch:
+            batch[0] = dataclasses.replace(batch[0], **{name: value})  # type: ignore[arg-type]
+    head = AuditHead(count, prev_hash)
+    rows, values, size, ascii_only = seal_fields(batch, head)
+    assert rows == seal(batch, head)
+    texts = [canonical_row(row.entry, row.index, row.prev_hash) for row in rows]
+    assert size == sum(len(text) for text in texts)
+    assert ascii_only == all(text.isascii() for text in texts)
+    for row, stored in zip(rows, values, strict=True):
+        fields = entry_to_fields(row.entry)
+        fields["is_error"] = int(fields["is_error"])
+        assert stored == (row.index, *fields.values(), row.prev_hash, row.hash)
 
 
 class _Stamp(datetime):
