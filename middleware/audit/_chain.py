@@ -396,12 +396,14 @@ def seal_fields(
     size = 0
     ascii_only = True
     index, prev = head.count, head.hash
+    escaped_prev = q(prev)[1:-1]  # then each row's own digest: hex, nothing to escape
     for e in entries:
         a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
         r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
         n, kind, turn = e.duration_ms, e.kind, e.turn_id
         b: Any = e.is_error  # typed bool; anything else takes canonical_row's way
-        recorded = iso_text(e.recorded_at)
+        at = e.recorded_at
+        recorded = iso_text(at)
         data: bytes | None = None
         if (
             type(b) is bool
@@ -410,6 +412,8 @@ def seal_fields(
             and 0 <= index <= _MAX_SAFE_INTEGER
         ):
             try:  # the text of canonical_row, whose docstring says why it is canonical JSON
+                # A datetime's own isoformat is digits and "-:T.+": nothing to escape.
+                escaped_at = recorded if type(at) is datetime else q(recorded)[1:-1]
                 data = (
                     f'{{"args":{"null" if a is None else q(a)}'
                     f',"call_id":{"null" if c is None else q(c)}'
@@ -423,9 +427,9 @@ def seal_fields(
                     f',"is_error":{"true" if b else "false"}'
                     f',"kind":{quoted(kind) or q(kind)}'
                     f',"policy":{"null" if p is None else q(p)}'
-                    f',"prev_hash":{q(prev)}'
+                    f',"prev_hash":"{escaped_prev}"'
                     f',"reason":{"null" if o is None else q(o)}'
-                    f',"recorded_at":{q(recorded)}'
+                    f',"recorded_at":"{escaped_at}"'
                     f',"status":{"null" if s is None else quoted(s) or q(s)}'
                     f',"tool":{"null" if t is None else q(t)}'
                     f',"turn_id":{q(turn)}}}'
@@ -441,7 +445,7 @@ def seal_fields(
         values.append(
             (index, kind, turn, v, recorded, c, t, k, a, int(b), n, d, p, o, s, r, i, prev, digest)
         )
-        index, prev = index + 1, digest
+        index, prev, escaped_prev = index + 1, digest, digest
     return rows, values, size, ascii_only
 
 

@@ -136,9 +136,11 @@ _odd = st.one_of(
     st.integers(0, 2**53 - 7) | st.integers(2**53 - 3, 2**53 + 3),
     st.text(max_size=70) | st.just(GENESIS_HASH),
     st.lists(_odd, max_size=3),
+    st.booleans(),
 )
 def test_a_sinks_rows_and_stored_fields_are_the_definitions_whatever_the_entries_hold(
-    batch: list[AuditEntry], count: int, prev_hash: str, odd: list[tuple[object, str]]
+    batch: list[AuditEntry], count: int, prev_hash: str, odd: list[tuple[object, str]],
+    stamp: bool,
 ) -> None:
     """The rows a sink builds in one pass (every field read once) are `seal`'s, hash for hash,
     and the values it stores are each row's fields: for surrogates, odd floats, indexes past
@@ -146,6 +148,9 @@ def test_a_sinks_rows_and_stored_fields_are_the_definitions_whatever_the_entries
     for value, name in odd:
         if batch:
             batch[0] = dataclasses.replace(batch[0], **{name: value})  # type: ignore[arg-type]
+    if stamp and batch:  # a datetime whose text needs escaping
+        at = _Stamp.fromisoformat(batch[-1].recorded_at.isoformat())
+        batch[-1] = dataclasses.replace(batch[-1], recorded_at=at)
     head = AuditHead(count, prev_hash)
     rows, values, size, ascii_only = seal_fields(batch, head)
     assert rows == seal(batch, head)
@@ -162,7 +167,7 @@ class _Stamp(datetime):
     """A datetime subclass whose text is its own: never taken from the last second's cache."""
 
     def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
-        return "stamp " + super().isoformat(sep, timespec)
+        return 'stamp "\\' + super().isoformat(sep, timespec)
 
 
 _zones = st.one_of(
