@@ -15,7 +15,7 @@ import hashlib
 import math
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol
 
@@ -33,9 +33,11 @@ __all__ = [
     "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
+    "iso_text",
     "new_row",
     "row_hash",
     "seal",
+    "seal_fields",
     "verify_rows",
 ]
 
@@ -251,6 +253,36 @@ def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_SECOND = timedelta(seconds=1)
+_NEVER = datetime.min
+_last_second: list[tuple[datetime, object, str, str]] = [(_NEVER, _NEVER, "", "")]
+"""The second `iso_text` formatted last (microsecond 0), its ``tzinfo`` and its text before and
+after the fraction: one tuple, replaced whole, so that the calling thread and a sink's writer
+thread may share it."""
+
+
+def iso_text(at: datetime) -> str:
+    """Return ``at.isoformat()``, in half the time when the previous call was in the same second.
+
+    Rows recorded within one second share the text up to the second and the offset (for a
+    plain `datetime` with a fixed offset or none), so only the fraction is formatted; anything
+    else (a subclass, a ``zoneinfo`` zone) calls ``isoformat``.
+    """
+    tz = at.tzinfo
+    if type(at) is not datetime or not (tz is None or type(tz) is timezone):
+        return at.isoformat()
+    second, zone, head, tail = _last_second[0]
+    # With the same tzinfo object (or both naive) the difference ignores the offset.
+    if tz is not zone or not (_ZERO <= at - second < _SECOND):
+        second = at.replace(microsecond=0)
+        text = second.isoformat()  # "YYYY-MM-DDTHH:MM:SS" + the offset, if any
+        head, tail = text[:19], text[19:]
+        _last_second[0] = (second, tz, head, tail)
+    micro = at.microsecond
+    return f"{head}.{micro:06d}{tail}" if micro else head + tail
+
+
+_ZERO = timedelta(0)
 _MAX_SAFE_INTEGER = 2**53 - 1
 _QUOTED = {
     text: encode_basestring(text) for text in (*DECISIONS, *_KINDS, *_STATUSES)
@@ -264,7 +296,7 @@ def canonical_row(
 ) -> bytes:
     """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
 
-    ``recorded_at``: ``entry.recorded_at.isoformat()`` when the caller has it already.
+    ``recorded_at``: ``iso_text(entry.recorded_at)`` when the caller has it already.
 
     Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
     prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
@@ -301,7 +333,7 @@ def canonical_row(
             f',"policy":{"null" if p is None else q(p)}'
             f',"prev_hash":{q(prev_hash)}'
             f',"reason":{"null" if o is None else q(o)}'
-            f',"recorded_at":{q(e.recorded_at.isoformat() if recorded_at is None else recorded_at)}'
+            f',"recorded_at":{q(iso_text(e.recorded_at) if recorded_at is None else recorded_at)}'
             f',"status":{"null" if s is None else _quoted(s) or q(s)}'
             f',"tool":{"null" if t is None else q(t)}'
             f',"turn_id":{q(e.turn_id)}}}'
@@ -342,6 +374,79 @@ def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
         rows.append(new_row(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
+
+
+def seal_fields(
+    entries: Iterable[AuditEntry], head: AuditHead
+) -> tuple[list[AuditRow], list[tuple[Any, ...]], int, bool]:
+    """`seal`, also returning each new row's stored values, every field read once.
+
+    Returns the rows; per row ``(index, *fields, prev_hash, hash)`` with the fields in
+    `entry_to_fields` order, ``recorded_at`` as `iso_text` and ``is_error`` as 0 or 1; the total
+    size of their hash texts (about what they take in storage); and whether every text was
+    ASCII. The hash text is `canonical_row`'s, built inline for the common row (a float
+    duration in the range whose text is ``float.__repr__``, or none; a boolean ``is_error``; a
+    safe index) and by `canonical_row` for any other.
+    """
+    q = encode_basestring
+    quoted = _quoted
+    sha256 = hashlib.sha256
+    rows: list[AuditRow] = []
+    values: list[tuple[Any, ...]] = []
+    size = 0
+    ascii_only = True
+    index, prev = head.count, head.hash
+    escaped_prev = q(prev)[1:-1]  # then each row's own digest: hex, nothing to escape
+    for e in entries:
+        a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
+        r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
+        n, kind, turn = e.duration_ms, e.kind, e.turn_id
+        b: Any = e.is_error  # typed bool; anything else takes canonical_row's way
+        at = e.recorded_at
+        recorded = iso_text(at)
+        data: bytes | None = None
+        if (
+            type(b) is bool
+            and (n is None or (type(n) is float and 1e-4 <= abs(n) < 1e16 and not n.is_integer()))
+            and type(index) is int
+            and 0 <= index <= _MAX_SAFE_INTEGER
+        ):
+            try:  # the text of canonical_row, whose docstring says why it is canonical JSON
+                # A datetime's own isoformat is digits and "-:T.+": nothing to escape.
+                escaped_at = recorded if type(at) is datetime else q(recorded)[1:-1]
+                data = (
+                    f'{{"args":{"null" if a is None else q(a)}'
+                    f',"call_id":{"null" if c is None else q(c)}'
+                    f',"checksum":{"null" if k is None else q(k)}'
+                    f',"conversation_id":{"null" if v is None else q(v)}'
+                    f',"decision":{"null" if d is None else quoted(d) or q(d)}'
+                    f',"duration_ms":{"null" if n is None else float.__repr__(n)}'
+                    f',"error":{"null" if r is None else q(r)}'
+                    f',"index":{int.__repr__(index)}'
+                    f',"input":{"null" if i is None else q(i)}'
+                    f',"is_error":{"true" if b else "false"}'
+                    f',"kind":{quoted(kind) or q(kind)}'
+                    f',"policy":{"null" if p is None else q(p)}'
+                    f',"prev_hash":"{escaped_prev}"'
+                    f',"reason":{"null" if o is None else q(o)}'
+                    f',"recorded_at":"{escaped_at}"'
+                    f',"status":{"null" if s is None else quoted(s) or q(s)}'
+                    f',"tool":{"null" if t is None else q(t)}'
+                    f',"turn_id":{q(turn)}}}'
+                ).encode()
+            except (TypeError, UnicodeEncodeError):
+                data = None
+        if data is None:
+            data = canonical_row(e, index, prev, recorded)
+        size += len(data)
+        ascii_only = ascii_only and data.isascii()
+        digest = sha256(data).hexdigest()
+        rows.append(new_row(index, e, prev, digest))
+        values.append(
+            (index, kind, turn, v, recorded, c, t, k, a, int(b), n, d, p, o, s, r, i, prev, digest)
+        )
+        index, prev, escaped_prev = index + 1, digest, digest
+    return rows, values, size, ascii_only
 
 
 def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int | None:

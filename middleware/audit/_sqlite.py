@@ -22,7 +22,6 @@ chains after what the file holds when another connection wrote since.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -35,10 +34,9 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    canonical_row,
     entry_from_fields,
     entry_to_fields,
-    new_row,
+    seal_fields,
     verify_rows,
 )
 from ._writer import ChainWriter
@@ -125,45 +123,9 @@ def _chain_values(
 
     The third value is the bytes of their hash texts: about what the rows take in the database.
     """
-    rows: list[AuditRow] = []
-    values: list[tuple[Any, ...]] = []
-    size = 0
-    index, prev = head.count, head.hash
-    sha256 = hashlib.sha256
-    for e in entries:
-        recorded = e.recorded_at.isoformat()
-        data = canonical_row(e, index, prev, recorded)
-        size += len(data)
-        digest = sha256(data).hexdigest()
-        row = new_row(index, e, prev, digest)
-        rows.append(row)
-        if data.isascii():  # no text to store as bytes (see _sql_text)
-            values.append(
-                (
-                    index,
-                    e.kind,
-                    e.turn_id,
-                    e.conversation_id,
-                    recorded,
-                    e.call_id,
-                    e.tool,
-                    e.checksum,
-                    e.args,
-                    int(e.is_error),
-                    e.duration_ms,
-                    e.decision,
-                    e.policy,
-                    e.reason,
-                    e.status,
-                    e.error,
-                    e.input,
-                    prev,
-                    digest,
-                )
-            )
-        else:
-            values.append(_sql_values(row))
-        index, prev = index + 1, digest
+    rows, values, size, ascii_only = seal_fields(entries, head)
+    if not ascii_only:  # some text may hold a lone surrogate (see _sql_text)
+        values = [_sql_values(row) for row in rows]
     return rows, values, size
 
 

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import zoneinfo
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,22 @@ from middleware.audit._chain import (
     GENESIS_HASH,
     canonical_row,
     entry_to_fields,
+    iso_text,
     new_row,
     row_hash,
+    seal,
+    seal_fields,
 )
 from pipeline import canonical_json
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+_DST_ZONES = sorted({"Europe/Paris", "America/New_York"} & zoneinfo.available_timezones())
+
+
+def _zone(name: str) -> tzinfo:
+    return zoneinfo.ZoneInfo(name)
 Sink = SqliteAuditSink | JsonlAuditSink
 KINDS = ("sqlite", "jsonl")
 
@@ -110,6 +121,96 @@ def test_the_hash_text_is_the_canonical_json_of_the_row(
     expected = canonical_json({**entry_to_fields(e), "index": index, "prev_hash": prev_hash})
     assert canonical_row(e, index, prev_hash) == expected.encode("utf-8")
     assert canonical_row(e, index, prev_hash, e.recorded_at.isoformat()) == expected.encode()
+
+
+_odd = st.one_of(
+    st.tuples(
+        st.sampled_from(["allowed", 'odd "word"\n', "", 7, None, 2.0]),
+        st.sampled_from(["kind", "decision", "status"]),
+    ),
+    st.tuples(st.sampled_from([0, 1, 7, 2.0]), st.just("is_error")),  # stored as int(...)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(entries(), max_size=6),
+    st.integers(0, 2**53 - 7) | st.integers(2**53 - 3, 2**53 + 3),
+    st.text(max_size=70) | st.just(GENESIS_HASH),
+    st.lists(_odd, max_size=3),
+    st.booleans(),
+)
+def test_a_sinks_rows_and_stored_fields_are_the_definitions_whatever_the_entries_hold(
+    batch: list[AuditEntry], count: int, prev_hash: str, odd: list[tuple[object, str]],
+    stamp: bool,
+) -> None:
+    """The rows a sink builds in one pass (every field read once) are `seal`'s, hash for hash,
+    and the values it stores are each row's fields: for surrogates, odd floats, indexes past
+    JavaScript's safe integers and fields of the wrong type alike."""
+    for value, name in odd:
+        if batch:
+            batch[0] = dataclasses.replace(batch[0], **{name: value})  # type: ignore[arg-type]
+    if stamp and batch:  # a datetime whose text needs escaping
+        at = _Stamp.fromisoformat(batch[-1].recorded_at.isoformat())
+        batch[-1] = dataclasses.replace(batch[-1], recorded_at=at)
+    head = AuditHead(count, prev_hash)
+    rows, values, size, ascii_only = seal_fields(batch, head)
+    assert rows == seal(batch, head)
+    texts = [canonical_row(row.entry, row.index, row.prev_hash) for row in rows]
+    assert size == sum(len(text) for text in texts)
+    assert ascii_only == all(text.isascii() for text in texts)
+    for row, stored in zip(rows, values, strict=True):
+        fields = entry_to_fields(row.entry)
+        fields["is_error"] = int(fields["is_error"])
+        assert stored == (row.index, *fields.values(), row.prev_hash, row.hash)
+
+
+class _Stamp(datetime):
+    """A datetime subclass whose text is its own: never taken from the last second's cache."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return 'stamp "\\' + super().isoformat(sep, timespec)
+
+
+_zones = st.one_of(
+    st.none(),
+    st.just(UTC),
+    st.builds(
+        lambda m, s, us: timezone(timedelta(minutes=m, seconds=s, microseconds=us)),
+        st.integers(-23 * 60, 23 * 60),
+        st.sampled_from([0, 0, 15]),
+        st.sampled_from([0, 0, 250]),
+    ),
+    # zones with DST, where the system has their data (tzdata)
+    st.sampled_from(_DST_ZONES).map(_zone) if _DST_ZONES else st.nothing(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.datetimes(min_value=datetime(1, 1, 1, 0, 0, 2), max_value=datetime(9999, 12, 31)),
+            st.integers(-2, 2),
+            st.sampled_from([0, 1, 999_999]) | st.integers(0, 999_999),
+            _zones,
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_rows_recorded_at_text_is_its_isoformat_whatever_came_before(
+    stamps: list[tuple[datetime, int, int, object, bool]],
+) -> None:
+    """Times in one second share their text up to the second: each is still its own
+    ``isoformat()``, across seconds, offsets, naive times, zones with DST and subclasses."""
+    for base, step, micro, zone, subclass in stamps:
+        at = base.replace(microsecond=micro, tzinfo=zone) + timedelta(seconds=step)  # type: ignore[arg-type]
+        if subclass:
+            at = _Stamp.fromisoformat(at.isoformat())
+        assert iso_text(at) == at.isoformat()
+        assert iso_text(at.replace(microsecond=0)) == at.replace(microsecond=0).isoformat()
 
 
 class _Word(str, enum.Enum):  # noqa: UP042 - its str() is not its value: the hard case
