@@ -235,8 +235,7 @@ class Stash:
         """
         parts: tuple[str, ...] | None
         if isinstance(key, StashKey):
-            parts, path = key.parts, key.path
-            start = key.default if key.has_default else MISSING
+            parts, path, start = key.spec  # an int default needs no copy
         else:
             parts = cached_split(key) if type(key) is str else None
             path, start = key, MISSING
@@ -355,11 +354,12 @@ class Stash:
         """
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "get"))
-        node = self._lookup(key.parts)
+        parts, path, default = key.spec
+        node = self._lookup(parts)
         if node is MISSING:
-            if not key.has_default:
-                raise KeyError(key.path)
-            return key.default  # already a copy
+            if default is MISSING:
+                raise KeyError(path)
+            node = default  # the stored default: copied below when it is a container
         return clone(node) if type(node) in CONTAINERS else node  # type: ignore[no-any-return]
         # ^ the stash holds untyped plain data; StashKey[T] is the caller's promise that it is T.
 

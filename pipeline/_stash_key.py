@@ -72,7 +72,7 @@ class StashKey(Generic[T]):
     dataclass breaks on ``StashKey[int](...)`` in Python 3.11.)
     """
 
-    __slots__ = ("_default", "_parts", "_path", "_segments")
+    __slots__ = ("_default", "_parts", "_path", "_segments", "_spec")
 
     def __init__(self, path: str, default: T | Missing = MISSING) -> None:
         """Build a key for ``path``.
@@ -89,6 +89,7 @@ class StashKey(Generic[T]):
         self._segments = tuple(self._parts)
         self._path = path
         self._default: Any = MISSING if default is MISSING else to_plain(default, path)
+        self._spec = (self._segments, path, self._default)
 
     @property
     def path(self) -> str:
@@ -99,6 +100,12 @@ class StashKey(Generic[T]):
     def parts(self) -> tuple[str, ...]:
         """The path's segments, in order (``("limits", "calls", "search")``)."""
         return self._segments
+
+    @property
+    def spec(self) -> tuple[tuple[str, ...], str, Any]:
+        """``(parts, path, default)`` in one read, the default as stored (not a copy) or
+        ``MISSING``: what the stash's hot paths read (copy a container default before use)."""
+        return self._spec
 
     @property
     def has_default(self) -> bool:
