@@ -103,8 +103,10 @@ class StashKey(Generic[T]):
 
     @property
     def spec(self) -> tuple[tuple[str, ...], str, Any]:
-        """``(parts, path, default)`` in one read, the default as stored (not a copy) or
-        ``MISSING``: what the stash's hot paths read (copy a container default before use)."""
+        """The key's parts, path and default in one read (what the stash's hot paths use).
+
+        The default is the stored one (not a copy), or ``MISSING``: copy a container before use.
+        """
         return self._spec
 
     @property
