@@ -185,7 +185,9 @@ class Connection:
                 )
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
-            if not link.closing.is_set():
+            if isinstance(exc, Exception) and not link.closing.is_set():
+                # A cancelled holder is its owner going away (a loop shutting down), not the
+                # server: only a failure of the link itself is worth a warning.
                 _log.warning("MCP server %s disconnected: %s", self._label, _describe(exc))
         finally:
             link.dead = True

@@ -284,3 +284,33 @@ async def test_an_http_server_that_goes_away_is_a_clear_error_not_a_hang(
     assert second.is_error
     assert "E_MCP_SERVER" in text_of(second)
     assert elapsed < 25  # refused connections fail fast, well before the 30 s call timeout
+
+
+_LEFT_OPEN = """
+import asyncio, logging, sys
+from pipeline.mcp import MCPToolset
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+async def main() -> None:
+    tools = MCPToolset({command!r})
+    await tools.__aenter__()  # never closed: asyncio.run cancels the connection at its end
+    print(len(list(tools)), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_a_loop_ending_with_the_toolset_open_logs_no_disconnect(tmp_path: Path) -> None:
+    """A connection cancelled because its loop ended is not reported as the server failing."""
+    script = tmp_path / "left_open.py"
+    script.write_text(_LEFT_OPEN.format(command=fixture_command(None)))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 0  # it did connect and list the tools
+    assert "disconnected" not in done.stderr
