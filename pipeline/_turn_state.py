@@ -249,11 +249,7 @@ class TurnState:
         # would be persisted but missing from, or stale in, the turn); it is delivered after.
         self.shield -= 1
         if self.shield == 0 and self.deferred_cancel is not None:
-            self._deliver_cancel()
-
-    def _deliver_cancel(self) -> None:
-        deliver, self.deferred_cancel = self.deferred_cancel, None
-        if deliver is not None:
+            deliver, self.deferred_cancel = self.deferred_cancel, None
             deliver()
 
     # -- gates ---------------------------------------------------------------------------------
@@ -305,9 +301,7 @@ class TurnState:
                 await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
                 self._add(call)
             finally:
-                self.shield -= 1
-                if self.shield == 0 and self.deferred_cancel is not None:
-                    self._deliver_cancel()
+                self._unshield()
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
         if self.bus.listening:

@@ -11,6 +11,7 @@ from typing import Any
 from middleware import Middleware
 from pipeline import (
     DispatchContext,
+    MemoryStore,
     Message,
     ModelResponse,
     ProposedToolCall,
@@ -158,3 +159,44 @@ async def test_turns_without_conversation_do_not_leak_into_one(store: TurnStore)
     )
     await later_runner.run("fresh", conversation_id="new")
     assert seen == [1]  # only its own user message
+
+
+class _CountingStore(MemoryStore):
+    """A user's store built on the default one: it sees every save, conversation or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saves: list[str] = []
+
+    async def save_message(self, conversation_id: str | None, turn_id: str, message: Any) -> None:
+        self.saves.append("message")
+        await super().save_message(conversation_id, turn_id, message)
+
+    async def save_tool_call(self, conversation_id: str | None, turn_id: str, call: Any) -> None:
+        self.saves.append("call")
+        await super().save_tool_call(conversation_id, turn_id, call)
+
+    async def save_turn(self, record: Any) -> None:
+        self.saves.append("turn")
+        await super().save_turn(record)
+
+
+async def test_a_store_derived_from_the_default_sees_every_save_without_a_conversation() -> None:
+    """Only the default store's no-op saves are skipped; a subclass gets every call."""
+    store = _CountingStore()
+    model = ScriptedModel(
+        [
+            ModelResponse(tool_calls=[ProposedToolCall(id="c1", name="echo", arguments="{}")]),
+            ModelResponse(text="done"),
+        ]
+    )
+
+    @tool
+    def echo() -> str:
+        """Say ok."""
+        return "ok"
+
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo], store=store)
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert store.saves == ["message", "message", "call", "message", "turn"]
