@@ -34,6 +34,7 @@ __all__ = [
     "entry_from_fields",
     "entry_to_fields",
     "iso_text",
+    "new_head",
     "new_row",
     "row_hash",
     "seal",
@@ -362,6 +363,17 @@ def new_row(index: int, entry: AuditEntry, prev_hash: str, digest: str) -> Audit
     _set_prev(row, prev_hash)
     _set_hash(row, digest)
     return row
+
+
+_set_count, _set_head_hash = (AuditHead.__dict__[name].__set__ for name in ("count", "hash"))
+
+
+def new_head(row: AuditRow) -> AuditHead:
+    """``AuditHead(row.index + 1, row.hash)``: the head after ``row``, built as `new_row` builds."""
+    head: AuditHead = _make(AuditHead)
+    _set_count(head, row.index + 1)
+    _set_head_hash(head, row.hash)
+    return head
 
 
 def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:

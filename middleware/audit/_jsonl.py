@@ -32,10 +32,12 @@ from ._chain import (
     AuditRow,
     canonical_row,
     entry_from_fields,
+    new_head,
     new_row,
     verify_rows,
 )
-from ._sqlite import SQL_COLUMNS, Synchronous, check_options, resume
+from ._sqlite import Synchronous, check_options
+from ._sqlite_schema import SQL_COLUMNS, resume
 from ._writer import ChainWriter
 
 __all__ = ["JsonlAuditSink"]
@@ -320,7 +322,7 @@ class JsonlAuditSink:
             self._size = -1  # what reached the file is unknown: find out before the next append
             raise
         self._size += len(data)
-        head = self._head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+        head = self._head = new_head(rows[-1])
         # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
         record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
         os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)

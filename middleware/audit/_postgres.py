@@ -37,7 +37,8 @@ from ._chain import (
     seal,
     verify_rows,
 )
-from ._sqlite import SQL_COLUMNS, row_from_values
+from ._sqlite import row_from_values
+from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg

@@ -16,7 +16,8 @@ synchronous: they wait for queued appends first.
 
 The chain's head is kept in memory, read on opening; each append checks it in its own
 transaction, under the write lock, at no extra cost (see ``SqliteAuditSink._append_locked``), and
-chains after what the file holds when another connection wrote since.
+chains after what the file holds when another connection wrote since. In the file, the head is
+the last row of ``audit_rows`` (``middleware/audit/_sqlite_schema.py``).
 """
 
 from __future__ import annotations
@@ -36,12 +37,24 @@ from ._chain import (
     AuditRow,
     entry_from_fields,
     entry_to_fields,
+    new_head,
     seal_fields,
     verify_rows,
 )
+from ._sqlite_schema import (
+    SQL_COLUMNS,
+    SQL_INSERT,
+    SQL_PUT_HEAD,
+    SQL_SELECT,
+    SQL_TAKE_HEAD,
+    SQL_VERSION,
+    migrate,
+    split_head,
+    stored_head,
+)
 from ._writer import ChainWriter
 
-__all__ = ["SQL_COLUMNS", "SqliteAuditSink", "Synchronous", "check_options", "resume"]
+__all__ = ["SqliteAuditSink", "Synchronous", "check_options", "row_from_values"]
 
 Synchronous = Literal["full", "normal"]
 
@@ -56,48 +69,6 @@ def check_options(owner: str, path: object, synchronous: object) -> str:
         raise InvalidMiddlewareConfigError(f"{owner}: " + "; ".join(bad))
     assert isinstance(path, str | os.PathLike)
     return os.fspath(path)
-
-
-SQL_COLUMNS = (
-    "kind",
-    "turn_id",
-    "conversation_id",
-    "recorded_at",
-    "call_id",
-    "tool",
-    "checksum",
-    "args",
-    "is_error",
-    "duration_ms",
-    "decision",
-    "policy",
-    "reason",
-    "status",
-    "error",
-    "input",
-)
-_SQL_VERSION = 1
-"""The audit schema version, kept in ``audit_migrations`` (apart from a `SqliteStore`'s own
-``schema_migrations``, so both can share one file)."""
-_SQL_SCHEMA = (
-    """CREATE TABLE audit_rows (
-        idx INTEGER PRIMARY KEY, kind TEXT, turn_id TEXT, conversation_id TEXT,
-        recorded_at TEXT, call_id TEXT, tool TEXT, checksum TEXT, args TEXT, is_error,
-        duration_ms, decision TEXT, policy TEXT, reason TEXT, status TEXT, error TEXT,
-        input TEXT, prev_hash TEXT, hash TEXT
-    )""",
-    "CREATE TABLE audit_head "
-    "(id INTEGER PRIMARY KEY CHECK (id = 1), count INTEGER NOT NULL, hash TEXT NOT NULL)",
-    "INSERT INTO audit_migrations VALUES (1, datetime('now'))",
-)
-_SQL_INSERT = (
-    "INSERT INTO audit_rows (idx, "
-    + ", ".join(SQL_COLUMNS)
-    + ", prev_hash, hash) VALUES ("
-    + ", ".join("?" * (len(SQL_COLUMNS) + 3))
-    + ")"
-)
-_SQL_SELECT = "SELECT idx, " + ", ".join(SQL_COLUMNS) + ", prev_hash, hash FROM audit_rows"
 
 
 def _sql_text(value: object) -> object:
@@ -154,17 +125,6 @@ def row_from_values(values: Sequence[Any]) -> AuditRow | None:
         return AuditRow(index, entry_from_fields(fields), prev_hash, digest)
     except ValueError:
         return None
-
-
-def resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
-    """Where appends continue: after the stored head unless rows were written past it.
-
-    Continuing after the stored head even when rows are missing from the end keeps that
-    truncation detectable: the next row's index and ``prev_hash`` do not fit the rows before it.
-    """
-    if stored is not None and (last is None or stored.count >= last.count):
-        return stored
-    return last or AuditHead(0, GENESIS_HASH)
 
 
 class SqliteAuditSink:
@@ -233,15 +193,14 @@ class SqliteAuditSink:
                 "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             version = conn.execute("SELECT MAX(version) FROM audit_migrations").fetchone()[0] or 0
-            if version > _SQL_VERSION:
+            if version > SQL_VERSION:
                 raise InvalidMiddlewareConfigError(
                     f"SqliteAuditSink: {self._path!r} has audit schema version {version}, newer "
-                    f"than this loopware's {_SQL_VERSION}"
+                    f"than this loopware's {SQL_VERSION}"
                 )
-            if version < 1:
-                for statement in _SQL_SCHEMA:
-                    conn.execute(statement)
-            self._head = self._stored_head(conn)
+            if version < SQL_VERSION:
+                migrate(conn, version)
+            self._head = stored_head(conn)
         except BaseException:
             conn.rollback()
             raise
@@ -257,16 +216,6 @@ class SqliteAuditSink:
             fast.execute("PRAGMA synchronous = NORMAL")
             fast.execute("PRAGMA wal_autocheckpoint = 0")
             self._fast_cursor = fast.cursor()
-
-    @staticmethod
-    def _stored_head(conn: sqlite3.Connection | sqlite3.Cursor) -> AuditHead:
-        """Where the next row goes, as the file holds it now (inside a transaction)."""
-        last = conn.execute("SELECT idx, hash FROM audit_rows ORDER BY idx DESC LIMIT 1").fetchone()
-        stored = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
-        return resume(
-            None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
-            None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
-        )
 
     def _close(self) -> None:
         for conn in (self._fast, self._conn):
@@ -299,7 +248,7 @@ class SqliteAuditSink:
             if exc.sqlite_errorcode & 0xFF not in _BUSY:
                 raise
             return None  # rolled back: nothing written; the writer thread waits for the lock
-        self._unchecked += 2 + size // _PAGE  # the rows' pages, the head's, an inner page
+        self._unchecked += 1 + size // _PAGE  # the rows' pages (the head's among them)
         if self._unchecked >= _CHECKPOINT_PAGES:
             self._unchecked = 0
             self._writer.submit(self._checkpoint)
@@ -322,30 +271,36 @@ class SqliteAuditSink:
         Returns the rows and about how many bytes they take (`_chain_values`).
 
         The head in memory is checked by the writes themselves, at no extra cost: the first
-        row's index is the primary key (taken if another connection appended), and the stored
-        head is replaced only if it is the one in memory. When either check fails, the
+        row takes the place of the head row only if that is the head in memory
+        (`SQL_TAKE_HEAD` changes one row), and the other rows' and the new head's indexes
+        are primary keys (taken if another connection appended). When a check fails, the
         transaction is rolled back and the append, in a new one, chains after what the file
         holds now (as on opening).
         """
         try:
             old = self._head
             rows, values, size = _chain_values(entries, old)
-            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-            try:
-                _insert(cur, values)
-                swap = (head.count, head.hash, old.count, old.hash)
-                fresh = cur.execute(_SQL_HEAD_SWAP, swap).rowcount == 1
-            except sqlite3.IntegrityError:  # an index is taken
-                fresh = False
+            head = new_head(rows[-1])
+            first = values[0]
+            fresh = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
+            if fresh:
+                try:
+                    if len(values) > 1:
+                        cur.executemany(SQL_INSERT, values[1:])
+                    cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                except sqlite3.IntegrityError:  # an index is taken
+                    fresh = False
             if not fresh:
                 # Another connection (another sink on this file, here or in another process)
-                # wrote since, or the head is missing: chain after what the file holds now.
+                # wrote since, or the head row is missing: chain after what the file holds now.
                 cur.connection.rollback()
                 cur.execute("BEGIN IMMEDIATE")
-                rows, values, size = _chain_values(entries, self._stored_head(cur))
-                head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+                stored = stored_head(cur)
+                rows, values, size = _chain_values(entries, stored)
+                head = new_head(rows[-1])
+                cur.execute(_SQL_DROP_HEAD)
                 _insert(cur, values)
-                cur.execute(_SQL_HEAD_SET, (head.count, head.hash))
+                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
             cur.execute("COMMIT")
         except BaseException:
             if cur.connection.in_transaction:
@@ -358,11 +313,10 @@ class SqliteAuditSink:
         conn = self._connection()
         conn.execute("BEGIN")
         try:
-            values = conn.execute(_SQL_SELECT + " ORDER BY idx").fetchall()
-            head = conn.execute("SELECT count, hash FROM audit_head WHERE id = 1").fetchone()
+            values = conn.execute(SQL_SELECT + " ORDER BY idx").fetchall()
         finally:
             conn.execute("COMMIT")
-        stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
+        values, stored = split_head(values)
         return [row_from_values(v) for v in values], stored
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
@@ -388,11 +342,17 @@ class SqliteAuditSink:
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
+        Without its head row the log has lost its end (rows may be missing after the last
+        one): the number of rows is returned, as for rows missing from the end.
+
         Args:
             head: A head saved earlier with `head`; by default the one stored with the rows.
         """
         rows, stored = self._writer.call(self._read)
-        return verify_rows(rows, head if head is not None else stored)
+        broken = verify_rows(rows, head if head is not None else stored)
+        if broken is None and head is None and stored is None:
+            return len(rows)  # the head row was deleted: so may rows after these have been
+        return broken
 
     def close(self) -> None:
         """Finish queued appends and close the database (idempotent)."""
@@ -401,9 +361,9 @@ class SqliteAuditSink:
 
 def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
     if len(values) == 1:
-        cur.execute(_SQL_INSERT, values[0])
+        cur.execute(SQL_INSERT, values[0])
     else:
-        cur.executemany(_SQL_INSERT, values)
+        cur.executemany(SQL_INSERT, values)
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -411,8 +371,11 @@ _CHECKPOINT_PAGES = 1000
 _PAGE = 4096  # SQLite's default page size, which the sink leaves as it is
 """Checkpoint the WAL after about this many pages written by the calling thread (SQLite's own
 automatic checkpoint threshold)."""
-_SQL_HEAD_SWAP = "UPDATE audit_head SET count = ?, hash = ? WHERE id = 1 AND count = ? AND hash = ?"
-_SQL_HEAD_SET = "INSERT OR REPLACE INTO audit_head (id, count, hash) VALUES (1, ?, ?)"
+_SQL_DROP_HEAD = (
+    "DELETE FROM audit_rows WHERE idx = (SELECT MAX(idx) FROM audit_rows) "
+    "AND prev_hash IS NULL AND head_count IS NOT NULL"
+)
+"""Removes the head row (the last row, when it is one): the append writes a new one."""
 
 
 for _cls in (SqliteAuditSink,):

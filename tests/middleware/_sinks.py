@@ -3,9 +3,11 @@
 A `SinkBackend` opens a sink on a log named by a folder (a JSON Lines file, an SQLite file, or a
 chain named after the folder in the test's PostgreSQL database) and, for the SQL ones, runs a
 tamperer's SQL against it, written once for both: ``?`` placeholders and SQLite's table names
-``audit_rows`` and ``audit_head``. For PostgreSQL, `PostgresSinks.sql` first creates temporary
-views with those names over the folder's chain only (``audit_chains`` holds one head row per
-chain), so the same statements touch that log and no other.
+``audit_rows`` and ``audit_head``. For SQLite, whose head is the last row of ``audit_rows``,
+`SqliteSinks.sql` first creates a temporary ``audit_head`` view over that row. For PostgreSQL,
+`PostgresSinks.sql` first creates temporary views with those names over the folder's chain only
+(``audit_chains`` holds one head row per chain), so the same statements touch that log and no
+other.
 """
 
 from __future__ import annotations
@@ -64,9 +66,22 @@ class SqliteSinks:
         self, folder: Path, statement: str, params: Sequence[object] = ()
     ) -> list[tuple[Any, ...]]:
         with sqlite3.connect(folder / "audit.sqlite") as conn:
+            for temp in _SQLITE_HEAD_VIEW:
+                conn.execute(temp)
             rows = conn.execute(statement, tuple(params)).fetchall()
         conn.close()
         return rows
+
+
+_SQLITE_HEAD_VIEW = (
+    "CREATE TEMP VIEW audit_head AS SELECT 1 AS id, head_count AS count, hash "
+    "FROM main.audit_rows WHERE prev_hash IS NULL AND head_count IS NOT NULL",
+    "CREATE TEMP TRIGGER audit_head_update INSTEAD OF UPDATE ON audit_head BEGIN "
+    "UPDATE audit_rows SET idx = NEW.count, head_count = NEW.count, hash = NEW.hash "
+    "WHERE prev_hash IS NULL AND head_count = OLD.count; END",
+)
+"""``audit_head`` over an SQLite log's head row (the last row of ``audit_rows``), so a tamperer's
+``UPDATE audit_head`` moves that row as it would have rewritten the old one-row table."""
 
 
 class PostgresSinks:

@@ -32,6 +32,7 @@ from middleware.audit._chain import (
     canonical_row,
     entry_to_fields,
     iso_text,
+    new_head,
     new_row,
     row_hash,
     seal,
@@ -236,10 +237,11 @@ def test_the_hash_text_of_odd_kinds_decisions_and_statuses_is_still_the_definiti
 
 
 @given(entries(), st.integers(0, 2**53), st.text(max_size=70), st.text(max_size=70))
-def test_a_sinks_new_row_is_the_row_its_fields_make(
+def test_a_sinks_new_row_and_head_are_the_ones_their_fields_make(
     e: AuditEntry, index: int, prev_hash: str, digest: str
 ) -> None:
-    """A row built by ``new_row`` equals, hashes, prints and stays frozen as ``AuditRow``'s."""
+    """A row built by ``new_row`` (and the head after it, by ``new_head``) equals, hashes, prints
+    and stays frozen as the dataclass's own."""
     row, made = new_row(index, e, prev_hash, digest), AuditRow(index, e, prev_hash, digest)
     assert type(row) is AuditRow
     assert row == made
@@ -247,6 +249,13 @@ def test_a_sinks_new_row_is_the_row_its_fields_make(
     assert repr(row) == repr(made)
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.hash = "edited"  # type: ignore[misc]
+    head, expected = new_head(row), AuditHead(index + 1, digest)
+    assert type(head) is AuditHead
+    assert head == expected
+    assert hash(head) == hash(expected)
+    assert repr(head) == repr(expected)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        head.count = 0  # type: ignore[misc]
 
 
 # -- chains written before this version ----------------------------------------------------------
@@ -340,7 +349,10 @@ async def test_a_normal_append_is_written_before_append_returns(kind: str, tmp_p
         assert pending.done()
         if kind == "sqlite":
             with sqlite3.connect(tmp_path / "audit.sqlite") as other:
-                assert other.execute("SELECT call_id FROM audit_rows").fetchall() == [("call-0",)]
+                assert other.execute("SELECT call_id, idx FROM audit_rows").fetchall() == [
+                    ("call-0", 0),
+                    (None, 1),  # the head row
+                ]
         else:
             assert b'"call_id":"call-0"' in (tmp_path / "audit.jsonl").read_bytes()
         assert [r.index for r in await pending] == [0]
@@ -549,9 +561,9 @@ async def test_a_head_rewritten_under_an_open_sqlite_sink_is_followed_as_on_open
         saved = sink.head()
         with sqlite3.connect(tmp_path / "audit.sqlite") as other:
             other.execute("DELETE FROM audit_rows WHERE idx = 2")
-            other.execute(
-                "UPDATE audit_head SET count = 2, "
-                "hash = (SELECT hash FROM audit_rows WHERE idx = 1)"
+            other.execute(  # the head row (the last one) moves back after row 1
+                "UPDATE audit_rows SET idx = 2, head_count = 2, "
+                "hash = (SELECT hash FROM audit_rows WHERE idx = 1) WHERE idx = 3"
             )
         rows = await sink.append([entry(3)])
         assert rows[0].index == 2
