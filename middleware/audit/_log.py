@@ -70,6 +70,7 @@ class _TurnAudit:
         "input",
         "iteration",
         "pending",
+        "prune_at",
         "writes",
         "written",
     )
@@ -87,8 +88,25 @@ class _TurnAudit:
         self.written: dict[str, tuple[ToolCall, Decision, float | None]] = {}
         """Calls with a row: the call as last written, its decision so far, its duration."""
         self.writes: list[asyncio.Future[list[AuditRow]]] = []
+        """The turn's appends that are running or failed (finished ones are dropped)."""
+        self.prune_at = _PRUNE_FLOOR
+        """Drop finished appends from ``writes`` when it grows past this."""
+
+    def track(self, write: asyncio.Future[list[AuditRow]]) -> None:
+        """Keep ``write`` until the turn ends; drop the appends that finished well by then.
+
+        A long turn (a gateway session's) would otherwise hold every row it wrote. The list is
+        filtered when it doubles, so each append costs O(1) amortised; failures stay, for
+        `AuditLog` to report at the turn's end.
+        """
+        writes = self.writes
+        writes.append(write)
+        if len(writes) > self.prune_at:
+            writes[:] = [w for w in writes if not w.done() or w.cancelled() or w.exception()]
+            self.prune_at = 2 * len(writes) + _PRUNE_FLOOR
 
 
+_PRUNE_FLOOR = 64
 _ALLOWED: Decision = ("allowed", None, None)
 
 
@@ -211,7 +229,7 @@ class AuditLog:
             policy=decision[1],
             reason=decision[2],
         )
-        state.writes.append(self._sink_append([entry]))
+        state.track(self._sink_append([entry]))
 
     def _on_log(self, event: Log) -> None:
         if event.kind != "policy.decision":
@@ -265,7 +283,7 @@ class AuditLog:
             error=None if error is None else str(error),
             input=state.input,
         )
-        state.writes.append(self._sink_append([entry]))
+        state.track(self._sink_append([entry]))
         return self._settle(state.writes)
 
     # -- helpers ----------------------------------------------------------------------------

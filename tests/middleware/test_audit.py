@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,91 @@ async def test_a_failing_sink_is_reported_and_never_breaks_the_turn() -> None:
     result = await runner.run("go")
     assert result.status == "completed"
     assert any(log.kind == "listener_error" and "disk full" in log.message for log in logs)
+
+
+@tool
+async def lookup(q: str) -> str:
+    """Look ``q`` up, giving the event loop a turn (as real I/O does)."""
+    await asyncio.sleep(0)
+    return f"found {q}"
+
+
+class _Rows(list[AuditRow]):
+    """A sink's answer that a weak reference can follow."""
+
+
+class _CountingSink(_SlowSink):
+    """A sink whose appends finish at once; ``alive()`` counts the answers still referenced.
+
+    With ``fail_first`` its first append fails (``disk full``) and the others succeed.
+    """
+
+    def __init__(self, *, fail_first: bool = False) -> None:
+        super().__init__()
+        self._answers: list[weakref.ref[_Rows]] = []
+        self._fail_next = fail_first
+
+    def append(self, batch: Sequence[AuditEntry]) -> Awaitable[list[AuditRow]]:
+        fail, self._fail_next = self._fail_next, False
+
+        async def write() -> list[AuditRow]:
+            if fail:
+                raise OSError("disk full")
+            answer = _Rows()
+            self._answers.append(weakref.ref(answer))
+            return answer
+
+        return write()
+
+    def alive(self) -> int:
+        return sum(ref() is not None for ref in self._answers)
+
+    def answered(self) -> int:
+        return len(self._answers)
+
+
+async def test_a_long_turn_does_not_keep_the_rows_it_already_wrote() -> None:
+    """A turn of 400 calls (a gateway session is one long turn) holds the answers of the
+    appends still running, not of every row written since it started."""
+    sink = _CountingSink()
+    seen: list[int] = []
+
+    @tool
+    def probe() -> str:
+        """Count the sink's answers still held."""
+        seen.append(sink.alive())
+        return "counted"
+
+    steps = [step(propose("lookup", {"q": str(i)}, f"c{i}")) for i in range(400)]
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(
+            ScriptedModel([*steps, step(propose("probe", {}, "last")), ModelResponse(text="ok")])
+        ),
+        tools=[lookup, probe],
+        middleware=[AuditLog(sink)],
+        max_iterations=None,
+    )
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert sink.answered() == 402  # 400 calls, the probe and the turn: every row was written
+    assert len(seen) == 1
+    assert seen[0] <= 130  # not 400: finished appends were let go during the turn
+
+
+async def test_an_append_that_failed_early_in_a_long_turn_is_still_reported() -> None:
+    """Letting finished appends go keeps the failed ones: the turn's end reports them."""
+    sink = _CountingSink(fail_first=True)
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(
+            ScriptedModel([step(propose("lookup", {"q": str(i)}, f"c{i}")) for i in range(300)])
+        ),
+        tools=[lookup],
+        middleware=[AuditLog(sink)],
+        max_iterations=None,
+    )
+    logs: list[Log] = []
+    runner.on(Log, logs.append)
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert [log.kind for log in logs if "disk full" in log.message] == ["listener_error"]
+    assert sink.answered() == 300  # the 299 other calls and the turn
