@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -24,6 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ..errors import InvalidToolArgsError
 from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
 
@@ -247,6 +249,7 @@ class Connection:
         """Call tool ``name`` on the server and return its ``CallToolResult``.
 
         Raises:
+            InvalidToolArgsError: ``arguments`` hold a lone surrogate (not sent; the link stays).
             MCPServerError: the server could not be reached, died during the call, or answered
                 with a protocol error.
             MCPTimeoutError: no answer within ``timeout`` seconds.
@@ -258,7 +261,15 @@ class Connection:
             async with asyncio.timeout(timeout):
                 if direct is not None and _direct_fits(client, direct):
                     return await self._call_direct(client, direct, name, arguments, timeout)
+                _check_sendable(arguments)
                 return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except UnicodeEncodeError as exc:  # raised before anything was sent: the link is fine
+            bad = exc.object[exc.start : exc.end]
+            raise InvalidToolArgsError(
+                f"the arguments of {name!r} hold a lone surrogate ({bad!a}), which JSON sent"
+                f" as UTF-8 cannot carry; the call was not sent to the MCP server {self._label}",
+                tool_name=name,
+            ) from None
         except TimeoutError:
             raise MCPTimeoutError(
                 f"the MCP server {self._label} did not answer {name!r} within {timeout:g} s",
@@ -336,6 +347,14 @@ def _direct_fits(client: Any, direct: DirectCalls) -> bool:
         return False
     modern = client.protocol_version in sdk().MODERN_PROTOCOL_VERSIONS
     return modern == (direct.envelope is not None)
+
+
+def _check_sendable(arguments: dict[str, Any]) -> None:
+    """Raise UnicodeEncodeError when ``arguments`` cannot travel as UTF-8 JSON.
+
+    The SDK's client would fail its link's writer with it, after the call was registered.
+    """
+    json.dumps(arguments, ensure_ascii=False).encode("utf-8")
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -101,6 +101,8 @@ class DirectCalls:
         The caller bounds the wait; when it gives up, the server is told so.
 
         Raises:
+            UnicodeEncodeError: ``params`` hold a lone surrogate (UTF-8 JSON cannot carry it);
+                nothing was sent.
             OSError: the server's stdin is closed.
             anyio.BrokenResourceError: likewise.
         """
@@ -110,15 +112,15 @@ class DirectCalls:
         rid = f"loopware-{next(self._ids)}"
         if self.envelope is not None:
             params = {**params, "_meta": {**params.get("_meta", {}), **self.envelope}}
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = waiter
         line = json.dumps(
             {"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
             ensure_ascii=False,
             separators=(",", ":"),
-        )
+        ).encode("utf-8")  # UnicodeEncodeError (a lone surrogate) before anything is sent
+        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = waiter
         try:
-            await send(line.encode("utf-8") + b"\n")
+            await send(line + b"\n")
             return await waiter
         except BaseException:
             if self._pending.pop(rid, None) is not None and not self.closed:

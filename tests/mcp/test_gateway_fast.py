@@ -318,3 +318,30 @@ async def test_concurrent_calls_are_each_answered_once(tmp_path: Path) -> None:
         answers = [await peer.answer(n + 100) for n in range(40)]
     assert [a["result"]["content"][0]["text"] for a in answers] == [f"c{n}" for n in range(40)]
     assert not peer.seen
+
+
+async def test_a_lone_surrogate_argument_is_an_error_answer_and_the_upstream_stays(
+    tmp_path: Path,
+) -> None:
+    """``"\\ud800"`` in a call's arguments is valid JSON that UTF-8 cannot carry upstream: that
+    call is answered with a clear invalid-arguments error, and the next call goes to the same
+    upstream process (the SDK's own parser rejects such a line and leaves it unanswered)."""
+    log = tmp_path / "calls.jsonl"
+    async with gateway(write_config(tmp_path, log), True) as peer:
+        await exchange(peer, MODERN_OPENING)
+        await peer.send(call(1, "fx_echo", {"text": "before"}))
+        await peer.answer(1)
+        line = json.dumps(call(2, "fx_echo", {"text": "a\ud800b"}))
+        assert "\\ud800" in line
+        await peer.send(line)
+        answer = await peer.answer(2)
+        await peer.send(call(3, "fx_echo", {"text": "after"}))
+        after = await peer.answer(3)
+    result = answer["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Error: E_INVALID_TOOL_ARGS")
+    assert "lone surrogate" in result["content"][0]["text"]
+    assert after["result"]["content"][0]["text"] == "after"
+    sent = logged(log)
+    assert [c["args"]["text"] for c in sent] == ["before", "after"]
+    assert sent[0]["pid"] == sent[1]["pid"], "the upstream was restarted"
