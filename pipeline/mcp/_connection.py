@@ -28,6 +28,7 @@ from typing import Any, Final
 from ..errors import InvalidToolArgsError
 from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
+from ._quick import quick_result
 
 __all__ = ["Connection", "ServerSpec"]
 
@@ -315,7 +316,10 @@ class Connection:
         raw = answer.get("result")
         if not isinstance(raw, dict):
             raise names.MCPError(code=-32603, message="the response carries no result object")
-        result = finish(client.protocol_version, raw)
+        version = client.protocol_version
+        result = quick_result(version, raw)  # the plain-text shape in one pass
+        if result is None:
+            result = finish(version, raw)
         if not result.is_error:
             await client.session.validate_tool_result(name, result)
         return result
