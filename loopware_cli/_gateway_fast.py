@@ -39,29 +39,23 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
-from mcp import MCPError
 from mcp.server.runner import modern_error_data
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import (
-    CONNECTION_CLOSED,
-    CORE_RESULT_TYPES,
-    INTERNAL_ERROR,
-    SERVER_INFO_META_KEY,
-    JSONRPCRequest,
-    jsonrpc_message_adapter,
-)
-from mcp_types.methods import serialize_server_result, validate_client_request
-from pydantic import BaseModel, ValidationError
+from mcp_types import CONNECTION_CLOSED, JSONRPCRequest, jsonrpc_message_adapter
+from mcp_types.methods import validate_client_request
 from pydantic_core import to_json
 
 from ._gateway import Gateway, answer_call
+from ._gateway_answer import Shaper, same_json
 
 __all__ = ["FastLane"]
 
 _log = logging.getLogger("loopware.gateway")
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
+_NO_META: Final = object()
 _VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _UNSETTLED, _LEGACY, _MODERN = "unsettled", "legacy", "modern"
 _CLOSED: Final = {"code": CONNECTION_CLOSED, "message": "Connection closed"}
@@ -86,11 +80,13 @@ class FastLane:
     """Answers plain ``tools/call`` requests on the gateway's stdio (see the module docstring)."""
 
     __slots__ = (
+        "_accepted",
         "_cancelled",
         "_era",
         "_gateway",
         "_init_ids",
         "_server",
+        "_shaper",
         "_tasks",
         "_version",
         "_write",
@@ -109,6 +105,10 @@ class FastLane:
         self._init_ids: set[Any] = set()
         self._tasks: dict[str | int, asyncio.Task[None]] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
+        self._shaper = Shaper(server.server_info_stamp)
+        # The ``_meta`` of the last call whose envelope and params the SDK's checks accepted,
+        # and the version they gave: a plain call with the same ``_meta`` passes them too.
+        self._accepted: tuple[object, str] | None = None
 
     @property
     def era(self) -> str:
@@ -186,19 +186,23 @@ class FastLane:
             return False
         params: dict[str, Any] = msg["params"]
         modern = self._era is _MODERN
-        if modern:
-            route = classify_inbound_request(msg)
-            if isinstance(route, InboundLadderRejection):
+        version = self._remembered(params)
+        if version is None:
+            if modern:
+                route = classify_inbound_request(msg)
+                if isinstance(route, InboundLadderRejection):
+                    return False
+                version = route.protocol_version
+            elif _is_modern(params) or self._version is None:
                 return False
-            version = route.protocol_version
-        elif _is_modern(params) or self._version is None:
-            return False
-        else:
-            version = self._version
-        try:
-            validate_client_request("tools/call", version, params)
-        except Exception:  # the SDK rejects it the same way and answers with the error
-            return False
+            else:
+                version = self._version
+            try:
+                validate_client_request("tools/call", version, params)
+            except Exception:  # the SDK rejects it the same way and answers with the error
+                return False
+            if _plain(params):
+                self._accepted = (params.get("_meta", _NO_META), version)
         rid: str | int = msg["id"]
         key = coerce_request_id(rid)
         arguments = params.get("arguments") or {}
@@ -208,6 +212,22 @@ class FastLane:
         self._tasks[key] = task  # a duplicate id replaces the older entry (as the SDK does)
         task.add_done_callback(lambda t: self._forget(key, t))
         return True
+
+    def _remembered(self, params: dict[str, Any]) -> str | None:
+        """The version of a plain call whose ``_meta`` was accepted before, else None.
+
+        The SDK's envelope ladder reads only ``_meta``, and its params check of
+        ``{"name": str, "arguments": dict, "_meta": ...}`` depends only on ``_meta`` (and the
+        version): a plain call with the same ``_meta`` (same JSON types too) passes both.
+        """
+        accepted = self._accepted
+        if accepted is None or not _plain(params):
+            return None
+        meta = params.get("_meta", _NO_META)
+        seen = accepted[0]
+        if meta is _NO_META or seen is _NO_META:
+            return accepted[1] if meta is seen else None
+        return accepted[1] if same_json(seen, meta) else None
 
     def _forget(self, key: str | int, task: asyncio.Task[None]) -> None:
         if self._tasks.get(key) is task:
@@ -221,7 +241,8 @@ class FastLane:
         reply: dict[str, Any]
         try:
             result = await answer_call(self._gateway, "stdio", name, args)
-            reply = {"jsonrpc": "2.0", "id": rid, "result": self._shape(result, version, modern)}
+            shaped = self._shaper.shape(result, version, modern)
+            reply = {"jsonrpc": "2.0", "id": rid, "result": shaped}
         except asyncio.CancelledError:
             if task not in self._cancelled:  # shutdown, not the peer: answer like the SDK
                 self._send({"jsonrpc": "2.0", "id": rid, "error": _CLOSED})
@@ -230,31 +251,6 @@ class FastLane:
             reply = {"jsonrpc": "2.0", "id": rid, "error": _error(exc, modern)}
         if task not in self._cancelled:  # a call the peer cancelled is never answered
             self._send(reply)
-
-    def _shape(self, result: Any, version: str, modern: bool) -> dict[str, Any]:
-        """The wire form of a handler result, as the SDK's runner shapes it."""
-        if isinstance(result, BaseModel):
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        else:
-            dumped = dict(result)
-        result_type = dumped.get("resultType")
-        if not modern or not isinstance(result_type, str) or result_type in CORE_RESULT_TYPES:
-            try:
-                dumped = serialize_server_result("tools/call", version, dumped)
-            except ValidationError:
-                _log.exception("the gateway's tools/call answer is not a valid result")
-                raise MCPError(
-                    code=INTERNAL_ERROR, message="Handler returned an invalid result"
-                ) from None
-        if modern:
-            if dumped.get("resultType") is None:
-                dumped["resultType"] = "complete"
-            meta = dumped.get("_meta")
-            if meta is None:
-                dumped["_meta"] = {SERVER_INFO_META_KEY: self._server.server_info_stamp}
-            elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-                dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server.server_info_stamp}
-        return dumped
 
     def _send(self, reply: dict[str, Any]) -> None:
         self._write(to_json(reply) + b"\n")
@@ -279,6 +275,15 @@ class FastLane:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=5)
+
+
+def _plain(params: dict[str, Any]) -> bool:
+    """Whether ``params`` are a name, an arguments object and at most ``_meta``."""
+    return (
+        params.keys() <= _PLAIN_PARAMS
+        and type(params.get("name")) is str
+        and ("arguments" not in params or type(params["arguments"]) is dict)
+    )
 
 
 def _error(exc: Exception, modern: bool) -> dict[str, Any]:

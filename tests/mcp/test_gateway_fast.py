@@ -39,6 +39,7 @@ class Peer:
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.seen: list[dict[str, Any]] = []
+        self.raw: dict[object, bytes] = {}  # each answered request's line as written
 
     async def send(self, message: Message) -> None:
         line = message if isinstance(message, str) else json.dumps(message)
@@ -59,6 +60,7 @@ class Peer:
                 assert line, "the gateway closed its output"
                 incoming: dict[str, Any] = json.loads(line)
                 if "method" not in incoming and incoming.get("id") == rid:
+                    self.raw[json.dumps(rid)] = line
                     return incoming
                 self.seen.append(incoming)
 
@@ -239,6 +241,24 @@ async def test_the_fast_lane_answers_every_request_as_the_sdk_does(
         forwarded = [args.get("text") for args in results[True][-1]]
         assert "hello" in forwarded
         assert WRONG["text"] not in forwarded
+
+
+@pytest.mark.parametrize("name", ["modern", "legacy"])
+async def test_the_fast_lane_writes_the_same_bytes_as_the_sdk(name: str, tmp_path: Path) -> None:
+    """Byte for byte: key order, escapes and the ``_meta`` stamp of every answer in the lane
+    (plain text built directly, the rest through the SDK's steps) are the SDK's own."""
+    meta = META if name == "modern" else None
+    again = [call(200 + n, "fx_echo", {"text": f"again {n}"}, meta) for n in range(3)]
+    sequence = [*SEQUENCES[name], *again]
+    raw = {}
+    for fast in (True, False):
+        folder = tmp_path / str(fast)
+        folder.mkdir()
+        async with gateway(write_config(folder, folder / "calls.jsonl"), fast) as peer:
+            await exchange(peer, sequence)
+            raw[fast] = peer.raw
+    assert raw[True] == raw[False]
+    assert len(raw[True]) > 20
 
 
 async def test_random_arguments_get_the_same_answer_on_both_paths(tmp_path: Path) -> None:
