@@ -33,7 +33,7 @@ odd_block = st.one_of(
     texts.map(lambda t: types.TextContent(type="text", text=t, _meta={"k": t})),
     st.just(types.ImageContent(type="image", data="AA==", mime_type="image/png")),
 )
-metas = st.one_of(
+metas: st.SearchStrategy[dict[str, Any] | None] = st.one_of(
     st.none(),
     st.just(SERVER_INFO),
     st.just({}),
