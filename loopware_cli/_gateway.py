@@ -64,7 +64,16 @@ class _Call:
 class _Session:
     """One client's conversation: a queue of calls and the turn that runs them."""
 
-    __slots__ = ("_queue", "_runner", "_turn", "gateway", "key")
+    __slots__ = (
+        "_idle_at",
+        "_idle_timer",
+        "_queue",
+        "_runner",
+        "_turn",
+        "_waiting",
+        "gateway",
+        "key",
+    )
 
     def __init__(self, gateway: Gateway, key: str) -> None:
         self.gateway = gateway
@@ -72,16 +81,28 @@ class _Session:
         self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
         self._turn: asyncio.Future[Any] | None = None
         self._runner: TurnRunner | None = None
+        self._waiting = False  # the executor waits for the client's next call
+        self._idle_at = 0.0  # when that wait becomes idle (loop time)
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     async def executor(self, ctx: DispatchContext) -> None:
-        """Run the next call of this client (one per iteration); ack when the client is gone."""
+        """Run the next call of this client (one per iteration); ack when the client is gone.
+
+        A wait longer than the session's idle timeout ends the turn (the next call starts
+        another). One timer serves every wait: it is armed when none is, and when it fires
+        early (a later wait moved the idle time) it re-arms at the current one.
+        """
         queue = self._queue
         if queue.empty():
+            loop = asyncio.get_running_loop()
+            self._idle_at = loop.time() + self.gateway.config.session_idle_timeout
+            if self._idle_timer is None:
+                self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
+            self._waiting = True
             try:
-                async with asyncio.timeout(self.gateway.config.session_idle_timeout):
-                    call = await queue.get()
-            except TimeoutError:
-                call = _STOP
+                call = await queue.get()
+            finally:
+                self._waiting = False
         else:
             call = queue.get_nowait()
         if call is _STOP:
@@ -101,6 +122,17 @@ class _Session:
             _raw.reset(token)
         if not call.done.done():
             call.done.set_result((record, box[-1] if box else None))
+
+    def _idle_check(self) -> None:
+        """The idle timer fired: stop a wait that has gone on too long, or re-arm."""
+        self._idle_timer = None
+        if not self._waiting or not self._queue.empty():
+            return  # no wait now (the next one arms the timer), or a call is on its way
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._idle_at:
+            self._queue.put_nowait(_STOP)
+        else:
+            self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
 
     async def submit(self, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
         """Run one call through the policies (and upstream, when allowed)."""
@@ -132,6 +164,9 @@ class _Session:
 
     async def close(self) -> None:
         """End this client's turn."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         turn = self._turn
         if turn is not None and not turn.done():
             await self._queue.put(_STOP)

@@ -5,7 +5,8 @@ session) belongs to the task that entered it. A `Connection` enters it in a task
 and waits there until closed, so calls may come from any task (every turn is one). When the
 server dies (its process exits, its HTTP endpoint goes away, the transport breaks), the call in
 flight fails with `MCPServerError` and the link is marked dead; the next call opens a new one.
-Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout``.
+Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout`` (the
+calls' deadlines share one timer, ``pipeline/mcp/_deadlines.py``).
 
 On a stdio link, ``tools/call`` goes the lean way of ``pipeline/mcp/_direct.py`` (the SDK's
 client still opens the link, lists the tools and checks each result against the tool's output
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import InvalidToolArgsError
+from ._deadlines import Deadlines
 from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
 from ._quick import quick_result
@@ -74,6 +76,7 @@ class Connection:
 
     __slots__ = (
         "_cwd",
+        "_deadlines",
         "_direct",
         "_env",
         "_label",
@@ -110,6 +113,7 @@ class Connection:
         self._direct = direct and not isinstance(self._server, str)
         self._link: _Link | None = None
         self._lock: asyncio.Lock | None = None
+        self._deadlines = Deadlines()
         self.connect_timeout = connect_timeout
 
     @property
@@ -259,7 +263,7 @@ class Connection:
         link = self._link
         direct = link.direct if link is not None else None
         try:
-            async with asyncio.timeout(timeout):
+            async with self._deadlines.after(timeout):  # one timer for all calls, not one each
                 if direct is not None and _direct_fits(client, direct):
                     return await self._call_direct(client, direct, name, arguments, timeout)
                 _check_sendable(arguments)
