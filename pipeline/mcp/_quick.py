@@ -27,52 +27,47 @@ _LEGACY, _MODERN = 1, 2
 
 def quick_result(version: str, raw: dict[str, Any]) -> Any:
     """The ``CallToolResult`` a plain-text ``raw`` result of ``version`` makes, else None."""
-    result_cls, text_cls, eras = _sdk()
+    result_cls, eras = _sdk()
     era = eras.get(version)
     if era is None:
         return None
-    fields: dict[str, Any] = {}
+    content: object = None
+    typed = False
     for key, value in raw.items():
         if key == "content":
-            if type(value) is not list:
-                return None
-            fields["content"] = value
+            content = value
         elif key == "isError":
             if type(value) is not bool:
                 return None
-            fields["is_error"] = value
         elif key == "_meta":
             if type(value) is not dict:
                 return None
-            fields["meta"] = dict(value)
         elif key == "resultType" and era == _MODERN:
             if value != "complete" or type(value) is not str:
                 return None
-            fields["result_type"] = value
+            typed = True
         else:
             return None
-    content = fields.get("content")
-    if content is None or (era == _MODERN and "result_type" not in fields):
+    if type(content) is not list or (era == _MODERN and not typed):
         return None
-    blocks = []
     for block in content:
-        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
+        if (
+            type(block) is not dict
+            or block.keys() != _TEXT_KEYS
+            or block["type"] != "text"
+            or type(block["text"]) is not str
+        ):
             return None
-        text = block["text"]
-        if type(text) is not str:
-            return None
-        blocks.append(text_cls.model_construct({"type", "text"}, type="text", text=text))
-    fields["content"] = blocks
-    return result_cls.model_construct(set(fields), **fields)
+    return result_cls.model_validate(raw, by_name=False)  # the one pydantic pass
 
 
 @cache
-def _sdk() -> tuple[Any, Any, dict[str, int]]:
-    """``CallToolResult``, ``TextContent`` and each known version's era (imported once)."""
-    from mcp_types import CallToolResult, TextContent
+def _sdk() -> tuple[Any, dict[str, int]]:
+    """``CallToolResult`` and each known version's era (the SDK imported once)."""
+    from mcp_types import CallToolResult
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
     eras = {
         v: _MODERN if v in MODERN_PROTOCOL_VERSIONS else _LEGACY for v in KNOWN_PROTOCOL_VERSIONS
     }
-    return CallToolResult, TextContent, eras
+    return CallToolResult, eras
