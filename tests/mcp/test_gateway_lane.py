@@ -40,6 +40,9 @@ class _Gateway:
         text = str(args.get("text", ""))
         return _Record(), types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
+    def queue_call(self, key: str, name: str, args: dict[str, Any]) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(self.call(key, name, args))
+
 
 def line(message: object) -> bytes:
     return json.dumps(message).encode() + b"\n"
