@@ -31,7 +31,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from pipeline import (
     EventSource,
@@ -60,6 +60,9 @@ Decision = tuple[AuditDecision, str | None, str | None]
 """A decision with the policy that took it and its reason."""
 
 
+_PRUNE_AT: Final = 64
+
+
 class _TurnAudit:
     """What the log has collected about one in-flight turn."""
 
@@ -70,6 +73,7 @@ class _TurnAudit:
         "input",
         "iteration",
         "pending",
+        "prune_at",
         "writes",
         "written",
     )
@@ -84,6 +88,9 @@ class _TurnAudit:
         """Decisions by checksum this iteration (for calls stored later in it)."""
         self.iteration: dict[str, list[str]] = {}
         """Ids of the calls stored this iteration, by checksum."""
+        self.prune_at = _PRUNE_AT
+        """``writes`` is pruned of finished writes when it grows this long (then twice the
+        length left)."""
         self.written: dict[str, tuple[ToolCall, Decision, float | None]] = {}
         """Calls with a row: the call as last written, its decision so far, its duration."""
         self.writes: list[asyncio.Future[list[AuditRow]]] = []
@@ -211,7 +218,13 @@ class AuditLog:
             policy=decision[1],
             reason=decision[2],
         )
-        state.writes.append(self._sink_append([entry]))
+        writes = state.writes
+        writes.append(self._sink_append([entry]))
+        if len(writes) >= state.prune_at:
+            # A long turn (the gateway's session) would keep every row's future to its end:
+            # only the unfinished and the failed ones matter to `_settle`.
+            writes[:] = [w for w in writes if not w.done() or w.cancelled() or w.exception()]
+            state.prune_at = 2 * len(writes) + _PRUNE_AT
 
     def _on_log(self, event: Log) -> None:
         if event.kind != "policy.decision":
