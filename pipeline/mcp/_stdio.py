@@ -176,11 +176,13 @@ class _ServerOutput(asyncio.subprocess.SubprocessStreamProtocol):
             self._pause(True)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        """The server's output closed: no more lines."""
+        """The server's output closed: no more lines, and no direct call may wait for one."""
         if fd == 1:
             self._ended = True
             self._parts.clear()
             self._wake()
+            if self._direct is not None:
+                self._direct.close()
         super().pipe_connection_lost(fd, exc)
 
     async def next_line(self) -> bytes | None:
