@@ -39,7 +39,7 @@ from pipeline.mcp import MCPToolset
 from ._gateway_approval import build_approver
 from ._gateway_config import GatewayConfig
 
-__all__ = ["Gateway", "answer_call"]
+__all__ = ["Gateway", "answer_call", "call_result"]
 
 _log = logging.getLogger("loopware.gateway")
 _raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
@@ -52,19 +52,33 @@ def _keep_raw(remote: str, result: Any) -> None:
         box.append(result)
 
 
+_ATTEMPTS: Final = 3
+"""Turns a queued call may see end before one runs it (then it fails)."""
+
+
 class _Call:
-    __slots__ = ("args", "done", "name")
+    __slots__ = ("args", "attempts", "done", "name")
 
     def __init__(self, name: str, args: dict[str, Any]) -> None:
         self.name = name
         self.args = args
+        self.attempts = 0
         self.done: asyncio.Future[tuple[ToolCall, Any]] = asyncio.get_running_loop().create_future()
 
 
 class _Session:
     """One client's conversation: a queue of calls and the turn that runs them."""
 
-    __slots__ = ("_queue", "_runner", "_turn", "gateway", "key")
+    __slots__ = (
+        "_idle_at",
+        "_idle_timer",
+        "_queue",
+        "_runner",
+        "_turn",
+        "_waiting",
+        "gateway",
+        "key",
+    )
 
     def __init__(self, gateway: Gateway, key: str) -> None:
         self.gateway = gateway
@@ -72,16 +86,28 @@ class _Session:
         self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
         self._turn: asyncio.Future[Any] | None = None
         self._runner: TurnRunner | None = None
+        self._waiting = False  # the executor waits for the client's next call
+        self._idle_at = 0.0  # when that wait becomes idle (loop time)
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     async def executor(self, ctx: DispatchContext) -> None:
-        """Run the next call of this client (one per iteration); ack when the client is gone."""
+        """Run the next call of this client (one per iteration); ack when the client is gone.
+
+        A wait longer than the session's idle timeout ends the turn (the next call starts
+        another). One timer serves every wait: it is armed when none is, and when it fires
+        early (a later wait moved the idle time) it re-arms at the current one.
+        """
         queue = self._queue
         if queue.empty():
+            loop = asyncio.get_running_loop()
+            self._idle_at = loop.time() + self.gateway.config.session_idle_timeout
+            if self._idle_timer is None:
+                self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
+            self._waiting = True
             try:
-                async with asyncio.timeout(self.gateway.config.session_idle_timeout):
-                    call = await queue.get()
-            except TimeoutError:
-                call = _STOP
+                call = await queue.get()
+            finally:
+                self._waiting = False
         else:
             call = queue.get_nowait()
         if call is _STOP:
@@ -102,45 +128,64 @@ class _Session:
         if not call.done.done():
             call.done.set_result((record, box[-1] if box else None))
 
+    def _idle_check(self) -> None:
+        """The idle timer fired: stop a wait that has gone on too long, or re-arm."""
+        self._idle_timer = None
+        if not self._waiting or not self._queue.empty():
+            return  # no wait now (the next one arms the timer), or a call is on its way
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._idle_at:
+            self._queue.put_nowait(_STOP)
+        else:
+            self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
+
+    def enqueue(self, name: str, args: dict[str, Any]) -> asyncio.Future[tuple[ToolCall, Any]]:
+        """Queue one call for this client's turn (started when none runs); no task is made.
+
+        The future completes with the call's record and the upstream's raw result once the
+        turn ran it; cancelling it leaves the call to run, unanswered.
+        """
+        call = _Call(name, args)
+        self._queue_call(call)
+        return call.done
+
     async def submit(self, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
         """Run one call through the policies (and upstream, when allowed)."""
-        call = _Call(name, args)
-        for _ in range(3):
-            turn = self._turn
-            if turn is None or turn.done():
-                if self._runner is None:
-                    self._runner = self.gateway.runner(self)
-                handle = self._runner.start(
-                    f"MCP gateway session {self.key}", conversation_id=self.key
-                )
-                turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
-                turn.add_done_callback(self._turn_ended)
-            self._queue.put_nowait(call)
-            try:
-                return await call.done
-            except _TurnEnded:  # the turn ended before taking it: the next turn runs it
-                call.done = asyncio.get_running_loop().create_future()
-        raise RuntimeError("the gateway could not run the call")
+        return await self.enqueue(name, args)
+
+    def _queue_call(self, call: _Call) -> None:
+        turn = self._turn
+        if turn is None or turn.done():
+            if self._runner is None:
+                self._runner = self.gateway.runner(self)
+            handle = self._runner.start(f"MCP gateway session {self.key}", conversation_id=self.key)
+            turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
+            turn.add_done_callback(self._turn_ended)
+        self._queue.put_nowait(call)
 
     def _turn_ended(self, turn: asyncio.Future[Any]) -> None:
-        """Hand the calls no executor took back to their callers (they start the next turn)."""
+        """Queue the calls no executor took for the next turn (each at most `_ATTEMPTS` times)."""
         if turn is not self._turn:  # an older turn: the queue already feeds the next one
             return
         for waiting in _drain(self._queue):
-            if waiting is not None and not waiting.done.done():
-                waiting.done.set_exception(_TurnEnded())
+            if waiting is None or waiting.done.done():
+                continue
+            waiting.attempts += 1
+            if waiting.attempts >= _ATTEMPTS:
+                waiting.done.set_exception(RuntimeError("the gateway could not run the call"))
+            else:
+                self._queue_call(waiting)
 
     async def close(self) -> None:
         """End this client's turn."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         turn = self._turn
         if turn is not None and not turn.done():
             await self._queue.put(_STOP)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(turn, 10)
-
-
-class _TurnEnded(Exception):
-    """A queued call's turn ended before running it."""
 
 
 def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
@@ -259,6 +304,15 @@ class Gateway:
         """Run client ``key``'s call of ``name``: its record, and the upstream's raw result."""
         return await self.session(key).submit(name, args)
 
+    def queue_call(
+        self, key: str, name: str, args: dict[str, Any]
+    ) -> asyncio.Future[tuple[ToolCall, Any]]:
+        """Queue client ``key``'s call of ``name`` without a task (see `call`).
+
+        Cancelling the future leaves the call to run; only its outcome is no longer awaited.
+        """
+        return self.session(key).enqueue(name, args)
+
     async def aclose(self) -> None:
         """End every session's turn, close the upstreams and the audit sink."""
         for session in list(self._sessions.values()):
@@ -285,9 +339,14 @@ async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any
     The upstream's own result when the call was forwarded; else an ``isError`` result with
     loopware's message (or, for a call that succeeded without an upstream result, its text).
     """
+    record, raw = await gateway.call(key, name, args)
+    return call_result(record, raw)
+
+
+def call_result(record: ToolCall, raw: Any) -> Any:
+    """The ``tools/call`` result of a call's record and raw upstream result (see `answer_call`)."""
     import mcp_types as types
 
-    record, raw = await gateway.call(key, name, args)
     if record.is_error or raw is None:
         results = record.results
         body = results if isinstance(results, str) else str(results)

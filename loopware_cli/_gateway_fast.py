@@ -21,14 +21,17 @@ A ``tools/call`` line is the lane's when all of this holds, else the SDK gets it
 * the params pass the SDK's own per-version check (``validate_client_request``).
 
 The answer is built by the same steps as the SDK's: the gateway's handler
-(``_gateway.answer_call``), the per-version result sieve (``serialize_server_result``),
+(``_gateway.call_result``), the per-version result sieve (``serialize_server_result``),
 ``resultType`` and the ``serverInfo`` stamp on modern connections, the SDK's exception-to-error
-ladder. A ``notifications/cancelled`` for a call in the lane cancels it and the call is never
-answered (it is still passed on to the SDK, which finds nothing to cancel). Progress tokens are
-ignored on both paths: the gateway sends no progress. When stdin ends, calls still in the lane
-are cancelled and answered ``Connection closed``, as the SDK does. What the lane skips is the
-SDK's per-request machinery, including its server middleware: a tracing span the SDK would
-open for the request (OpenTelemetry, when configured) is not opened for a call in the lane.
+ladder. A call in the lane is queued to the client's session without a task of its own, and
+its answer is written by a callback once the session ran it. A ``notifications/cancelled`` for
+a call in the lane cancels the wait for it (the call runs on, as on the SDK's path) and it is
+never answered (it is still passed on to the SDK, which finds nothing to cancel). Progress
+tokens are ignored on both paths: the gateway sends no progress. When stdin ends, calls still
+in the lane are cancelled and answered ``Connection closed``, as the SDK does. What the lane
+skips is the SDK's per-request machinery, including its server middleware: a tracing span the
+SDK would open for the request (OpenTelemetry, when configured) is not opened for a call in
+the lane.
 """
 
 from __future__ import annotations
@@ -37,31 +40,28 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
-from mcp import MCPError
 from mcp.server.runner import modern_error_data
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import (
-    CONNECTION_CLOSED,
-    CORE_RESULT_TYPES,
-    INTERNAL_ERROR,
-    SERVER_INFO_META_KEY,
-    JSONRPCRequest,
-    jsonrpc_message_adapter,
-)
-from mcp_types.methods import serialize_server_result, validate_client_request
-from pydantic import BaseModel, ValidationError
+from mcp_types import CONNECTION_CLOSED, JSONRPCRequest, jsonrpc_message_adapter
+from mcp_types.methods import validate_client_request
 from pydantic_core import to_json
 
-from ._gateway import Gateway, answer_call
+from ._gateway import Gateway, call_result
+from ._gateway_answer import Shaper, same_json
 
 __all__ = ["FastLane"]
 
 _log = logging.getLogger("loopware.gateway")
+_Outcome = asyncio.Future[tuple[Any, Any]]
+"""A queued call's outcome: its record and the upstream's raw result."""
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_PARAMS: Final = frozenset({"name", "arguments", "_meta"})
+_NO_META: Final = object()
 _VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
 _UNSETTLED, _LEGACY, _MODERN = "unsettled", "legacy", "modern"
 _CLOSED: Final = {"code": CONNECTION_CLOSED, "message": "Connection closed"}
@@ -86,12 +86,14 @@ class FastLane:
     """Answers plain ``tools/call`` requests on the gateway's stdio (see the module docstring)."""
 
     __slots__ = (
+        "_accepted",
+        "_calls",
         "_cancelled",
         "_era",
         "_gateway",
         "_init_ids",
         "_server",
-        "_tasks",
+        "_shaper",
         "_version",
         "_write",
     )
@@ -107,8 +109,12 @@ class FastLane:
         self._era = _UNSETTLED
         self._version: str | None = None  # the negotiated version of a handshake connection
         self._init_ids: set[Any] = set()
-        self._tasks: dict[str | int, asyncio.Task[None]] = {}
-        self._cancelled: set[asyncio.Task[None]] = set()
+        self._calls: dict[str | int, _Outcome] = {}  # the calls in the lane, by request id
+        self._cancelled: set[_Outcome] = set()  # those the peer cancelled: never answered
+        self._shaper = Shaper(server.server_info_stamp)
+        # The ``_meta`` of the last call whose envelope and params the SDK's checks accepted,
+        # and the version they gave: a plain call with the same ``_meta`` passes them too.
+        self._accepted: tuple[object, str] | None = None
 
     @property
     def era(self) -> str:
@@ -118,7 +124,7 @@ class FastLane:
     @property
     def in_flight(self) -> int:
         """How many calls the lane is running."""
-        return len(self._tasks)
+        return len(self._calls)
 
     # -- inbound -----------------------------------------------------------------------------
     def take(self, line: bytes) -> bool:
@@ -128,7 +134,7 @@ class FastLane:
             self._settle(line)
             return False
         if b'"tools/call"' not in line:
-            if b'"notifications/cancelled"' in line and self._tasks:
+            if b'"notifications/cancelled"' in line and self._calls:
                 self._peer_cancel(line)
             elif era is _LEGACY and b'"initialize"' in line:
                 self._watch_initialize(line)
@@ -168,10 +174,10 @@ class FastLane:
         rid = params.get("requestId") if isinstance(params, dict) else None
         if not isinstance(rid, str | int) or isinstance(rid, bool):
             return
-        task = self._tasks.get(coerce_request_id(rid))
-        if task is not None and not task.done():
-            self._cancelled.add(task)
-            task.cancel()
+        outcome = self._calls.get(coerce_request_id(rid))
+        if outcome is not None and not outcome.done():
+            self._cancelled.add(outcome)
+            outcome.cancel()
 
     def _call(self, line: bytes) -> bool:
         msg = _loads(line)
@@ -186,75 +192,71 @@ class FastLane:
             return False
         params: dict[str, Any] = msg["params"]
         modern = self._era is _MODERN
-        if modern:
-            route = classify_inbound_request(msg)
-            if isinstance(route, InboundLadderRejection):
+        version = self._remembered(params)
+        if version is None:
+            if modern:
+                route = classify_inbound_request(msg)
+                if isinstance(route, InboundLadderRejection):
+                    return False
+                version = route.protocol_version
+            elif _is_modern(params) or self._version is None:
                 return False
-            version = route.protocol_version
-        elif _is_modern(params) or self._version is None:
-            return False
-        else:
-            version = self._version
-        try:
-            validate_client_request("tools/call", version, params)
-        except Exception:  # the SDK rejects it the same way and answers with the error
-            return False
+            else:
+                version = self._version
+            try:
+                validate_client_request("tools/call", version, params)
+            except Exception:  # the SDK rejects it the same way and answers with the error
+                return False
+            if _plain(params):
+                self._accepted = (params.get("_meta", _NO_META), version)
         rid: str | int = msg["id"]
         key = coerce_request_id(rid)
         arguments = params.get("arguments") or {}
-        task = asyncio.get_running_loop().create_task(
-            self._answer(rid, params["name"], dict(arguments), version, modern)
-        )
-        self._tasks[key] = task  # a duplicate id replaces the older entry (as the SDK does)
-        task.add_done_callback(lambda t: self._forget(key, t))
+        outcome = self._gateway.queue_call("stdio", params["name"], dict(arguments))
+        self._calls[key] = outcome  # a duplicate id replaces the older entry (as the SDK does)
+        outcome.add_done_callback(partial(self._answer, rid, key, version, modern))
         return True
 
-    def _forget(self, key: str | int, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(key) is task:
-            del self._tasks[key]
-        self._cancelled.discard(task)
+    def _remembered(self, params: dict[str, Any]) -> str | None:
+        """The version of a plain call whose ``_meta`` was accepted before, else None.
 
-    async def _answer(
-        self, rid: str | int, name: str, args: dict[str, Any], version: str, modern: bool
+        The SDK's envelope ladder reads only ``_meta``, and its params check of
+        ``{"name": str, "arguments": dict, "_meta": ...}`` depends only on ``_meta`` (and the
+        version): a plain call with the same ``_meta`` (same JSON types too) passes both.
+        """
+        accepted = self._accepted
+        if accepted is None or not _plain(params):
+            return None
+        meta = params.get("_meta", _NO_META)
+        seen = accepted[0]
+        if meta is _NO_META or seen is _NO_META:
+            return accepted[1] if meta is seen else None
+        return accepted[1] if same_json(seen, meta) else None
+
+    def _answer(
+        self, rid: str | int, key: str | int, version: str, modern: bool, outcome: _Outcome
     ) -> None:
-        task = asyncio.current_task()
+        """Answer a call once the session ran it (a done callback: no task per call)."""
+        if self._calls.get(key) is outcome:
+            del self._calls[key]
+        if outcome in self._cancelled:  # a call the peer cancelled is never answered
+            self._cancelled.discard(outcome)
+            return
         reply: dict[str, Any]
-        try:
-            result = await answer_call(self._gateway, "stdio", name, args)
-            reply = {"jsonrpc": "2.0", "id": rid, "result": self._shape(result, version, modern)}
-        except asyncio.CancelledError:
-            if task not in self._cancelled:  # shutdown, not the peer: answer like the SDK
-                self._send({"jsonrpc": "2.0", "id": rid, "error": _CLOSED})
-            raise
-        except Exception as exc:
-            reply = {"jsonrpc": "2.0", "id": rid, "error": _error(exc, modern)}
-        if task not in self._cancelled:  # a call the peer cancelled is never answered
-            self._send(reply)
-
-    def _shape(self, result: Any, version: str, modern: bool) -> dict[str, Any]:
-        """The wire form of a handler result, as the SDK's runner shapes it."""
-        if isinstance(result, BaseModel):
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if outcome.cancelled():  # shutdown, not the peer: answer like the SDK
+            reply = {"jsonrpc": "2.0", "id": rid, "error": _CLOSED}
+        elif (exc := outcome.exception()) is not None:
+            if isinstance(exc, Exception):
+                reply = {"jsonrpc": "2.0", "id": rid, "error": _error(exc, modern)}
+            else:  # the turn was cancelled under the call (the gateway is stopping)
+                reply = {"jsonrpc": "2.0", "id": rid, "error": _CLOSED}
         else:
-            dumped = dict(result)
-        result_type = dumped.get("resultType")
-        if not modern or not isinstance(result_type, str) or result_type in CORE_RESULT_TYPES:
             try:
-                dumped = serialize_server_result("tools/call", version, dumped)
-            except ValidationError:
-                _log.exception("the gateway's tools/call answer is not a valid result")
-                raise MCPError(
-                    code=INTERNAL_ERROR, message="Handler returned an invalid result"
-                ) from None
-        if modern:
-            if dumped.get("resultType") is None:
-                dumped["resultType"] = "complete"
-            meta = dumped.get("_meta")
-            if meta is None:
-                dumped["_meta"] = {SERVER_INFO_META_KEY: self._server.server_info_stamp}
-            elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-                dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server.server_info_stamp}
-        return dumped
+                shaped = self._shaper.shape(call_result(*outcome.result()), version, modern)
+                reply = {"jsonrpc": "2.0", "id": rid, "result": shaped}
+            except Exception as failed:
+                reply = {"jsonrpc": "2.0", "id": rid, "error": _error(failed, modern)}
+        self._send(reply)
 
     def _send(self, reply: dict[str, Any]) -> None:
         self._write(to_json(reply) + b"\n")
@@ -274,11 +276,20 @@ class FastLane:
 
     async def aclose(self) -> None:
         """Cancel the calls still in the lane (each answered ``Connection closed``)."""
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+        outcomes = list(self._calls.values())
+        for outcome in outcomes:
+            outcome.cancel()
+        if outcomes:  # their done callbacks (added first) answer them
+            await asyncio.wait(outcomes, timeout=5)
+
+
+def _plain(params: dict[str, Any]) -> bool:
+    """Whether ``params`` are a name, an arguments object and at most ``_meta``."""
+    return (
+        params.keys() <= _PLAIN_PARAMS
+        and type(params.get("name")) is str
+        and ("arguments" not in params or type(params["arguments"]) is dict)
+    )
 
 
 def _error(exc: Exception, modern: bool) -> dict[str, Any]:

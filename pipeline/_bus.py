@@ -24,13 +24,14 @@ class EventBus:
     listener that raises is reported as a `Log` warning and never breaks the turn.
     """
 
-    __slots__ = ("_any", "_by_type", "_seq", "listening")
+    __slots__ = ("_any", "_by_type", "_seq", "_wants", "listening")
 
     def __init__(self) -> None:
         """Create a bus with no listeners."""
         self._by_type: dict[type[Event], list[tuple[int, Listener]]] = {}
         self._any: list[tuple[int, Listener]] = []
         self._seq = 0
+        self._wants: dict[type[Event], bool] = {}  # `wants` by event type, until (un)subscribing
         self.listening = False
         """True when at least one listener is subscribed (lets callers skip building events)."""
 
@@ -50,6 +51,7 @@ class EventBus:
         entry = (self._seq, handler)
         self._by_type.setdefault(event_type, []).append(entry)
         self.listening = True
+        self._wants.clear()
 
         def unsubscribe() -> None:
             entries = self._by_type.get(event_type)
@@ -69,6 +71,7 @@ class EventBus:
         entry = (self._seq, handler)
         self._any.append(entry)
         self.listening = True
+        self._wants.clear()
 
         def unsubscribe() -> None:
             if entry in self._any:
@@ -79,12 +82,15 @@ class EventBus:
 
     def wants(self, event_type: type[Event]) -> bool:
         """True when a listener would receive an event of ``event_type`` (or on_any)."""
-        if self._any:
-            return True
-        return any(issubclass(event_type, kind) for kind in self._by_type)
+        wanted = self._wants.get(event_type)
+        if wanted is None:
+            wanted = bool(self._any) or any(issubclass(event_type, k) for k in self._by_type)
+            self._wants[event_type] = wanted
+        return wanted
 
     def _refresh(self) -> None:
         self.listening = bool(self._by_type or self._any)
+        self._wants.clear()
 
     def _listeners_for(self, event: Event) -> list[tuple[int, Listener]]:
         found: list[tuple[int, Listener]] = []

@@ -34,6 +34,9 @@ __all__ = [
     "shown_name",
 ]
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+"""The exact types of JSON scalars as ``json.loads`` gives them (no subclasses)."""
+
 DEFAULT_INLINE_LIMIT: Final = 4096
 """Text results up to this many UTF-8 bytes are shown to the model whole."""
 
@@ -83,7 +86,11 @@ async def run_and_record(
 def parse_arguments(call_id: str, name: str, arguments: object) -> dict[str, Any] | ToolCall:
     """The arguments as a dict, or the error record for arguments unusable as given."""
     shown = shown_name(name)
-    if isinstance(arguments, Mapping):  # a model seam that already parsed them
+    if isinstance(arguments, Mapping):  # a model seam (or the MCP gateway) parsed them already
+        if type(arguments) is dict and all(
+            type(key) is str and type(value) in _SCALARS for key, value in arguments.items()
+        ):
+            return dict(arguments)  # flat JSON scalars: what the JSON round trip would give
         text = json.dumps(dict(arguments))
     elif isinstance(arguments, str):
         text = arguments

@@ -103,8 +103,10 @@ class DispatchLoop:
     async def _iteration(self, executor: Executor) -> None:
         """One pass: input stage, executor, output stage, between the iteration events."""
         state, d, turn = self._state, self._d, self._turn
-        listening = state.bus.listening
-        if listening:
+        bus = state.bus  # each event built only when somebody takes it
+        starts = bus.listening and bus.wants(IterationStart)
+        ends = bus.listening and bus.wants(IterationEnd)
+        if starts:
             state.emit(
                 IterationStart(
                     turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
@@ -127,7 +129,7 @@ class DispatchLoop:
                 and not await turn.run_stage("dispatch_output", d)
             ):
                 self._fail_with_last()
-        if listening:
+        if ends:
             state.emit(
                 IterationEnd(
                     turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration

@@ -7,7 +7,8 @@ with the TypeScript ADK. `tool_call_checksum` is the SHA-256 of that text for ``
 Two encoders produce the same text:
 
 - a fast path through the stdlib ``json`` C encoder, taken only when a cheap pre-check proves the
-  value formats identically there (exact ``dict``/``list``/``tuple`` containers, ASCII keys, ints
+  value formats identically there (exact ``dict``/``list``/``tuple`` containers or the frozen
+  ones of ``pipeline/_frozen.py``, ASCII keys, ints
   within +-(2**53-1), non-integral floats in ``[1e-4, 1e16)`` whose ``repr`` is JS's plain decimal
   layout, no deep nesting);
 - an explicit walk for everything else, which also names the path of a value that is not JSON.
@@ -26,6 +27,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, cast
 
+from ._frozen import FrozenDict, FrozenList
+
 __all__ = ["canonical_json", "tool_call_checksum"]
 
 _MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -33,6 +36,10 @@ _FAST_MAX_DEPTH: Final = 64
 """Deeper values (and cycles) take the explicit walk, which detects cycles."""
 
 _FAST_LEAVES: Final = frozenset({str, bool, type(None)})
+_FAST_DICTS: Final = frozenset[type]((dict, FrozenDict))
+_FAST_SEQUENCES: Final = frozenset[type]((list, tuple, FrozenList))
+"""Containers the C encoder reads as it reads ``dict`` and ``list``: the frozen ones (a record's
+arguments) only refuse changes, and the encoder never makes any."""
 _FAST_NUMBERS: Final = frozenset({int, float})
 _quote_basic: Final[Callable[[str], str]] = json.encoder.encode_basestring
 """The C-accelerated escaper: quote, backslash and control characters only; non-ASCII stays raw."""
@@ -185,15 +192,15 @@ def _is_fast(value: object, depth: int) -> bool:
     """Return True when the stdlib encoder provably writes ``value`` as JavaScript would."""
     if depth >= _FAST_MAX_DEPTH:
         return False
-    if type(value) is dict:
-        items: Iterable[object] = value.values()
-        for key in value:
+    kind = type(value)
+    if kind in _FAST_DICTS:
+        items: Iterable[object] = value.values()  # type: ignore[attr-defined]
+        for key in value:  # type: ignore[attr-defined]
             if type(key) is not str or not key.isascii():
                 return False
-    elif type(value) is list or type(value) is tuple:
-        items = value
+    elif kind in _FAST_SEQUENCES:
+        items = value  # type: ignore[assignment]
     else:
-        kind = type(value)
         return kind in _FAST_LEAVES or (kind in _FAST_NUMBERS and _fast_number(value))  # type: ignore[arg-type]
     for item in items:
         kind = type(item)

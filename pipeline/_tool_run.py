@@ -62,7 +62,7 @@ async def run_handler(
                 call_id=call_id,
             ) from exc
     started_at = datetime.now(UTC) if listening else None
-    if started_at is not None:
+    if started_at is not None and _wants_start(ctx):
         ctx.emit(
             ToolExecutionStart(
                 turn_id=ctx.turn_id,
@@ -91,6 +91,12 @@ async def run_handler(
     if started_at is not None:
         ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, False))
     return result
+
+
+def _wants_start(ctx: ToolContext) -> bool:
+    """Whether a listener takes `ToolExecutionStart` (a context that cannot tell: yes)."""
+    listens_for = getattr(ctx, "listens_for", None)
+    return True if listens_for is None else bool(listens_for(ToolExecutionStart))
 
 
 def _end(

@@ -5,7 +5,8 @@ session) belongs to the task that entered it. A `Connection` enters it in a task
 and waits there until closed, so calls may come from any task (every turn is one). When the
 server dies (its process exits, its HTTP endpoint goes away, the transport breaks), the call in
 flight fails with `MCPServerError` and the link is marked dead; the next call opens a new one.
-Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout``.
+Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout`` (the
+calls' deadlines share one timer, ``pipeline/mcp/_deadlines.py``).
 
 On a stdio link, ``tools/call`` goes the lean way of ``pipeline/mcp/_direct.py`` (the SDK's
 client still opens the link, lists the tools and checks each result against the tool's output
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -24,8 +26,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ..errors import InvalidToolArgsError
+from ._deadlines import Deadlines
 from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
+from ._quick import quick_result
 
 __all__ = ["Connection", "ServerSpec"]
 
@@ -71,6 +76,7 @@ class Connection:
 
     __slots__ = (
         "_cwd",
+        "_deadlines",
         "_direct",
         "_env",
         "_label",
@@ -107,6 +113,7 @@ class Connection:
         self._direct = direct and not isinstance(self._server, str)
         self._link: _Link | None = None
         self._lock: asyncio.Lock | None = None
+        self._deadlines = Deadlines()
         self.connect_timeout = connect_timeout
 
     @property
@@ -247,6 +254,7 @@ class Connection:
         """Call tool ``name`` on the server and return its ``CallToolResult``.
 
         Raises:
+            InvalidToolArgsError: ``arguments`` hold a lone surrogate (not sent; the link stays).
             MCPServerError: the server could not be reached, died during the call, or answered
                 with a protocol error.
             MCPTimeoutError: no answer within ``timeout`` seconds.
@@ -255,10 +263,18 @@ class Connection:
         link = self._link
         direct = link.direct if link is not None else None
         try:
-            async with asyncio.timeout(timeout):
+            async with self._deadlines.after(timeout):  # one timer for all calls, not one each
                 if direct is not None and _direct_fits(client, direct):
                     return await self._call_direct(client, direct, name, arguments, timeout)
+                _check_sendable(arguments)
                 return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except UnicodeEncodeError as exc:  # raised before anything was sent: the link is fine
+            bad = exc.object[exc.start : exc.end]
+            raise InvalidToolArgsError(
+                f"the arguments of {name!r} hold a lone surrogate ({bad!a}), which JSON sent"
+                f" as UTF-8 cannot carry; the call was not sent to the MCP server {self._label}",
+                tool_name=name,
+            ) from None
         except TimeoutError:
             raise MCPTimeoutError(
                 f"the MCP server {self._label} did not answer {name!r} within {timeout:g} s",
@@ -304,7 +320,10 @@ class Connection:
         raw = answer.get("result")
         if not isinstance(raw, dict):
             raise names.MCPError(code=-32603, message="the response carries no result object")
-        result = finish(client.protocol_version, raw)
+        version = client.protocol_version
+        result = quick_result(version, raw)  # the plain-text shape in one pass
+        if result is None:
+            result = finish(version, raw)
         if not result.is_error:
             await client.session.validate_tool_result(name, result)
         return result
@@ -336,6 +355,14 @@ def _direct_fits(client: Any, direct: DirectCalls) -> bool:
         return False
     modern = client.protocol_version in sdk().MODERN_PROTOCOL_VERSIONS
     return modern == (direct.envelope is not None)
+
+
+def _check_sendable(arguments: dict[str, Any]) -> None:
+    """Raise UnicodeEncodeError when ``arguments`` cannot travel as UTF-8 JSON.
+
+    The SDK's client would fail its link's writer with it, after the call was registered.
+    """
+    json.dumps(arguments, ensure_ascii=False).encode("utf-8")
 
 
 def _is_timeout(exc: BaseException) -> bool:

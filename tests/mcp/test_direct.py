@@ -15,9 +15,13 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from pipeline import ToolCall
 from pipeline.mcp import MCPToolset
-from tests.mcp.conftest import HERE, fixture_command, media_of, runner, scripted, text_of
+from pipeline.mcp._direct import _encode
+from tests.mcp.conftest import HERE, fixture_command, logged, media_of, runner, scripted, text_of
 
 RAW = str(HERE / "raw_server.py")
 
@@ -129,3 +133,53 @@ async def test_an_abandoned_call_is_cancelled_at_the_server(tmp_path: Path) -> N
 async def test_stray_lines_do_not_disturb_a_direct_call(tmp_path: Path) -> None:
     answers, _ = await outcome(raw("noisy", tmp_path / "a.log"), True, [("echo", '{"text": "a"}')])
     assert answers == [(False, "a")]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "sdk"])
+async def test_a_lone_surrogate_argument_fails_that_call_only_and_the_link_stays(
+    direct: bool, tmp_path: Path
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    calls = [
+        ("echo", '{"text": "before"}'),
+        ("echo", '{"text": "a\\ud800b"}'),
+        ("echo", '{"text": "after"}'),
+    ]
+    answers, _ = await outcome(fixture_command(log), direct, calls)
+    assert answers[0] == (False, "before")
+    is_error, text = answers[1]
+    assert is_error
+    assert text.startswith("Error: E_INVALID_TOOL_ARGS")
+    assert "lone surrogate" in text
+    assert "died" not in text
+    assert answers[2] == (False, "after")
+    sent = logged(log)
+    assert [c["args"]["text"] for c in sent] == ["before", "after"]
+    assert sent[0]["pid"] == sent[1]["pid"], "the server was restarted"
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(st.characters(codec="utf-8")),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(arguments=st.dictionaries(st.text(), json_values, max_size=4))
+def test_a_direct_request_line_reads_back_as_what_json_dumps_writes(
+    arguments: dict[str, Any],
+) -> None:
+    message = {"jsonrpc": "2.0", "id": "loopware-1", "method": "tools/call", "params": arguments}
+    line = _encode(message)
+    assert b"\n" not in line
+    expected = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    assert json.loads(line) == json.loads(expected)
+
+
+def test_a_lone_surrogate_cannot_be_encoded_into_a_request() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        _encode({"params": {"arguments": {"text": "a\ud800"}}})

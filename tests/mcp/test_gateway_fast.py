@@ -39,6 +39,7 @@ class Peer:
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
         self.seen: list[dict[str, Any]] = []
+        self.raw: dict[object, bytes] = {}  # each answered request's line as written
 
     async def send(self, message: Message) -> None:
         line = message if isinstance(message, str) else json.dumps(message)
@@ -59,6 +60,7 @@ class Peer:
                 assert line, "the gateway closed its output"
                 incoming: dict[str, Any] = json.loads(line)
                 if "method" not in incoming and incoming.get("id") == rid:
+                    self.raw[json.dumps(rid)] = line
                     return incoming
                 self.seen.append(incoming)
 
@@ -241,6 +243,24 @@ async def test_the_fast_lane_answers_every_request_as_the_sdk_does(
         assert WRONG["text"] not in forwarded
 
 
+@pytest.mark.parametrize("name", ["modern", "legacy"])
+async def test_the_fast_lane_writes_the_same_bytes_as_the_sdk(name: str, tmp_path: Path) -> None:
+    """Byte for byte: key order, escapes and the ``_meta`` stamp of every answer in the lane
+    (plain text built directly, the rest through the SDK's steps) are the SDK's own."""
+    meta = META if name == "modern" else None
+    again = [call(200 + n, "fx_echo", {"text": f"again {n}"}, meta) for n in range(3)]
+    sequence = [*SEQUENCES[name], *again]
+    raw = {}
+    for fast in (True, False):
+        folder = tmp_path / str(fast)
+        folder.mkdir()
+        async with gateway(write_config(folder, folder / "calls.jsonl"), fast) as peer:
+            await exchange(peer, sequence)
+            raw[fast] = peer.raw
+    assert raw[True] == raw[False]
+    assert len(raw[True]) > 20
+
+
 async def test_random_arguments_get_the_same_answer_on_both_paths(tmp_path: Path) -> None:
     rng = random.Random(16)
     values: list[object] = [
@@ -318,3 +338,30 @@ async def test_concurrent_calls_are_each_answered_once(tmp_path: Path) -> None:
         answers = [await peer.answer(n + 100) for n in range(40)]
     assert [a["result"]["content"][0]["text"] for a in answers] == [f"c{n}" for n in range(40)]
     assert not peer.seen
+
+
+async def test_a_lone_surrogate_argument_is_an_error_answer_and_the_upstream_stays(
+    tmp_path: Path,
+) -> None:
+    """``"\\ud800"`` in a call's arguments is valid JSON that UTF-8 cannot carry upstream: that
+    call is answered with a clear invalid-arguments error, and the next call goes to the same
+    upstream process (the SDK's own parser rejects such a line and leaves it unanswered)."""
+    log = tmp_path / "calls.jsonl"
+    async with gateway(write_config(tmp_path, log), True) as peer:
+        await exchange(peer, MODERN_OPENING)
+        await peer.send(call(1, "fx_echo", {"text": "before"}))
+        await peer.answer(1)
+        line = json.dumps(call(2, "fx_echo", {"text": "a\ud800b"}))
+        assert "\\ud800" in line
+        await peer.send(line)
+        answer = await peer.answer(2)
+        await peer.send(call(3, "fx_echo", {"text": "after"}))
+        after = await peer.answer(3)
+    result = answer["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Error: E_INVALID_TOOL_ARGS")
+    assert "lone surrogate" in result["content"][0]["text"]
+    assert after["result"]["content"][0]["text"] == "after"
+    sent = logged(log)
+    assert [c["args"]["text"] for c in sent] == ["before", "after"]
+    assert sent[0]["pid"] == sent[1]["pid"], "the upstream was restarted"

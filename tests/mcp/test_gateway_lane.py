@@ -40,6 +40,9 @@ class _Gateway:
         text = str(args.get("text", ""))
         return _Record(), types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
+    def queue_call(self, key: str, name: str, args: dict[str, Any]) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(self.call(key, name, args))
+
 
 def line(message: object) -> bytes:
     return json.dumps(message).encode() + b"\n"
@@ -73,33 +76,37 @@ async def test_on_a_modern_connection_plain_calls_are_answered_by_the_lane() -> 
     assert [c[0] for c in double.calls] == ["stdio", "stdio"]
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        call(5, "echo", {"text": "x"}, None),  # no envelope
-        call(5, "echo", {"text": "x"}, {"io.modelcontextprotocol/protocolVersion": "2099"}),
-        call(5, 7, {}),  # a name that is not a string
-        call(5, "echo", "not an object"),
-        call(True, "echo", {}),
-        call(None, "echo", {}),
-        {**call(5, "echo", {}), "extra": 1},  # type: ignore[dict-item]
-        {"jsonrpc": "2.0", "id": 5, "method": "tools/call"},
-        request(5, "tools/list", {"_meta": META}),
-        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"x": "tools/call"}},
-    ],
-    ids=[
-        "no-envelope",
-        "bad-version",
-        "name-not-string",
-        "arguments-not-object",
-        "bool-id",
-        "null-id",
-        "extra-key",
-        "no-params",
-        "other-method",
-        "notification",
-    ],
-)
+NOT_PLAIN: list[Any] = [
+    call(5, "echo", {"text": "x"}, None),  # no envelope
+    call(5, "echo", {"text": "x"}, {"io.modelcontextprotocol/protocolVersion": "2099"}),
+    call(5, "echo", {"text": "x"}, {**META, "io.modelcontextprotocol/protocolVersion": "2099"}),
+    call(5, "echo", {"text": "x"}, {**META, "io.modelcontextprotocol/clientInfo": 3}),
+    call(5, 7, {}),  # a name that is not a string
+    call(5, "echo", "not an object"),
+    call(True, "echo", {}),
+    call(None, "echo", {}),
+    {**call(5, "echo", {}), "extra": 1},  # type: ignore[dict-item]
+    {"jsonrpc": "2.0", "id": 5, "method": "tools/call"},
+    request(5, "tools/list", {"_meta": META}),
+    {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"x": "tools/call"}},
+]
+NOT_PLAIN_IDS = [
+    "no-envelope",
+    "bad-version",
+    "bad-version-full-envelope",
+    "client-info-not-object",
+    "name-not-string",
+    "arguments-not-object",
+    "bool-id",
+    "null-id",
+    "extra-key",
+    "no-params",
+    "other-method",
+    "notification",
+]
+
+
+@pytest.mark.parametrize("message", NOT_PLAIN, ids=NOT_PLAIN_IDS)
 async def test_anything_but_a_plain_call_goes_to_the_sdk(message: dict[str, Any]) -> None:
     fast, double, written = lane()
     fast.take(line(request(1, "server/discover", {"_meta": META})))
@@ -108,6 +115,21 @@ async def test_anything_but_a_plain_call_goes_to_the_sdk(message: dict[str, Any]
     await settle()
     assert written == []
     assert double.calls == []
+
+
+@pytest.mark.parametrize("message", NOT_PLAIN, ids=NOT_PLAIN_IDS)
+async def test_after_an_accepted_call_one_unlike_it_still_goes_to_the_sdk(
+    message: dict[str, Any],
+) -> None:
+    """The lane remembers the envelope it accepted, and only a plain call with the same one
+    skips the SDK's checks: any other call is checked again, and these fail."""
+    fast, _, written = lane()
+    fast.take(line(request(1, "server/discover", {"_meta": META})))
+    assert fast.take(line(call(2, "echo", {"text": "first"})))
+    assert not fast.take(line(message))
+    assert fast.take(line(call(3, "echo", {"text": "same envelope"})))
+    await settle()
+    assert [w["id"] for w in written] == [2, 3]
 
 
 async def test_on_a_handshake_connection_the_lane_waits_for_the_initialize_answer() -> None:

@@ -360,3 +360,13 @@ def test_float_text_follows_javascript_layout(value: float) -> None:
     digits = text.lstrip("-").split("e")[0].replace(".", "").strip("0")
     shortest = repr(value).lstrip("-").split("e")[0].replace(".", "").strip("0")
     assert digits == shortest
+
+
+@given(json_data)
+def test_frozen_values_are_written_as_their_plain_copies(value: Any) -> None:
+    """A record's frozen arguments (read-only dicts and lists) give the same text as the
+    plain data they were frozen from."""
+    from pipeline._frozen import freeze_json
+
+    assert canonical_json(freeze_json(value)) == canonical_json(value)
+    assert canonical_json(freeze_json({"v": value})) == canonical_json({"v": value})

@@ -289,3 +289,41 @@ async def test_tool_execution_end_reports_duration_and_error_flag(
     await runner.run("hi")
     assert [(e.tool_name, e.is_error) for e in ends] == [("echo", False), ("boom", True)]
     assert all(e.duration_ms >= 0 for e in ends)
+
+
+async def test_an_event_nobody_takes_is_never_built(
+    echo_tool: Tool[BaseModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With listeners for the end events only, the start events are not even constructed;
+    a listener added later gets them from its next turn on."""
+    import pipeline._dispatch_loop
+    import pipeline._tool_run
+
+    built: list[str] = []
+
+    def counting(cls: type[Event]) -> type[Event]:
+        """``cls`` under its own name, counting the events built."""
+
+        def init(self: Event, **fields: Any) -> None:
+            built.append(cls.__name__)
+            cls.__init__(self, **fields)
+
+        return type(cls.__name__, (cls,), {"__slots__": (), "__init__": init})
+
+    monkeypatch.setattr(pipeline._dispatch_loop, "IterationStart", counting(IterationStart))
+    monkeypatch.setattr(pipeline._tool_run, "ToolExecutionStart", counting(ToolExecutionStart))
+    model = ScriptedModel([*echo_steps(1), *echo_steps(1)])
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo_tool])
+    ends: list[Event] = []
+    runner.on(IterationEnd, ends.append)
+    runner.on(ToolExecutionEnd, ends.append)
+    await runner.run("quiet")
+    assert built == []
+    assert [type(e).__name__ for e in ends] == ["ToolExecutionEnd", "IterationEnd", "IterationEnd"]
+    starts: list[Event] = []
+    runner.on(IterationStart, starts.append)
+    runner.on(ToolExecutionStart, starts.append)
+    await runner.run("heard")
+    names = ["IterationStart", "ToolExecutionStart", "IterationStart"]
+    assert built == names
+    assert [type(e).__name__ for e in starts] == names

@@ -1,0 +1,92 @@
+"""A gateway client's session (loopware_cli/_gateway.py): a session left idle past its timeout
+ends its turn and the next call starts another in the same conversation; calls that keep
+coming keep the turn, however long it runs, with one idle timer re-armed rather than one per
+wait; a call queued (without a task) as its turn ends runs in the next one; a call whose
+waiter is cancelled leaves the session working. The loop's clock is moved by hand
+(tests/mcp/test_deadlines.py): nothing is timed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from loopware_cli._gateway import Gateway
+from loopware_cli._gateway_config import GatewayConfig
+from tests.mcp.test_deadlines import Clock, clock
+
+__all__ = ["clock"]
+
+
+async def turns(clock: Clock, seconds: float) -> None:
+    clock.now += seconds
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def running_turn(gateway: Gateway) -> asyncio.Future[object] | None:
+    """The conversation's turn after one call (none when no call ran yet)."""
+    record, _ = await gateway.call("client", "nothing", {})
+    assert record.is_error  # no such tool: the call still runs through the turn
+    turn: asyncio.Future[object] | None = gateway.session("client")._turn
+    return turn
+
+
+async def test_an_idle_session_ends_its_turn_and_the_next_call_starts_another(
+    clock: Clock,
+) -> None:
+    gateway = Gateway(GatewayConfig(upstreams=(), session_idle_timeout=60))
+    await gateway.start()
+    first = await running_turn(gateway)
+    assert first is not None
+    await turns(clock, 59)
+    assert not first.done()
+    await turns(clock, 2)
+    assert first.done()
+    second = await running_turn(gateway)
+    assert second is not first
+    assert second is not None
+    assert not second.done()
+    await gateway.aclose()
+
+
+async def test_calls_that_keep_coming_keep_the_turn_with_one_timer(clock: Clock) -> None:
+    gateway = Gateway(GatewayConfig(upstreams=(), session_idle_timeout=60))
+    await gateway.start()
+    first = await running_turn(gateway)
+    for _ in range(100):
+        await turns(clock, 5)  # 500 s in all, never 60 s without a call
+        assert await running_turn(gateway) is first
+    assert first is not None
+    assert not first.done()
+    assert len(clock.armed) <= 10, "a timer per wait"  # one per 60 s: 9 (101 waits)
+    await gateway.aclose()
+
+
+async def test_a_call_queued_as_its_turn_ends_runs_in_the_next_turn() -> None:
+    gateway = Gateway(GatewayConfig(upstreams=()))
+    await gateway.start()
+    first = await running_turn(gateway)
+    session = gateway.session("client")
+    closing = asyncio.create_task(session.close())  # the turn is told to end ...
+    await asyncio.sleep(0)
+    later = gateway.queue_call("client", "nothing", {})  # ... and a call comes meanwhile
+    record, _ = await later
+    assert record.is_error  # it ran (no such tool)
+    await closing
+    second = session._turn
+    assert second is not first
+    await gateway.aclose()
+
+
+async def test_a_call_whose_waiter_is_cancelled_leaves_the_session_working() -> None:
+    gateway = Gateway(GatewayConfig(upstreams=()))
+    await gateway.start()
+    first = await running_turn(gateway)
+    gone = gateway.queue_call("client", "nothing", {})
+    gone.cancel()  # the client gave up on it
+    assert await running_turn(gateway) is first
+    assert gone.cancelled()
+    await gateway.aclose()

@@ -1,0 +1,75 @@
+"""Arguments a model seam hands over already parsed (pipeline/_call_records.py): a flat object of
+JSON scalars is copied as it is, and gives exactly what the JSON round trip gives any other
+mapping (same keys, values and types, a new dict the caller's changes do not reach)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline._call_records import parse_arguments
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(st.characters(codec=None)),
+)
+
+
+def round_trip(arguments: dict[Any, Any]) -> Any:
+    return json.loads(json.dumps(arguments))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal with the same types, NaN equal to NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
+
+
+@given(st.dictionaries(st.text(st.characters(codec=None)), scalars))
+def test_a_flat_object_is_what_the_json_round_trip_gives(arguments: dict[str, Any]) -> None:
+    parsed = parse_arguments("c1", "tool", arguments)
+    assert isinstance(parsed, dict)
+    assert parsed is not arguments
+    assert same(parsed, round_trip(arguments))
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"nested": {"a": [1, (2, 3)]}},
+        {"level": Level.HIGH},
+        {"text": Text("subclass")},
+        {1: "an int key"},
+        {"tuple": (1, 2)},
+        OrderedDict(a=1),
+    ],
+    ids=["nested", "int-enum", "str-subclass", "int-key", "tuple", "ordered-dict"],
+)
+def test_anything_else_still_takes_the_json_round_trip(arguments: dict[Any, Any]) -> None:
+    parsed = parse_arguments("c1", "tool", arguments)
+    assert same(parsed, round_trip(arguments))
