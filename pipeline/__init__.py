@@ -2,7 +2,8 @@
 
 The top level holds what most programs use. The wings have public sub-packages of their own:
 `pipeline.errors` (the `LoopError` tree), `pipeline.events` (what listeners receive),
-`pipeline.stages` (the middleware contract), `pipeline.artifacts` (artifacts, media, trust
+`pipeline.stages` (the middleware contract), `pipeline.calls` (a tool call's run, record and
+decisions), `pipeline.artifacts` (artifacts, media, trust
 envelopes), `pipeline.stores` (persistence), `pipeline.models` (the model seam) and
 `pipeline.testing` (test doubles). Every name those modules export is also importable from
 ``pipeline`` itself, as before they moved (``from pipeline import SqliteStore`` keeps working).
@@ -14,6 +15,7 @@ named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 import typing as _typing
 
 from . import artifacts as artifacts
+from . import calls as calls
 from . import errors as errors
 from . import events as events
 from . import models as models
@@ -37,10 +39,8 @@ from ._stash_snapshot import StashSnapshot as StashSnapshot
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolDescription as ToolDescription
-from ._tool import ToolGuard as ToolGuard
 from ._tool import ToolOutput as ToolOutput
 from ._tool_decorator import tool as tool
-from ._toolcall import ToolCall as ToolCall
 
 # Re-exported from the public sub-packages, so every old import path keeps working.
 from .artifacts import ArtifactTool as ArtifactTool
@@ -52,7 +52,21 @@ from .artifacts import SpooledArtifact as SpooledArtifact
 from .artifacts import ToolMethod as ToolMethod
 from .artifacts import TrustTier as TrustTier
 from .artifacts import render_tool_result as render_tool_result
+from .calls import Decision as Decision
+from .calls import DecisionAction as DecisionAction
+from .calls import DecisionWhen as DecisionWhen
+from .calls import ToolCall as ToolCall
+from .calls import ToolCallContext as ToolCallContext
+from .calls import ToolCallNext as ToolCallNext
+from .calls import ToolCallResults as ToolCallResults
+from .calls import ToolDecision as ToolDecision
+from .calls import ToolDecisionAction as ToolDecisionAction
+from .calls import Verdict as Verdict
+from .calls import verdict as verdict
 from .errors import AlreadySignalledError as AlreadySignalledError
+from .errors import ArgumentsLockedError as ArgumentsLockedError
+from .errors import CallDeniedError as CallDeniedError
+from .errors import CallRejectedError as CallRejectedError
 from .errors import ConfigurationError as ConfigurationError
 from .errors import DispatchPipelineError as DispatchPipelineError
 from .errors import ExecutorError as ExecutorError
@@ -91,6 +105,7 @@ from .errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from .errors import ToolDownstreamError as ToolDownstreamError
 from .errors import ToolError as ToolError
 from .errors import ToolNotFoundError as ToolNotFoundError
+from .errors import ToolUnavailableError as ToolUnavailableError
 from .errors import TurnAbortedError as TurnAbortedError
 from .events import DispatchEnd as DispatchEnd
 from .events import DispatchStart as DispatchStart
@@ -106,6 +121,7 @@ from .events import MessageStored as MessageStored
 from .events import ModelTextDelta as ModelTextDelta
 from .events import StageName as StageName
 from .events import ToolCallStored as ToolCallStored
+from .events import ToolDecided as ToolDecided
 from .events import ToolExecutionEnd as ToolExecutionEnd
 from .events import ToolExecutionStart as ToolExecutionStart
 from .events import TurnEnd as TurnEnd
@@ -130,8 +146,6 @@ from .stages import MethodRegistration as MethodRegistration
 from .stages import MiddlewareProvider as MiddlewareProvider
 from .stages import MiddlewareSpec as MiddlewareSpec
 from .stages import Stage as Stage
-from .stages import ToolCallContext as ToolCallContext
-from .stages import ToolCallNext as ToolCallNext
 from .stages import ToolCallStageFn as ToolCallStageFn
 from .stages import TurnStageFn as TurnStageFn
 from .stores import MemorySpoolStore as MemorySpoolStore
@@ -186,6 +200,7 @@ __all__ = [
     "ChatModel",
     "ConfigurationError",
     "ContextLog",
+    "Decision",
     "DispatchContext",
     "Event",
     "FileSpoolStore",
@@ -217,9 +232,9 @@ __all__ = [
     "ToolCallContext",
     "ToolCallNext",
     "ToolContext",
+    "ToolDecision",
     "ToolDescription",
     "ToolError",
-    "ToolGuard",
     "ToolLoopExecutor",
     "ToolNotFoundError",
     "ToolOutput",

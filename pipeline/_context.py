@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from ._gate import Gate
     from ._registry import ToolRegistry
     from ._stash import Stash
-    from ._toolcall import ToolCall
     from ._turn_state import TurnState
     from .artifacts._artifact import SpooledArtifact
+    from .calls._decision import ToolDecision
+    from .calls._toolcall import ToolCall
     from .models._seam import Message
     from .stores._spool import SpoolReader, SpoolStore
 
@@ -195,6 +196,34 @@ class TurnView:
     def tool_call_count(self, checksum: str) -> int:
         """How many stored calls (history included) have this checksum (O(1))."""
         return self._state.checksums.get(checksum, 0)
+
+    def validated_call_count(self, validated_checksum: str) -> int:
+        """How many stored calls (history included) carry this ``validated_checksum`` (O(1)).
+
+        Only calls whose run computed it carry one (a policy read
+        `ToolCallContext.validated_checksum`): two calls that differ only by spelling out a
+        default count as the same call here.
+        """
+        return self._state.validated.get(validated_checksum, 0)
+
+    @property
+    def tool_decisions(self) -> Sequence[ToolDecision]:
+        """The decisions about tools taken in this turn so far, in order."""
+        return tuple(self._state.tool_decisions)
+
+    def decide_tool(self, decision: ToolDecision) -> None:
+        """Take a decision about a tool for the rest of the turn, and say why.
+
+        ``action="hidden"`` hides the tool in the turn's registry (it is no longer offered nor
+        callable); ``"withdrawn"`` records that whoever decided removed it (a registry
+        admission check refusing it). Either way a later call to the tool reads
+        ``E_TOOL_UNAVAILABLE`` with the policy and reason, the decision is kept in
+        ``TurnResult.tool_decisions``,
+        emitted as `ToolDecided` and audited as a row of its own: never as a row of the call
+        that led to it. (Hiding with ``ctx.tools.hide`` says nothing: the model then reads the
+        name as unknown.)
+        """
+        self._state.decide_tool(decision)
 
     def is_call_id_taken(self, call_id: str) -> bool:
         """True when a call with this id is stored in this turn or its conversation.

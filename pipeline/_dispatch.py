@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._call_records import DEFAULT_INLINE_LIMIT
 from ._context import TurnView
 from ._errors import AlreadySignalledError, LoopError, NackedError
 from ._events import ModelTextDelta, StageName
 from ._history import HistoryView
-from ._tool_calls import run_tool_call
+from .calls._decision import DecisionAction
+from .calls._outcome import DEFAULT_INLINE_LIMIT
+from .calls._run import ToolCallContext, unrun_record
 from .models._seam import ModelRequest, model_request
 
 if TYPE_CHECKING:
     from ._context import TurnContext
-    from ._toolcall import ToolCall
     from ._turn_state import TurnState
+    from .calls._toolcall import ToolCall
 
 __all__ = ["DispatchContext"]
 
@@ -85,20 +86,60 @@ class DispatchContext(TurnView):
         """Run one call the model proposed; await it for the completed record (not yet stored).
 
         ``arguments`` is the JSON text the provider sent (or an already parsed object). The
-        tool is looked up among the turn's visible tools (a hidden tool is not callable), the
-        arguments are validated, the ``tool_call`` middleware run around the handler, and the
-        outcome becomes the record. Bad JSON, arguments that fail the tool's schema, an unknown
-        or hidden tool, a denial and a raising handler all give an error record the model reads
-        next iteration; they never raise. Text and bytes results up to ``inline_limit`` UTF-8
-        bytes are shown whole (``inline=True``); longer ones are spooled and shown as an
-        artifact handle. Store the record with `store_tool_call`.
+        call gets a run (`ToolCallContext`): its arguments are parsed, its tool looked up among
+        the turn's visible tools, the arguments validated, the ``tool_call`` middleware run
+        around the handler, and the record built with every decision taken. Bad JSON,
+        arguments that fail the tool's schema, a name no tool has, a tool a decision took away,
+        a denial and a raising handler all give an error record the model reads next iteration;
+        they never raise. Text and bytes results up to ``inline_limit`` UTF-8 bytes are shown
+        whole (``inline=True``); longer ones are spooled and shown as an artifact handle. Store
+        the record with `store_tool_call`.
 
         Raises:
-            TurnAbortedError: the handler, a guard or a ``tool_call`` hook aborted the turn.
+            TurnAbortedError: the handler or a ``tool_call`` hook aborted the turn (answer the
+                call with `abandoned_call`).
         """
         state = self._state
-        return run_tool_call(
-            self, state.tools, call_id, name, arguments, inline_limit, state.tool_call_stage
+        run = ToolCallContext(self, state, call_id, name)
+        return run.run(state.tools, arguments, state.tool_call_onion, inline_limit)
+
+    def refused_call(
+        self,
+        call_id: str,
+        name: str,
+        *,
+        policy: str,
+        reason: str,
+        action: DecisionAction = "denied",
+        text: str | None = None,
+    ) -> ToolCall:
+        """The record of a proposed call the executor answers without running it.
+
+        The record carries the decision (``policy``, ``action``, ``reason``) and the model
+        reads ``text`` (default ``Error: <policy> <action> the call: <reason>; it was not
+        run.``). The standard executor answers calls beyond ``max_calls_per_response`` so.
+        """
+        if text is None:
+            text = f"Error: {policy} {action} the call: {reason}; it was not run."
+        return unrun_record(call_id, name, policy=policy, action=action, reason=reason, text=text)
+
+    def abandoned_call(self, call_id: str, name: str) -> ToolCall:
+        """The record of a call the turn's abort (or a cancellation) kept from finishing.
+
+        A call whose run was interrupted keeps what it did (whether its handler ran, its
+        decisions, how long it ran); a call that never started reads that the turn was aborted
+        before it ran. Either way the record carries an ``"aborted"`` decision.
+        """
+        run = self._state.interrupted.pop(call_id, None)
+        if run is not None:
+            return run.abandon("the turn was aborted")
+        return unrun_record(
+            call_id,
+            name,
+            policy="loopware.turn",
+            action="aborted",
+            reason="the turn was aborted",
+            text="Error: the turn was aborted before this call ran.",
         )
 
     def model_request(self) -> ModelRequest:

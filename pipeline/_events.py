@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ._errors import LoopError
     from ._gate import Gate
-    from ._toolcall import ToolCall
+    from .calls._decision import ToolDecision
+    from .calls._toolcall import ToolCall
     from .models._seam import Message
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "ModelTextDelta",
     "StageName",
     "ToolCallStored",
+    "ToolDecided",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "TurnEnd",
@@ -186,6 +188,14 @@ class ToolCallStored(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDecided(Event):
+    """A policy hid or withdrew a tool for the rest of the turn (see `ToolDecision`)."""
+
+    decision: ToolDecision
+    """What was decided, by whom and why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MessageStored(Event):
     """A message was persisted."""
 
@@ -247,6 +257,7 @@ for _cls in (
     ToolExecutionStart,
     ToolExecutionEnd,
     ToolCallStored,
+    ToolDecided,
     MessageStored,
     ErrorReported,
     GateOpened,

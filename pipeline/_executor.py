@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._call_records import DEFAULT_INLINE_LIMIT, error_call
 from ._errors import TurnAbortedError
-from ._toolcall import ToolCall
 from ._turn_state import uncancellable
+from .calls._outcome import DEFAULT_INLINE_LIMIT
+from .calls._toolcall import ToolCall
 from .models._seam import NO_USAGE, ChatModel, ProposedToolCall, new_message
 
 if TYPE_CHECKING:
@@ -109,7 +109,6 @@ class ToolLoopExecutor:
         limit = self.inline_limit
         cap = self.max_calls_per_response
         run = proposed if cap is None or len(proposed) <= cap else proposed[:cap]
-        running = ""
         try:
             if self.parallel_tool_calls and len(run) > 1:
                 await _run_together(ctx, run, ids, limit)
@@ -117,7 +116,6 @@ class ToolLoopExecutor:
                 for p, cid in zip(run, ids, strict=False):
                     if ctx.aborted:
                         break
-                    running = cid
                     call = await ctx.run_tool(p.name, p.arguments, call_id=cid, inline_limit=limit)
                     await ctx.store_tool_call(call)
             if len(run) < len(proposed):
@@ -125,10 +123,10 @@ class ToolLoopExecutor:
         except (asyncio.CancelledError, TurnAbortedError):
             # Every id the assistant message announced gets a record, or providers refuse the
             # conversation's next turn (a tool_use without its tool_result).
-            await uncancellable(_answer_unrun(ctx, proposed, ids, running))
+            await uncancellable(_answer_unrun(ctx, proposed, ids))
             raise
         if ctx.aborted:
-            await uncancellable(_answer_unrun(ctx, proposed, ids, ""))
+            await uncancellable(_answer_unrun(ctx, proposed, ids))
 
 
 async def _run_together(
@@ -159,47 +157,53 @@ async def _settle(
 
     An abort, a cancellation, a call raising `TurnAbortedError` (or an unexpected error) must
     not leave siblings running after the turn ends, nor lose the calls that already finished:
-    those are stored as they are, every other one as an error.
+    those are stored as they are, every other one as abandoned (or, after an unexpected error,
+    as failed in its batch).
     """
     for task in tasks:
         task.cancel()
     await asyncio.wait(tasks)
-    if isinstance(exc, asyncio.CancelledError | TurnAbortedError) or ctx.aborted:
-        unfinished = _ABORTED_WHILE
-    else:
-        unfinished = f"Error: the call did not complete ({type(exc).__name__} in its batch)."
+    aborted = isinstance(exc, asyncio.CancelledError | TurnAbortedError) or ctx.aborted
     for p, cid, task in zip(run, ids, tasks, strict=False):
         if ctx.get_tool_call(cid) is not None:
             continue
         if not task.cancelled() and task.exception() is None:
             await ctx.store_tool_call(task.result())
+        elif aborted:
+            await ctx.store_tool_call(ctx.abandoned_call(cid, p.name))
         else:
-            await ctx.store_tool_call(error_call(cid, p.name, unfinished))
+            await ctx.store_tool_call(
+                ctx.refused_call(
+                    cid,
+                    p.name,
+                    policy="loopware.executor",
+                    action="failed",
+                    reason=f"{type(exc).__name__} in its batch",
+                    text=f"Error: the call did not complete ({type(exc).__name__} in its batch).",
+                )
+            )
 
 
 async def _refuse_over_cap(
     ctx: DispatchContext, proposed: Sequence[ProposedToolCall], ids: Sequence[str], cap: int
 ) -> None:
     """Answer every call beyond the per-response cap with an error; none of them runs."""
-    text = f"Error: at most {cap} tool calls per response; this one was not run."
+    reason = f"at most {cap} tool calls per response"
+    text = f"Error: {reason}; this one was not run."
     for p, cid in zip(proposed[cap:], ids[cap:], strict=True):
         if ctx.aborted:
             return
-        await ctx.store_tool_call(error_call(cid, p.name, text))
-
-
-_ABORTED_WHILE = "Error: the turn was aborted while this call ran."
-_ABORTED_BEFORE = "Error: the turn was aborted before this call ran."
+        call = ctx.refused_call(cid, p.name, policy="loopware.executor", reason=reason, text=text)
+        await ctx.store_tool_call(call)
 
 
 async def _answer_unrun(
-    ctx: DispatchContext, proposed: Sequence[ProposedToolCall], ids: Sequence[str], running: str
+    ctx: DispatchContext, proposed: Sequence[ProposedToolCall], ids: Sequence[str]
 ) -> None:
-    """Store an error for every announced call without a record (``running`` was in flight)."""
+    """Store a record for every announced call that has none (the turn was aborted)."""
     for p, cid in zip(proposed, ids, strict=True):
         if ctx.get_tool_call(cid) is None:
-            text = _ABORTED_WHILE if cid == running else _ABORTED_BEFORE
-            await ctx.store_tool_call(error_call(cid, p.name, text))
+            await ctx.store_tool_call(ctx.abandoned_call(cid, p.name))
 
 
 def unique_call_ids(ctx: DispatchContext, proposed: Sequence[ProposedToolCall]) -> list[str]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ._errors import LoopError
     from ._events import TurnStatus
-    from ._toolcall import ToolCall
+    from .calls._toolcall import ToolCall
     from .models._seam import Message
 
 __all__ = ["TurnResult"]

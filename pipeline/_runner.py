@@ -25,7 +25,6 @@ from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
 from ._sync_loop import SyncLoop
 from ._tool import Tool
-from ._tool_call_stage import ToolCallStage
 from ._turn import Turn
 from ._turn_state import TurnState
 from .stores._store import MemoryStore
@@ -131,7 +130,6 @@ class TurnRunner:
         "_store",
         "_sync_loop",
         "_system_prompt",
-        "_tool_call_stage",
     )
 
     def __init__(
@@ -216,10 +214,6 @@ class TurnRunner:
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._onions = build_onions(resolved)
-        tool_call = self._onions["tool_call"]
-        self._tool_call_stage = (
-            ToolCallStage(tool_call.fns, tool_call.names) if tool_call.fns else None
-        )
         self._bus = EventBus()
         self._sync_loop = SyncLoop()
         weakref.finalize(self, self._sync_loop.close)
@@ -270,10 +264,10 @@ class TurnRunner:
             store=self._store,
             spool=self._spool,
             bus=self._bus,
+            tool_call_onion=self._onions["tool_call"],
             system_prompt=self._system_prompt,
             conversation_id=conversation_id,
         )
-        state.tool_call_stage = self._tool_call_stage
         return Turn(
             state,
             executor=self._executor,

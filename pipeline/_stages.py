@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._context import TurnContext
     from ._dispatch import DispatchContext
     from ._events import Event
-    from ._tool_call_ctx import ToolCallContext, ToolCallNext
+    from .calls._run import ToolCallContext, ToolCallNext
 
 __all__ = [
     "CallNext",

@@ -3,19 +3,22 @@
 A tool is run only through ``tool.run(ctx, args, call_id=...)`` (or its bound form
 ``tool.bind(ctx)``), which checksums the raw arguments, validates them (strict JSON-mode rules,
 see `ArgsSchema`), emits `ToolExecutionStart` / `ToolExecutionEnd` around the handler and wraps a
-handler failure in `ToolDownstreamError`.
+handler failure in `ToolDownstreamError`. In a turn, a call reaches `Tool.run` through its run
+(``pipeline/calls/_run.py``), after the ``tool_call`` stage.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from typing_extensions import TypedDict
 
-from ._errors import LoopError
-from ._events import Event
+from ._errors import LoopError, ToolDownstreamError
+from ._events import Event, ToolExecutionEnd, ToolExecutionStart
 from ._ids import new_id
 from ._json import tool_call_checksum
 from ._stash import Stash
@@ -28,7 +31,6 @@ from ._tool_checks import (
     not_json,
     resolve_artifact_class,
 )
-from ._tool_run import run_handler
 from ._tool_schema import ArgsSchema
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
@@ -41,7 +43,6 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolDescription",
-    "ToolGuard",
     "ToolHandler",
     "ToolOutput",
 ]
@@ -55,9 +56,6 @@ ToolHandler: TypeAlias = Callable[
     [ArgsT, "DispatchContext", Stash], "ToolOutput | Awaitable[ToolOutput]"
 ]
 """A handler: ``(args, ctx, meta) -> ToolOutput``, or an awaitable of it."""
-
-ToolGuard: TypeAlias = Callable[[Mapping[str, Any], "DispatchContext"], Awaitable[None]]
-"""A check run before a handler: ``async (raw_args, ctx) -> None`` (see `Tool.with_guard`)."""
 
 OnCollision: TypeAlias = Literal["throw", "replace", "keep"]
 """How `ToolRegistry.merge` treats an incoming tool whose name is already taken."""
@@ -97,7 +95,8 @@ class Tool(Generic[ArgsT]):
 
     Every field is checked at construction (`InvalidToolError` names the bad field), and the
     argument validator and JSON Schema are built once, here. Assigning any attribute raises
-    `AttributeError`. The handler is only ever run by ``executor(ctx)``.
+    `AttributeError`. The handler is only ever run by `run` (in a turn, after the
+    ``tool_call`` stage).
 
     Example::
 
@@ -119,7 +118,6 @@ class Tool(Generic[ArgsT]):
         "_described",
         "_description",
         "_ephemeral",
-        "_guards",
         "_handler",
         "_is_async",
         "_meta",
@@ -134,7 +132,6 @@ class Tool(Generic[ArgsT]):
     _described: ToolDescription
     _schema: ArgsSchema[ArgsT]
     _handler: ToolHandler[ArgsT]
-    _guards: tuple[ToolGuard, ...]
     _is_async: bool
     _artifact_constructor: Callable[[], type[SpooledArtifact]] | None
     _artifact_class: type[SpooledArtifact]
@@ -196,7 +193,6 @@ class Tool(Generic[ArgsT]):
         init(self, "_description", description)
         init(self, "_schema", schema)
         init(self, "_handler", handler)
-        init(self, "_guards", ())
         init(self, "_is_async", inspect.iscoroutinefunction(handler))
         init(self, "_artifact_constructor", artifact_constructor)
         init(self, "_artifact_class", artifact_class)
@@ -300,8 +296,8 @@ class Tool(Generic[ArgsT]):
             object.__setattr__(self, "_described", described)
             return described
 
-    async def validate(self, args: Mapping[str, Any]) -> ArgsT:
-        """Validate raw arguments as the executor would, without running anything.
+    def validate(self, args: Mapping[str, Any]) -> ArgsT:
+        """Validate raw arguments as a turn would, without running anything.
 
         Strict JSON-mode rules: nothing is coerced (``"5"`` is not an ``int``) but JSON-only
         forms validate (ISO datetimes, UUID strings, enum values); defaults are applied;
@@ -313,31 +309,9 @@ class Tool(Generic[ArgsT]):
         """
         return self._schema.validate(args)
 
-    def validate_sync(self, args: Mapping[str, Any]) -> ArgsT:
-        """`validate` without the coroutine, for code already on the loop's hot path.
-
-        Raises:
-            InvalidToolArgsError: the arguments fail the schema.
-        """
-        return self._schema.validate(args)
-
-    def with_guard(self, guard: ToolGuard) -> Tool[ArgsT]:
-        """Return a copy of this tool whose calls first pass ``guard``.
-
-        ``await guard(raw_args, ctx)`` runs after the arguments validated and before
-        `ToolExecutionStart` and the handler (guards added earlier run first). A `LoopError` it
-        raises propagates unchanged, so the call fails with that message and the handler never
-        runs; any other exception becomes a `ToolDownstreamError` chained to it. This is how
-        approval middleware wraps a tool without access to its private handler.
-
-        Raises:
-            InvalidToolError: ``guard`` is not callable.
-        """
-        if not callable(guard):
-            raise bad(self._name, "guard", f"must be an async callable, got {guard!r}")
-        copy = self._copy()
-        object.__setattr__(copy, "_guards", (*self._guards, guard))
-        return copy
+    def dump_args(self, validated: ArgsT) -> dict[str, Any]:
+        """Validated arguments as JSON data (defaults included): what `validate` made of them."""
+        return self._schema.dump(validated)
 
     def _copy(self) -> Tool[ArgsT]:
         copy: Tool[ArgsT] = object.__new__(type(self))
@@ -352,7 +326,7 @@ class Tool(Generic[ArgsT]):
     ) -> Tool[ArgsT]:
         """Return a copy of this tool whose handler is ``wrap(handler)``.
 
-        Everything else (schema, guards, events, error wrapping) stays as it is; the wrapper
+        Everything else (schema, events, error wrapping) stays as it is; the wrapper
         receives ``(args, ctx, meta)`` like the handler. This is how durable turns
         (``pipeline/durable/``) run each handler as a checkpointed step without access to the
         private handler.
@@ -369,7 +343,7 @@ class Tool(Generic[ArgsT]):
         object.__setattr__(copy, "_is_async", inspect.iscoroutinefunction(handler))
         return copy
 
-    def run(
+    async def run(
         self,
         ctx: ToolContext,
         args: Mapping[str, Any],
@@ -377,29 +351,25 @@ class Tool(Generic[ArgsT]):
         call_id: str,
         checksum: str | None = None,
         validated: ArgsT | None = None,
-    ) -> Coroutine[Any, Any, ToolOutput]:
-        """Run this tool once for ``ctx`` on the raw ``args``; await it for the handler's value.
+    ) -> ToolOutput:
+        """Run this tool once for ``ctx`` on the raw ``args`` and return the handler's value.
 
         Per call: (1) ``checksum = tool_call_checksum(name, args)`` over the raw arguments
-        (unless the caller already computed it); (2) validation (failure:
-        `InvalidToolArgsError`, no event, handler not called); (3) the guards (see
-        `with_guard`); (4) `ToolExecutionStart`; (5) the handler, inline when sync, awaited when
-        it returns an awaitable; (6) `ToolExecutionEnd` and the handler's value, unchanged. The
-        events carry ``call_id`` (the provider's id of the call) and ``checksum`` (what was
-        asked).
+        (unless the caller already computed it); (2) validation, unless ``validated`` holds
+        arguments the caller validated with `validate` (failure: `InvalidToolArgsError`, no
+        event, handler not called); (3) `ToolExecutionStart`; (4) the handler, inline when
+        sync, awaited when it returns an awaitable; (5) `ToolExecutionEnd`. The events carry
+        ``call_id`` (the provider's id of the call) and ``checksum`` (what was asked); they are
+        built only when the context has a listener (``ctx.listening``).
 
         When the handler raises, the end event carries ``is_error=True`` and: a `LoopError`
         (including `TurnAbortedError`) is re-raised unchanged; any other exception becomes a
         `ToolDownstreamError` (``tool_name``, ``call_id``) chained to it;
         ``asyncio.CancelledError`` and other ``BaseException`` subclasses propagate unchanged.
 
-        ``ctx`` is handed to the handler as its context: the runner passes the
-        `DispatchContext`; tests may pass any `ToolContext`. ``validated`` skips step (2) for
-        arguments the caller already validated with `validate_sync`.
-
-        It returns the coroutine without a coroutine of its own (the hot path): arguments that
-        are not JSON data raise `InvalidToolArgsError` at the call, everything else when the
-        coroutine is awaited.
+        ``ctx`` is handed to the handler as its context: a turn passes its `DispatchContext`;
+        tests may pass any `ToolContext`. Inside a turn, calls go through the turn's
+        ``tool_call`` stage first (`DispatchContext.run_tool`); this runs the tool alone.
         """
         name = self._name
         if checksum is None:
@@ -409,20 +379,40 @@ class Tool(Generic[ArgsT]):
                 raise not_json(name, exc) from exc
             except RecursionError:
                 raise not_json(name, "nested too deeply") from None
-        return run_handler(
-            name,
-            self._schema,
-            self._guards,
-            self._handler,
-            self._meta,
-            self._is_async,
-            ctx,
-            args,
-            call_id,
-            checksum,
-            getattr(ctx, "listening", True),
-            validated,
-        )
+        if validated is None:
+            validated = self._schema.validate(args)
+        handler_ctx: Any = ctx  # a turn passes its DispatchContext; tests any ToolContext
+        listening = getattr(ctx, "listening", True)
+        started_at = datetime.now(UTC) if listening else None
+        if started_at is not None and _wants_start(ctx):
+            ctx.emit(
+                ToolExecutionStart(
+                    turn_id=ctx.turn_id,
+                    timestamp=started_at,
+                    tool_name=name,
+                    call_id=call_id,
+                    checksum=checksum,
+                    args=validated,
+                    started_at=started_at,
+                )
+            )
+        start = perf_counter() if started_at is not None else 0.0
+        try:
+            result = self._handler(validated, handler_ctx, self._meta)
+            if self._is_async or (type(result) is not str and inspect.isawaitable(result)):
+                result = await cast("Awaitable[ToolOutput]", result)
+        except BaseException as exc:
+            if started_at is not None:
+                ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, True))
+            if isinstance(exc, LoopError) or not isinstance(exc, Exception):
+                raise
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise ToolDownstreamError(
+                f"tool {name!r} failed: {detail}", tool_name=name, call_id=call_id
+            ) from exc
+        if started_at is not None:
+            ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, False))
+        return result
 
     def bind(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
         """Return ``async (args) -> ToolOutput`` that runs this tool for ``ctx`` (see `run`).
@@ -437,12 +427,33 @@ class Tool(Generic[ArgsT]):
 
         return execute
 
-    def executor(self, ctx: ToolContext) -> Callable[[Mapping[str, Any]], Awaitable[ToolOutput]]:
-        """The former name of `bind` (DESIGN 5.1), kept so existing code keeps working.
 
-        "Executor" names the model seam (``TurnRunner(executor=...)``); this binds a tool.
-        """
-        return self.bind(ctx)
+def _wants_start(ctx: ToolContext) -> bool:
+    """Whether a listener takes `ToolExecutionStart` (a context that cannot tell: yes)."""
+    listens_for = getattr(ctx, "listens_for", None)
+    return True if listens_for is None else bool(listens_for(ToolExecutionStart))
+
+
+def _end(
+    ctx: ToolContext,
+    name: str,
+    call_id: str,
+    checksum: str,
+    validated: object,
+    started_at: datetime,
+    start: float,
+    is_error: bool,
+) -> ToolExecutionEnd:
+    return ToolExecutionEnd(
+        turn_id=ctx.turn_id,
+        tool_name=name,
+        call_id=call_id,
+        checksum=checksum,
+        args=validated,
+        started_at=started_at,
+        duration_ms=(perf_counter() - start) * 1000.0,
+        is_error=is_error,
+    )
 
 
 for _public in (Tool, ToolContext, ToolDescription):

@@ -231,6 +231,11 @@ class ArgsSchema(Generic[ArgsT]):
         copy: dict[str, Any] = json.loads(self._json_text)
         return copy
 
+    def dump(self, validated: ArgsT) -> dict[str, Any]:
+        """Return validated arguments as JSON data (defaults included, JSON-mode values)."""
+        dumped: dict[str, Any] = self._adapter.dump_python(validated, mode="json")
+        return dumped
+
     def validate(self, args: Mapping[str, Any]) -> ArgsT:
         """Validate raw arguments with strict JSON-mode rules and return the validated value.
 

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ._bus import drain
-from ._call_records import UNNAMED, error_call
 from ._context import TurnContext
 from ._dispatch import DispatchContext
 from ._dispatch_loop import DispatchLoop, Executor
@@ -35,6 +34,8 @@ from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
 from ._turn_state import uncancellable
+from .calls._arguments import UNNAMED
+from .calls._run import unrun_record
 from .models._seam import new_message
 from .stores._store import TurnRecord
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ._onion import Onion
     from ._stages import Stage
     from ._turn_state import TurnState
+    from .calls._decision import DecisionAction
 
 __all__ = ["Turn"]
 
@@ -53,9 +55,9 @@ _STAGE_ERRORS: dict[str, type[LoopError]] = {
 }
 
 
-_UNANSWERED: dict[TurnStatus, str] = {
-    "aborted": "Error: the turn was aborted before this call was answered.",
-    "failed": "Error: the turn failed before this call was answered.",
+_UNANSWERED: dict[TurnStatus, tuple[DecisionAction, str]] = {
+    "aborted": ("aborted", "the turn was aborted before this call was answered"),
+    "failed": ("failed", "the turn failed before this call was answered"),
 }
 """What a call announced but never stored reads, by how the turn ended."""
 
@@ -296,11 +298,19 @@ class Turn:
         }
         if not missing:
             return
-        text = _UNANSWERED.get(status, _UNANSWERED["failed"])
+        action, reason = _UNANSWERED.get(status, _UNANSWERED["failed"])
 
         async def answer() -> None:
             for cid in missing:
-                await state.store_tool_call(error_call(cid, UNNAMED, text))
+                call = unrun_record(
+                    cid,
+                    UNNAMED,
+                    policy="loopware.turn",
+                    action=action,
+                    reason=reason,
+                    text=f"Error: {reason}.",
+                )
+                await state.store_tool_call(call)
 
         try:
             await uncancellable(answer())

@@ -25,6 +25,7 @@ from ._events import (
     MessageStored,
     StageName,
     ToolCallStored,
+    ToolDecided,
 )
 from .artifacts._artifact import SpooledArtifact
 from .stores._store import MemoryStore
@@ -32,10 +33,12 @@ from .stores._store import MemoryStore
 if TYPE_CHECKING:
     from ._bus import EventBus
     from ._gate import Gate
+    from ._onion import Onion
     from ._registry import ToolRegistry
     from ._stash import Stash
-    from ._tool_call_stage import ToolCallStage
-    from ._toolcall import ToolCall
+    from .calls._decision import ToolDecision
+    from .calls._run import ToolCallContext
+    from .calls._toolcall import ToolCall
     from .models._seam import Message
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
@@ -44,6 +47,7 @@ __all__ = ["TurnState", "uncancellable"]
 
 _CHECKSUM = attrgetter("checksum")
 _CALL_ID = attrgetter("id")
+_VALIDATED = attrgetter("validated_checksum")
 
 T = TypeVar("T")
 
@@ -93,6 +97,7 @@ class TurnState:
         "history_calls",
         "history_ids",
         "input",
+        "interrupted",
         "iterations",
         "messages",
         "new_calls",
@@ -106,9 +111,12 @@ class TurnState:
         "store",
         "stored",
         "system_prompt",
-        "tool_call_stage",
+        "taken_tools",
+        "tool_call_onion",
+        "tool_decisions",
         "tools",
         "turn_id",
+        "validated",
     )
 
     def __init__(
@@ -121,6 +129,7 @@ class TurnState:
         store: TurnStore,
         spool: SpoolStore,
         bus: EventBus,
+        tool_call_onion: Onion,
         system_prompt: str | None = None,
         conversation_id: str | None = None,
     ) -> None:
@@ -143,6 +152,8 @@ class TurnState:
         self.calls: list[ToolCall] = []
         self.by_id: dict[str, ToolCall] = {}
         self.checksums: dict[str, int] = {}
+        self.validated: dict[str, int] = {}
+        """Stored calls per ``validated_checksum`` (those that carry one), history included."""
         self.history_calls: tuple[ToolCall, ...] = ()
         self.history_ids: set[str] = set()
         self.new_calls: tuple[ToolCall, ...] = ()
@@ -167,8 +178,15 @@ class TurnState:
         self.errors: list[LoopError] = []
         """Every `LoopError` raised or reported during the turn, in order."""
         self.iterations = 0
-        self.tool_call_stage: ToolCallStage | None = None
-        """The runner's composed ``tool_call`` middleware (None when it has none)."""
+        self.tool_call_onion = tool_call_onion
+        """The runner's composed ``tool_call`` middleware (an empty onion when it has none)."""
+        self.tool_decisions: list[ToolDecision] = []
+        """Every decision about a tool taken in the turn, in order."""
+        self.taken_tools: dict[str, ToolDecision] = {}
+        """The latest decision that hid or withdrew each tool (what a later call to it reads)."""
+        self.interrupted: dict[str, ToolCallContext] = {}
+        """Runs an abort or a cancellation interrupted, by call id (their records keep what
+        they did: see `ToolCallContext.abandon`)."""
 
     def __repr__(self) -> str:
         """Show the turn id and how far it got."""
@@ -186,6 +204,10 @@ class TurnState:
         checksums = self.checksums
         for checksum, n in Counter(map(_CHECKSUM, calls)).items():
             checksums[checksum] = checksums.get(checksum, 0) + n
+        validated = self.validated
+        for vchecksum, n in Counter(map(_VALIDATED, calls)).items():
+            if vchecksum is not None:
+                validated[vchecksum] = validated.get(vchecksum, 0) + n
         self.history_ids.update(map(_CALL_ID, calls))
 
     def seed_calls(self, calls: Iterable[ToolCall]) -> None:
@@ -251,6 +273,21 @@ class TurnState:
         if self.shield == 0 and self.deferred_cancel is not None:
             deliver, self.deferred_cancel = self.deferred_cancel, None
             deliver()
+
+    # -- tools ---------------------------------------------------------------------------------
+    def decide_tool(self, decision: ToolDecision) -> None:
+        """Apply and keep a decision about a tool, and emit `ToolDecided`.
+
+        ``"hidden"`` hides the tool in the turn's registry; ``"withdrawn"`` records a removal
+        made by whoever decided (a registry admission check refusing the tool). A later call to
+        the tool reads the decision.
+        """
+        if decision.action == "hidden":
+            self.tools.hide(decision.tool)
+        self.tool_decisions.append(decision)
+        self.taken_tools[decision.tool] = decision
+        if self.bus.listening:
+            self.emit(ToolDecided(turn_id=self.turn_id, decision=decision))
 
     # -- gates ---------------------------------------------------------------------------------
     async def wait_for(self, gate: Gate[Any]) -> Any:
@@ -381,12 +418,9 @@ class TurnState:
 
     def count(self, call: ToolCall, delta: int) -> None:
         """Keep the checksum counts and the artifact index current for one added/removed call."""
-        checksums = self.checksums
-        n = checksums.get(call.checksum, 0) + delta
-        if n > 0:
-            checksums[call.checksum] = n
-        else:
-            checksums.pop(call.checksum, None)
+        _bump(self.checksums, call.checksum, delta)
+        if call.validated_checksum is not None:
+            _bump(self.validated, call.validated_checksum, delta)
         results = call.results
         if not call.inline and not call.from_artifact_tool and isinstance(results, SpooledArtifact):
             if delta > 0:
@@ -396,6 +430,14 @@ class TurnState:
             self.artifact_version += 1
         elif delta < 0 and self.artifact_ids.pop(call.id, None) is not None:
             self.artifact_version += 1
+
+
+def _bump(counts: dict[str, int], key: str, delta: int) -> None:
+    n = counts.get(key, 0) + delta
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
 
 
 TurnState.__module__ = "pipeline"

@@ -7,6 +7,9 @@ is also importable from ``pipeline``. Four families group the errors a caller ha
 """
 
 from ._errors import AlreadySignalledError as AlreadySignalledError
+from ._errors import ArgumentsLockedError as ArgumentsLockedError
+from ._errors import CallDeniedError as CallDeniedError
+from ._errors import CallRejectedError as CallRejectedError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import DispatchPipelineError as DispatchPipelineError
 from ._errors import ExecutorError as ExecutorError
@@ -45,10 +48,14 @@ from ._errors import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from ._errors import ToolDownstreamError as ToolDownstreamError
 from ._errors import ToolError as ToolError
 from ._errors import ToolNotFoundError as ToolNotFoundError
+from ._errors import ToolUnavailableError as ToolUnavailableError
 from ._errors import TurnAbortedError as TurnAbortedError
 
 __all__ = [
     "AlreadySignalledError",
+    "ArgumentsLockedError",
+    "CallDeniedError",
+    "CallRejectedError",
     "ConfigurationError",
     "DispatchPipelineError",
     "ExecutorError",
@@ -87,5 +94,6 @@ __all__ = [
     "ToolDownstreamError",
     "ToolError",
     "ToolNotFoundError",
+    "ToolUnavailableError",
     "TurnAbortedError",
 ]

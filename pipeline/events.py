@@ -18,6 +18,7 @@ from ._events import MessageStored as MessageStored
 from ._events import ModelTextDelta as ModelTextDelta
 from ._events import StageName as StageName
 from ._events import ToolCallStored as ToolCallStored
+from ._events import ToolDecided as ToolDecided
 from ._events import ToolExecutionEnd as ToolExecutionEnd
 from ._events import ToolExecutionStart as ToolExecutionStart
 from ._events import TurnEnd as TurnEnd
@@ -39,6 +40,7 @@ __all__ = [
     "ModelTextDelta",
     "StageName",
     "ToolCallStored",
+    "ToolDecided",
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "TurnEnd",

@@ -15,8 +15,6 @@ from ._stages import MiddlewareSpec as MiddlewareSpec
 from ._stages import Stage as Stage
 from ._stages import ToolCallStageFn as ToolCallStageFn
 from ._stages import TurnStageFn as TurnStageFn
-from ._tool_call_ctx import ToolCallContext as ToolCallContext
-from ._tool_call_ctx import ToolCallNext as ToolCallNext
 
 __all__ = [
     "CallNext",
@@ -27,8 +25,6 @@ __all__ = [
     "MiddlewareProvider",
     "MiddlewareSpec",
     "Stage",
-    "ToolCallContext",
-    "ToolCallNext",
     "ToolCallStageFn",
     "TurnStageFn",
 ]

@@ -14,11 +14,12 @@ from ._bus import EventBus
 from ._context import TurnContext
 from ._dispatch import DispatchContext
 from ._events import Event
+from ._onion import Onion
 from ._registry import ToolRegistry
 from ._stash import Stash
 from ._tool import Tool
-from ._toolcall import ToolCall
 from ._turn_state import TurnState
+from .calls._toolcall import ToolCall
 from .models._seam import Message, ModelRequest, ModelResponse
 from .stores._spool import MemorySpoolStore, SpoolStore
 from .stores._store import MemoryStore, TurnStore
@@ -127,6 +128,7 @@ def make_dispatch_context(
         store=store if store is not None else MemoryStore(),
         spool=spool if spool is not None else MemorySpoolStore(),
         bus=bus,
+        tool_call_onion=Onion((), ()),
         system_prompt=system_prompt,
     )
     state.load_history(messages, history_tool_calls)

@@ -18,6 +18,10 @@ group the errors a caller handles alike; catch a family to handle all of its mem
     ├── ToolError                          (E_TOOL_ERROR; .tool_name, .call_id)
     │   ├── InvalidToolArgsError           (E_INVALID_TOOL_ARGS, also ValueError)
     │   ├── ToolNotFoundError              (E_TOOL_NOT_FOUND, also LookupError)
+    │   │   └── ToolUnavailableError       (E_TOOL_UNAVAILABLE; .policy, .reason)
+    │   ├── CallDeniedError                (E_CALL_DENIED; .policy, .reason)
+    │   │   └── CallRejectedError          (E_CALL_REJECTED)
+    │   ├── ArgumentsLockedError           (E_ARGS_LOCKED)
     │   └── ToolDownstreamError            (E_TOOL_DOWNSTREAM_ERROR)
     ├── PipelineError                      (E_PIPELINE_ERROR; .stage, .middleware)
     │   ├── InputPipelineError             (E_INPUT_PIPELINE_ERROR)
@@ -90,13 +94,20 @@ from ._pipeline import OutputPipelineError as OutputPipelineError
 from ._pipeline import PipelineError as PipelineError
 from ._pipeline import PipelineShortCircuitedError as PipelineShortCircuitedError
 from ._root import LoopError as LoopError
+from ._tool import ArgumentsLockedError as ArgumentsLockedError
+from ._tool import CallDeniedError as CallDeniedError
+from ._tool import CallRejectedError as CallRejectedError
 from ._tool import InvalidToolArgsError as InvalidToolArgsError
 from ._tool import ToolDownstreamError as ToolDownstreamError
 from ._tool import ToolError as ToolError
 from ._tool import ToolNotFoundError as ToolNotFoundError
+from ._tool import ToolUnavailableError as ToolUnavailableError
 
 __all__ = [
     "AlreadySignalledError",
+    "ArgumentsLockedError",
+    "CallDeniedError",
+    "CallRejectedError",
     "ConfigurationError",
     "DispatchPipelineError",
     "ExecutorError",
@@ -135,6 +146,7 @@ __all__ = [
     "ToolDownstreamError",
     "ToolError",
     "ToolNotFoundError",
+    "ToolUnavailableError",
     "TurnAbortedError",
 ]
 

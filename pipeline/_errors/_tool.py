@@ -7,10 +7,14 @@ from typing import Any
 from ._root import LoopError
 
 __all__ = [
+    "ArgumentsLockedError",
+    "CallDeniedError",
+    "CallRejectedError",
     "InvalidToolArgsError",
     "ToolDownstreamError",
     "ToolError",
     "ToolNotFoundError",
+    "ToolUnavailableError",
 ]
 
 
@@ -113,3 +117,85 @@ class ToolDownstreamError(ToolError):
         super().__init__(
             message, tool_name=tool_name, call_id=call_id, line=line, format=format, **context
         )
+
+
+class ToolUnavailableError(ToolNotFoundError):
+    """A call named a tool that a decision took away during the turn (hidden or withdrawn).
+
+    Unlike an unknown name, the model is told that the tool exists and why it may not be
+    called any more.
+
+    Attributes:
+        policy: Who took the tool away (a middleware namespace such as ``"loopware.limit"``).
+        reason: Why, as that policy put it.
+    """
+
+    code = "E_TOOL_UNAVAILABLE"
+    status = 403
+    default_message = "the tool is not available"
+    policy: str | None
+    reason: str | None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        policy: str | None = None,
+        reason: str | None = None,
+        tool_name: str | None = None,
+        call_id: str | None = None,
+        **context: Any,
+    ) -> None:
+        """Build the error (see the class docstring for the context keywords)."""
+        super().__init__(
+            message, tool_name=tool_name, call_id=call_id, policy=policy, reason=reason, **context
+        )
+
+
+class CallDeniedError(ToolError):
+    """A policy refused one call in the ``tool_call`` stage (or withheld its result).
+
+    Attributes:
+        policy: The policy that decided (a middleware namespace or name).
+        reason: Why, as the policy put it.
+    """
+
+    code = "E_CALL_DENIED"
+    status = 403
+    default_message = "the call was denied"
+    policy: str | None
+    reason: str | None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        policy: str | None = None,
+        reason: str | None = None,
+        tool_name: str | None = None,
+        call_id: str | None = None,
+        **context: Any,
+    ) -> None:
+        """Build the error (see the class docstring for the context keywords)."""
+        super().__init__(
+            message, tool_name=tool_name, call_id=call_id, policy=policy, reason=reason, **context
+        )
+
+
+class CallRejectedError(CallDeniedError):
+    """An approver said no to one call (or its approval timed out or was aborted)."""
+
+    code = "E_CALL_REJECTED"
+    default_message = "the call was rejected"
+
+
+class ArgumentsLockedError(ToolError):
+    """A ``tool_call`` hook tried to change arguments that an approver already approved.
+
+    The arguments a handler receives are the ones the approver saw; a hook that replaces them
+    after the approval makes the call fail instead (it is not run).
+    """
+
+    code = "E_ARGS_LOCKED"
+    status = 409
+    default_message = "the arguments were approved and can no longer be changed"

@@ -43,7 +43,7 @@ from ._media import Media
 
 if TYPE_CHECKING:
     from .._tool import Tool
-    from .._toolcall import ToolCall
+    from ..calls._toolcall import ToolCall
 
 __all__ = ["RenderedResult", "neutralise", "render_tool_result"]
 

@@ -38,7 +38,7 @@ from ._toolmethod import ToolMethod
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from .._toolcall import ToolCall
+    from ..calls._toolcall import ToolCall
 
 __all__ = ["ArtifactContext", "ArtifactTool", "forge_tools"]
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._call_records import DEFAULT_INLINE_LIMIT
 from .._events import Event, GateClosed, GateOpened
 from .._executor import DEFAULT_MAX_CALLS_PER_RESPONSE, ToolLoopExecutor
 from .._runner import TurnRunner
+from ..calls._outcome import DEFAULT_INLINE_LIMIT
 from ..stores._store import MemoryStore
 from ._checks import STORE_API, check_options, check_patterns, check_turn, check_waiting, load_dbos
 from ._errors import DurableConfigError

@@ -17,7 +17,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from .._errors import LoopError, TurnAbortedError
-from .._toolcall import ToolCall
+from ..calls._toolcall import ToolCall
 from ._errors import RecordedToolError, ToolInterruptedError
 from ._replay import current_run, stash_digest
 

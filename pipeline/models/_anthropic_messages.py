@@ -24,8 +24,8 @@ from ..artifacts._envelope import render_tool_result
 
 if TYPE_CHECKING:
     from .._tool import Tool
-    from .._toolcall import ToolCall
     from ..artifacts._media import Media
+    from ..calls._toolcall import ToolCall
     from ._prefix import ConversationStep
 
 __all__ = [

@@ -45,8 +45,8 @@ from ._tool_defs import to_openai_tools
 
 if TYPE_CHECKING:
     from .._tool import ToolDescription
-    from .._toolcall import ToolCall
     from ..artifacts._media import Media
+    from ..calls._toolcall import ToolCall
     from ._prefix import ConversationStep
     from ._seam import ModelRequest
 

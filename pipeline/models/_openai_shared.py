@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import ModelAuthenticationError
-from .._toolcall import ToolCall
+from ..calls._toolcall import ToolCall
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

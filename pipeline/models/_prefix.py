@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from .._toolcall import ToolCall
+    from ..calls._toolcall import ToolCall
     from ._seam import Message, ModelRequest
 
 __all__ = ["ConversationStep", "PrefixCache"]

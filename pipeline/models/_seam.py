@@ -14,7 +14,7 @@ from .._ids import new_id
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
     from .._tool import ToolDescription
-    from .._toolcall import ToolCall
+    from ..calls._toolcall import ToolCall
 
 __all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
 

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    from .._toolcall import ToolCall
     from ..artifacts._artifact import SpooledArtifact
+    from ..calls._toolcall import ToolCall
     from ..models._seam import Message
     from ._spool import SpoolStore
     from ._store import TurnRecord

@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._toolcall import ToolCall
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._media import Media
+from ..calls._toolcall import ToolCall
 from ..models._seam import Message
 from ._body_refs import missing_body
 from ._spool import MemorySpoolReader

@@ -56,8 +56,8 @@ from ._sqlite_codec import (
 from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
-    from .._toolcall import ToolCall
     from ..artifacts._artifact import SpooledArtifact
+    from ..calls._toolcall import ToolCall
     from ..models._seam import Message
     from ._store import TurnRecord
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .._events import TurnStatus
-    from .._toolcall import ToolCall
+    from ..calls._toolcall import ToolCall
     from ..models._seam import Message
 
 __all__ = ["MemoryStore", "TurnRecord", "TurnStore"]

@@ -21,7 +21,7 @@ from pipeline import (
     tool,
 )
 from pipeline._json import tool_call_checksum
-from pipeline._toolcall import build_record
+from pipeline.calls._toolcall import build_record
 from pipeline.models._seam import new_message
 from pipeline.testing import ScriptedModel, make_dispatch_context
 

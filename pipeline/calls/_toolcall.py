@@ -1,4 +1,10 @@
-"""`ToolCall`: the frozen record of one completed (or failed) tool call.
+"""`ToolCall`: the frozen record of one completed (or failed) tool call, and its constructor.
+
+A record says what was asked (``tool``, ``args``, ``checksum``), what happened (``results``,
+``is_error``), whether the handler ran (``ran``) and for how long (``duration_ms``), and every
+decision taken about the call (``decisions``, see `Decision`); ``verdict`` reads them into one
+word. The loop builds every record it stores with `build_record`, from the call's run
+(``pipeline/calls/_run.py``).
 
 ``id`` and ``checksum`` are different things: ``id`` names the call (the provider's call id, or
 `ToolCall.new_id`; it keys the call's artifact), ``checksum`` names what was asked (the SHA-256
@@ -20,11 +26,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NoReturn, TypeAlias
 
-from ._errors import InvalidToolCallError
-from ._frozen import FrozenDict, freeze_json, slot_setters
-from ._json import tool_call_checksum
-from .artifacts._artifact import SpooledArtifact
-from .artifacts._media import Media
+from .._errors import InvalidToolCallError
+from .._frozen import FrozenDict, freeze_json, slot_setters
+from .._json import tool_call_checksum
+from ..artifacts._artifact import SpooledArtifact
+from ..artifacts._media import Media
+from ._decision import Decision, Verdict, verdict
 
 __all__ = ["ToolCall", "ToolCallResults", "build_record"]
 
@@ -117,6 +124,25 @@ def _check_flag(field_name: str, value: object) -> None:
         _bad(field_name, f"must be a bool, not {type(value).__name__}")
 
 
+def _check_decisions(call: ToolCall) -> None:
+    decisions: object = call.decisions
+    if type(decisions) is not tuple:
+        if not isinstance(decisions, list | tuple):
+            _bad("decisions", f"must be a tuple of Decision, not {type(decisions).__name__}")
+        decisions = tuple(decisions)
+        object.__setattr__(call, "decisions", decisions)
+    for index, item in enumerate(decisions):
+        if not isinstance(item, Decision):
+            _bad("decisions", f"item {index} is {type(item).__name__}, not a Decision")
+
+
+def _check_duration(value: object) -> None:
+    if value is None or (type(value) is float and value >= 0.0):
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        _bad("duration_ms", f"must be a non-negative number or None, got {value!r}")
+
+
 def _check_text(field_name: str, value: object) -> None:
     if not isinstance(value, str) or not value:
         _bad(field_name, f"must be a non-empty string, got {value!r}")
@@ -153,6 +179,17 @@ class ToolCall:
     """True when the call was made through a forged artifact query tool."""
     inline: bool = False
     """True to show an artifact result to the model whole rather than as a handle."""
+    ran: bool = False
+    """True when the handler ran for this call (whatever its outcome); False when the call
+    was refused, answered or failed before it (see ``decisions`` for why)."""
+    decisions: tuple[Decision, ...] = ()
+    """Every decision taken about the call, in order (see `Decision`)."""
+    duration_ms: float | None = None
+    """How long the handler ran, in milliseconds (None when it did not run)."""
+    validated_checksum: str | None = None
+    """`tool_call_checksum` of the tool name and the *validated* arguments (defaults applied,
+    canonical JSON), when a policy compared calls by it (`RepetitionDetector` does); None
+    otherwise. Two calls that differ only by spelling out a default share it."""
     created_at: datetime = field(default_factory=_now)
     """When the record was created (timezone-aware)."""
     updated_at: datetime = field(default_factory=_now)
@@ -174,6 +211,14 @@ class ToolCall:
         _check_flag("is_error", self.is_error)
         _check_flag("from_artifact_tool", self.from_artifact_tool)
         _check_flag("inline", self.inline)
+        _check_flag("ran", self.ran)
+        _check_decisions(self)
+        _check_duration(self.duration_ms)
+        vchecksum: object = self.validated_checksum
+        if vchecksum is not None and (
+            not isinstance(vchecksum, str) or _CHECKSUM.fullmatch(vchecksum) is None
+        ):
+            _bad("validated_checksum", f"must be 64 hex digits or None, got {vchecksum!r}")
         results = _check_results(self.results)
         if results is not None:
             object.__setattr__(self, "results", results)
@@ -194,6 +239,23 @@ class ToolCall:
         """
         return hash((self.id, self.checksum))
 
+    @property
+    def verdict(self) -> Verdict:
+        """The one word for the call (see `pipeline.calls.verdict`).
+
+        The deciding decision's action, else ``"allowed"`` when the handler ran.
+        """
+        return verdict(self.decisions, self.ran)
+
+    @property
+    def deciding(self) -> Decision | None:
+        """The decision the verdict comes from, or None when no decision was taken."""
+        word = self.verdict
+        for decision in reversed(self.decisions):
+            if decision.action == word:
+                return decision
+        return None
+
     @classmethod
     def completed(
         cls,
@@ -205,6 +267,9 @@ class ToolCall:
         is_error: bool = False,
         from_artifact_tool: bool = False,
         inline: bool = False,
+        ran: bool | None = None,
+        decisions: tuple[Decision, ...] = (),
+        duration_ms: float | None = None,
     ) -> ToolCall:
         """Build the record of a finished call: checksum over the raw args, timestamps now.
 
@@ -216,6 +281,10 @@ class ToolCall:
             is_error: True when the call failed.
             from_artifact_tool: True for calls made through an artifact query tool.
             inline: True to show an artifact result whole.
+            ran: Whether the handler ran; None (the default) means ``not is_error`` (a result
+                came from somewhere; an error record of your own says nothing ran).
+            decisions: The decisions taken about the call.
+            duration_ms: How long the handler ran.
 
         Raises:
             InvalidToolCallError: a part is bad; ``field`` names it.
@@ -238,6 +307,9 @@ class ToolCall:
             results=results,  # type: ignore[arg-type]  # a list is checked and made a tuple
             from_artifact_tool=from_artifact_tool,
             inline=inline,
+            ran=not is_error if ran is None else ran,
+            decisions=tuple(decisions),
+            duration_ms=duration_ms,
             created_at=now,
             updated_at=now,
             completed_at=now,
@@ -252,7 +324,8 @@ class ToolCall:
 _RECORD_SETTERS: Final = slot_setters(
     ToolCall,
     *("id", "tool", "args", "checksum", "is_complete", "is_error", "results"),
-    *("from_artifact_tool", "inline", "created_at", "updated_at", "completed_at"),
+    *("from_artifact_tool", "inline", "ran", "decisions", "duration_ms", "validated_checksum"),
+    *("created_at", "updated_at", "completed_at"),
 )
 
 
@@ -266,18 +339,23 @@ def build_record(
     *,
     from_artifact_tool: bool = False,
     inline: bool = False,
+    ran: bool = False,
+    decisions: tuple[Decision, ...] = (),
+    duration_ms: float | None = None,
+    validated_checksum: str | None = None,
 ) -> ToolCall:
-    """Build a completed record from parts the caller already checked (the hot path).
+    """Build a completed record from parts the caller already checked (the loop's constructor).
 
     ``args`` must be JSON data (it is frozen here) and ``checksum`` its `tool_call_checksum`;
-    ``id`` and ``tool`` non-empty strings; ``results`` one valid result value. Only
-    ``pipeline/_tool_calls.py`` builds records this way (everything else uses
-    `ToolCall.completed`, which checks every part).
+    ``id`` and ``tool`` non-empty strings; ``results`` one valid result value; ``decisions`` a
+    tuple of `Decision`. The loop builds every record this way, from a call's run
+    (``pipeline/calls/_run.py``); everything else uses `ToolCall.completed`, which checks every
+    part.
     """
     record = object.__new__(ToolCall)
     now = datetime.now(UTC)
-    (id_, tool_, args_, checksum_, complete_, error_, results_, artifact_, inline_, created_,
-     updated_, completed_) = _RECORD_SETTERS  # fmt: skip
+    (id_, tool_, args_, checksum_, complete_, error_, results_, artifact_, inline_, ran_,
+     decisions_, duration_, vchecksum_, created_, updated_, done_) = _RECORD_SETTERS  # fmt: skip
     id_(record, id)
     tool_(record, tool)
     args_(record, freeze_json(args, "args"))  # JSON data, checked by the caller
@@ -287,9 +365,13 @@ def build_record(
     results_(record, results)
     artifact_(record, from_artifact_tool)
     inline_(record, inline)
+    ran_(record, ran)
+    decisions_(record, decisions)
+    duration_(record, duration_ms)
+    vchecksum_(record, validated_checksum)
     created_(record, now)
     updated_(record, now)
-    completed_(record, now)
+    done_(record, now)
     return record
 
 

@@ -1,0 +1,107 @@
+"""Reading a proposed call's arguments: the provider's JSON text (or a parsed object) as a dict.
+
+`parse_arguments` is the loop's one argument parser. Text is decoded with
+``JSONDecoder.raw_decode`` (``json.loads`` without its two Python frames, with the same "extra
+data" rule); a mapping a model seam already parsed is copied as JSON data. Anything that is not
+a JSON object raises `InvalidToolArgsError` with the sentence the model reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .._errors import InvalidToolArgsError
+
+__all__ = ["NAME_ECHO", "UNNAMED", "json_kind", "parse_arguments", "shown_name"]
+
+UNNAMED: Final = "(unnamed)"
+"""The tool name stored for a proposed call that named no tool."""
+
+NAME_ECHO: Final = 64
+"""How much of a proposed tool name a record or an error text keeps (a tool name is at most 64
+characters, so only a name no tool can have is cut: a 1 MB name must not come back whole)."""
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+"""The exact types of JSON scalars as ``json.loads`` gives them (no subclasses)."""
+_JSON_SPACE: Final = " \t\n\r"
+_decode: Final = json.JSONDecoder().raw_decode
+
+
+def shown_name(name: str) -> str:
+    """``name`` as records and error texts show it: cut to `NAME_ECHO` characters and ``...``."""
+    return name if len(name) <= NAME_ECHO else name[:NAME_ECHO] + "..."
+
+
+def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
+    """Return the arguments of a call to ``name`` as a fresh dict of JSON data.
+
+    ``arguments`` is the JSON text a provider sent (blank text means ``{}``) or a mapping a
+    model seam parsed already.
+
+    Raises:
+        InvalidToolArgsError: the text is not JSON, holds something other than one object, is
+            nested too deeply, or the mapping is not JSON data.
+    """
+    if type(arguments) is str:
+        text = arguments
+    elif isinstance(arguments, Mapping):
+        if type(arguments) is dict and all(
+            type(key) is str and type(value) in _SCALARS for key, value in arguments.items()
+        ):
+            return dict(arguments)  # flat JSON scalars: what the JSON round trip would give
+        try:
+            text = json.dumps(dict(arguments))
+        except (TypeError, ValueError) as exc:
+            raise _invalid(name, f"are not JSON data ({exc})") from None
+        except RecursionError:
+            raise _too_deep(name) from None
+    else:
+        text = str(arguments)
+    try:
+        args, end = _decode(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+    except RecursionError:
+        raise _too_deep(name) from None
+    except json.JSONDecodeError as exc:
+        if not text.strip(_JSON_SPACE):
+            return {}
+        raise _invalid(
+            name, f"are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        doc = json.JSONDecodeError("Extra data", text, end)
+        raise _invalid(
+            name, f"are not valid JSON ({doc.msg} at line {doc.lineno} column {doc.colno})"
+        )
+    if type(args) is not dict:
+        raise InvalidToolArgsError(
+            f"the arguments for {shown_name(name)!r} must be a JSON object, got "
+            f"{json_kind(args)}.",
+            tool_name=shown_name(name),
+        )
+    return args
+
+
+def _invalid(name: str, what: str) -> InvalidToolArgsError:
+    shown = shown_name(name)
+    return InvalidToolArgsError(
+        f"the arguments for {shown!r} {what}; send a JSON object.", tool_name=shown
+    )
+
+
+def _too_deep(name: str) -> InvalidToolArgsError:
+    return _invalid(name, "are nested too deeply")
+
+
+def json_kind(value: object) -> str:
+    """Name a parsed JSON value's kind for an error message (``"an array"``, ``"null"``, ...)."""
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
