@@ -72,11 +72,12 @@ async def demo() -> None:
     # 4. describe(): what a model is told about a tool (plain JSON data).
     print(json.dumps(add.describe(), indent=2, sort_keys=True))
 
-    # 5. Running tools the way the executor does: tool.executor(ctx)(raw_args).
+    # 5. Running a tool on its own: tool.bind(ctx)(raw_args) validates and runs it once
+    #    (inside a turn, calls go through ctx.run_tool and the tool_call stage first).
     ctx = make_dispatch_context(tools=registry)
-    print(await add.executor(ctx)({"a": 2, "b": 3}))
-    print(await weather.executor(ctx)({"city": "Oslo"}))
-    print(await remember_note.executor(ctx)({"note": "buy milk"}))
+    print(await add.bind(ctx)({"a": 2, "b": 3}))
+    print(await weather.bind(ctx)({"city": "Oslo"}))
+    print(await remember_note.bind(ctx)({"note": "buy milk"}))
     print("stash now:", ctx.stash.all())
 
     # 6. Validation is strict: "5" is not an int, unknown keys are rejected.

@@ -8,8 +8,9 @@ for as long as the tools are offered. The stack stops it:
 * `ToolCallLimit` and `IterationBudget` cap the turn if anything else runs away;
 * `ToolCallCounter` counts, and a custom `Middleware` set reports.
 
-Every decision lands in the stash under ``<namespace>.decisions`` and as a ``policy.decision``
-log event. Run it with ``python examples/03_policy_middleware.py``.
+Every decision about a call lands on the call's record (``call.decisions``, ``call.verdict``,
+``call.ran``), and every decision about a tool (hiding ``search``, withdrawing ``shell_exec``)
+in ``result.tool_decisions``. Run it with ``python examples/03_policy_middleware.py``.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def main() -> None:
         print(f"  {stage}: {', '.join(names) or '-'}")
 
     def show(event: Log) -> None:
-        if event.kind in ("policy.decision", "report"):
+        if event.kind == "report":
             print(f"  log {event.kind}: {event.message}")
 
     runner.on(Log, show)
@@ -135,9 +136,14 @@ def main() -> None:
     loopware = result.stash["loopware"]
     print(f"counts: {loopware['counter']['total']}")
     print(f"queries: {result.stash['custom']['queries']}")
-    for namespace in ("policy", "repetition"):
-        for decision in loopware[namespace]["decisions"]:
-            print(f"{namespace}: {decision['action']} {decision['tool']}: {decision['reason']}")
+    for call in result.tool_calls:
+        why = call.deciding
+        print(
+            f"call {call.id}: {call.tool} {call.verdict} (ran: {call.ran})"
+            + (f" by {why.policy}: {why.reason}" if why is not None else "")
+        )
+    for decision in result.tool_decisions:
+        print(f"tool {decision.tool}: {decision.action} by {decision.policy}: {decision.reason}")
     result.raise_for_status()
 
 

@@ -218,11 +218,11 @@ def _timing(name: str, stage: Stage) -> Any:
         ctx, call_next = args
         inner = 0.0
 
-        async def timed_next() -> Any:
+        async def timed_next() -> None:
             nonlocal inner
             entered = perf_counter()
             try:
-                return await call_next()  # a tool_call's call_next returns the record
+                await call_next()
             finally:
                 inner += perf_counter() - entered
 

@@ -1,4 +1,4 @@
-"""`ApprovalGate`: matching tools wait for an approval before their handler runs (DESIGN 9)."""
+"""`ApprovalGate`: matching tools wait for an approval before their handler runs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from pipeline import (
     TurnAbortedError,
 )
 
-from ._decisions import Action, deny_call, record_decision
 from ._options import check_names, check_namespace
 from ._registration import tool_call
 
@@ -43,6 +42,12 @@ class ApprovalGate:
     arguments the handler will run with (validated, defaults applied, as JSON data); each call
     of a batch waits on its own gate and is decided on its own call id.
 
+    Approval is innermost: the hook is registered with ``order=1000``, after every built-in
+    and every hook of the default order, so nothing runs between the approval and the
+    handler; and an approved call's arguments are locked (`ToolCallContext.approve`): a hook
+    ordered inside it that calls ``replace_args`` fails the call (``E_ARGS_LOCKED``) instead
+    of running the handler on arguments the approver never saw.
+
     Who decides:
 
     * ``approver(gate)`` when given (sync or async): ``True`` approves, ``False`` rejects,
@@ -50,19 +55,17 @@ class ApprovalGate:
     * otherwise (or after ``None``) anyone holding the gate: a ``runner.on(GateOpened, ...)``
       listener calling ``gate.resolve(True | False)`` or ``gate.reject(reason)``.
 
-    Outcomes: approval runs the handler. Rejection denies the call (the handler never runs) with
-    a `PolicyViolationError` message (``policy`` is the namespace) the model reads as an error
-    result; a timeout denies it with the `GateTimeoutError` message; aborting the gate with the
-    `GateAbortedError` one; aborting the turn ends the turn as aborted. Each outcome is
-    recorded as an ``approved`` or ``rejected`` decision under ``<namespace>.decisions`` and as
-    a ``policy.decision`` log carrying the call id.
+    Outcomes: approval runs the handler. Rejection refuses the call (the handler never runs):
+    the model reads ``E_CALL_REJECTED`` with the reason; a timeout and an aborted gate reject
+    it the same way; aborting the turn ends the turn as aborted. Each outcome is an
+    ``"approved"`` or ``"rejected"`` `Decision` on the call's record, under ``namespace``.
     A gate that is never settled holds only its own turn.
 
     Args:
         tools: Glob patterns of the tools that need approval.
         approver: Decides each gate (see above); ``None`` leaves gates to listeners.
         timeout: Seconds a gate waits before the call fails; ``None`` waits until the turn ends.
-        namespace: The stash path of its decisions.
+        namespace: The policy's name in the decisions it takes.
 
     Raises:
         InvalidMiddlewareConfigError: no pattern, a bad pattern, a non-callable approver, a
@@ -126,16 +129,13 @@ class ApprovalGate:
         """Return whether calls to ``tool`` need approval."""
         return any(fnmatchcase(tool, pattern) for pattern in self._tools)
 
-    @tool_call(order=-50)
+    @tool_call(order=1000)
     async def approve(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
         """Hold a matching call at a gate until it is approved; run it only then."""
         name = ctx.tool_name
         if not self.matches(name):
             await call_next()
             return
-        checksum = ctx.checksum
-        args = ctx.args
-        dump = getattr(args, "model_dump", None)
         from pydantic import StrictBool  # lazily: docs/architecture.md, "Import time"
 
         gate: Gate[bool] = Gate(
@@ -144,9 +144,9 @@ class ApprovalGate:
             payload={
                 "tool": name,
                 "call_id": ctx.call_id,
-                "args": dump(mode="json") if callable(dump) else dict(ctx.raw_args),
+                "args": dict(ctx.validated_args),
                 "raw_args": dict(ctx.raw_args),
-                "checksum": checksum,
+                "checksum": ctx.checksum,
                 "iteration": ctx.iteration,
             },
             schema=StrictBool,
@@ -155,37 +155,32 @@ class ApprovalGate:
         asking = None if self._approver is None else asyncio.ensure_future(self._ask(gate))
         try:
             approved = await ctx.wait_for(gate)
-        except PolicyViolationError as exc:  # rejected with text or by the approver
-            self._reject(ctx, exc.message, self._refusal(name, checksum, gate, exc.message))
-            return
-        except GateTimeoutError as exc:
-            self._reject(ctx, "approval timed out", exc)
+        except GateTimeoutError:
+            self._reject(ctx, f"approval timed out after {self._timeout} s")
             return
         except GateAbortedError as exc:
             if ctx.dispatch.aborted:  # the turn's abort aborted the gate: end the turn
-                self._decide(ctx, "rejected", exc.message)
                 raise TurnAbortedError(ctx.dispatch.abort_reason, gate_id=gate.id) from exc
-            self._reject(ctx, exc.message, exc)
+            self._reject(ctx, f"the approval gate was aborted: {exc.message}")
             return
-        except TurnAbortedError:
-            self._decide(ctx, "rejected", "the turn was aborted")
-            raise
-        except LoopError as exc:  # rejected with a custom error: the model reads its message
-            self._reject(ctx, exc.message, exc)
+        except PolicyViolationError as exc:  # rejected with text (or by the approver)
+            self._reject(ctx, exc.message)
+            return
+        except LoopError as exc:  # rejected with an error of its own: keep its code
+            self._reject(ctx, str(exc))
             return
         finally:
             if asking is not None and not asking.done():
                 asking.cancel()
         if approved is not True:
-            reason = f"the call to {name!r} was not approved"
-            self._reject(ctx, reason, self._refusal(name, checksum, gate, reason))
+            self._reject(ctx, "the approver said no")
             return
-        self._decide(ctx, "approved", "approved")
+        ctx.approve("approved", policy=self._namespace)
         await call_next()
 
-    def _reject(self, ctx: ToolCallContext, reason: str, error: LoopError) -> None:
-        """Record the rejection and deny the call: the model reads ``error``'s message."""
-        deny_call(ctx, self._namespace, reason, message=str(error), action="rejected")
+    def _reject(self, ctx: ToolCallContext, reason: str) -> None:
+        """Refuse the call as rejected: the model reads ``E_CALL_REJECTED`` and why."""
+        ctx.deny(reason, policy=self._namespace, action="rejected")
 
     async def _ask(self, gate: Gate) -> None:
         approver = self._approver
@@ -200,27 +195,9 @@ class ApprovalGate:
         if verdict is True:
             gate.resolve(True)
         elif verdict is False:
-            gate.reject(f"the call to {gate.payload['tool']!r} was rejected by the approver")
+            gate.reject("the approver said no")
         elif verdict is not None:
             gate.reject(f"the approver returned {verdict!r}, not True, False or None")
-
-    def _refusal(self, name: str, checksum: str, gate: Gate, reason: str) -> PolicyViolationError:
-        return PolicyViolationError(
-            reason,
-            policy=self._namespace,
-            details={"tool": name, "checksum": checksum, "gate_id": gate.id},
-        )
-
-    def _decide(self, ctx: ToolCallContext, action: Action, reason: str) -> None:
-        record_decision(
-            ctx,
-            self._namespace,
-            tool=ctx.tool_name,
-            checksum=ctx.checksum,
-            call_id=ctx.call_id,
-            action=action,
-            reason=reason,
-        )
 
 
 ApprovalGate.__module__ = "middleware"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pipeline import CallNext, DispatchContext, PolicyViolationError
 
-from ._decisions import record_decision
 from ._options import check_int, check_namespace
 from ._registration import dispatch_input
 
@@ -16,12 +15,13 @@ class IterationBudget:
 
     At the start of iteration ``max_iterations`` (0-based), before the executor runs, the
     dispatch is nacked with `PolicyViolationError` (``details`` holds ``max_iterations`` and
-    ``iteration``) and the decision is recorded under ``<namespace>.decisions``. Use it for a
-    cap tighter than ``TurnRunner(max_iterations=...)`` on one middleware stack.
+    ``iteration``; ``policy`` is the namespace), which the turn's errors and its audit row
+    keep. Use it for a cap tighter than ``TurnRunner(max_iterations=...)`` on one middleware
+    stack.
 
     Args:
         max_iterations: Iterations allowed (at least 1).
-        namespace: The stash path of its decisions (default ``loopware.budget``).
+        namespace: Its name as a policy (default ``loopware.budget``).
 
     Raises:
         InvalidMiddlewareConfigError: ``max_iterations`` is not an int >= 1, or the namespace is
@@ -47,7 +47,7 @@ class IterationBudget:
 
     @property
     def namespace(self) -> str:
-        """The stash path of its decisions."""
+        """Its name as a policy."""
         return self._namespace
 
     @dispatch_input
@@ -61,15 +61,6 @@ class IterationBudget:
                     policy=self._namespace,
                     details={"max_iterations": self._max_iterations, "iteration": ctx.iteration},
                 )
-            )
-            record_decision(
-                ctx,
-                self._namespace,
-                tool=None,
-                checksum=None,
-                call_id=None,
-                action="denied",
-                reason=reason,
             )
         await call_next()
 

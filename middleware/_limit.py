@@ -1,4 +1,4 @@
-"""`ToolCallLimit`: caps completed calls per tool and in total within a turn, before they run."""
+"""`ToolCallLimit`: caps how many times tools run per tool and in total within a turn."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from pipeline import (
     ToolCall,
     ToolCallContext,
     ToolCallNext,
+    ToolDecision,
     TurnContext,
 )
 
-from ._decisions import deny_call, record_decision
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
@@ -28,44 +28,52 @@ from ._registration import dispatch_input, dispatch_output, tool_call, turn_outp
 __all__ = ["ToolCallLimit"]
 
 OnExceed = Literal["hide", "nack"]
+Count = Literal["runs", "successes"]
 
 _ACTIONS: tuple[OnExceed, ...] = ("hide", "nack")
+_COUNTS: tuple[Count, ...] = ("runs", "successes")
 _NO_LIMITS: Mapping[str, int] = MappingProxyType({})
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a tool name can be (``Tool``'s rule): anything else could never be limited."""
 
 
 class ToolCallLimit:
-    """Cap how many calls per tool (and in total) complete within one turn, before they run.
+    """Cap how many times each tool (and all tools together) runs within one turn.
 
     Enforcement happens in the ``tool_call`` stage, on the exact call: a call beyond a limit is
-    denied before its handler runs (the model reads why). A call reserves its slot as it passes
-    the stage, so within one batch of parallel calls slots go in proposal order: limit 3 with
-    10 calls in one batch means exactly 3 handler runs. The hook is registered outermost
-    (``order=-100``) so no other hook can await before the reservation.
+    denied before its handler runs, and the model reads why. A call reserves its slot as it
+    passes the stage, so within one batch of parallel calls slots go in proposal order: limit
+    3 with 10 calls in one batch means exactly 3 handler runs. The hook is registered
+    outermost but for `ToolPolicy` (``order=-100``), so no other hook can await before the
+    reservation.
 
-    Completed calls (``is_error=False``) use up the limits; failed or denied calls give their
-    slot back and are counted apart. With ``on_exceed="hide"`` a tool is also hidden from the
-    model once it has completed its limit (all tools once ``total`` is reached), for the rest
-    of the turn, even tools registered later such as forged artifact tools. With
+    What uses up a limit (``count``): with ``"runs"`` (the default) every call whose handler
+    ran, whatever its outcome (a handler that does its side effect and then raises, or whose
+    result a hook withholds, has run); with ``"successes"`` only calls whose handler ran and
+    whose record is not an error. Calls that never ran (denied, invalid, answered by a hook)
+    give their slot back.
+
+    With ``on_exceed="hide"`` a tool is also hidden once its limit is used up (all tools once
+    ``total`` is), for the rest of the turn, even tools registered later such as forged
+    artifact tools: a `ToolDecision` the model reads when it calls the tool again. With
     ``on_exceed="nack"`` the call beyond the limit is denied and the dispatch ends with
     `PolicyViolationError`; the rest of the batch does not run (every later call reaching the
     stage is denied, whatever its tool).
 
-    Stash layout under ``namespace`` (default ``loopware.limit``): ``completed.<tool>`` and
-    ``failed.<tool>`` for each tool with a limit, ``total`` (completed calls of every tool,
-    kept when ``total`` is set), ``pending.<tool>`` and ``pending_total`` (slots reserved by
-    calls of the current iteration not yet counted), ``exhausted`` (tools hidden for their own
-    limit) and ``decisions``. Calls stored without passing the stage (a custom executor that
-    builds its own records) are still counted after the fact in ``dispatch_output``, and calls
-    of an iteration whose ``dispatch_output`` did not run (an executor that stored calls and
-    acked at once) in ``turn_output``. (`ToolCallCounter` counts every tool.)
+    Stash layout under ``namespace`` (default ``loopware.limit``): ``used.<tool>`` for each
+    tool with a limit, ``total`` (calls of every tool, kept when ``total`` is set),
+    ``pending.<tool>`` and ``pending_total`` (slots reserved by calls of the current iteration
+    not yet counted). Calls stored without
+    passing the stage (a custom executor that builds its own records) are still counted after
+    the fact in ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did
+    not run (an executor that stored calls and acked at once) in ``turn_output``.
 
     Args:
-        limits: Tool name to the most completed calls allowed (at least 1).
-        total: The most completed calls allowed across all tools, or None.
+        limits: Tool name to the most runs allowed (at least 1).
+        total: The most runs allowed across all tools, or None.
         on_exceed: ``"hide"`` or ``"nack"``.
-        namespace: The stash path of its counts and decisions.
+        count: ``"runs"`` or ``"successes"`` (see above).
+        namespace: The stash path of its counts.
 
     Raises:
         InvalidMiddlewareConfigError: no limit at all, a key that is not a tool name (a glob
@@ -73,9 +81,7 @@ class ToolCallLimit:
     """
 
     __slots__ = (
-        "_completed",
-        "_exhausted",
-        "_failed",
+        "_count",
         "_limits",
         "_namespace",
         "_on_exceed",
@@ -84,6 +90,7 @@ class ToolCallLimit:
         "_pending_total",
         "_total",
         "_total_key",
+        "_used",
     )
 
     def __init__(
@@ -92,6 +99,7 @@ class ToolCallLimit:
         total: int | None = None,
         on_exceed: OnExceed = "hide",
         *,
+        count: Count = "runs",
         namespace: str = "loopware.limit",
     ) -> None:
         """Configure the limits (see the class docstring)."""
@@ -116,20 +124,20 @@ class ToolCallLimit:
                 f"{owner}: give per-tool limits, total=, or both", option="limits"
             )
         self._on_exceed = check_choice(owner, "on_exceed", on_exceed, _ACTIONS)
+        self._count = check_choice(owner, "count", count, _COUNTS)
         self._namespace = check_namespace(owner, namespace)
-        self._completed = CountKeys(f"{namespace}.completed.")
-        self._failed = CountKeys(f"{namespace}.failed.")
+        self._used = CountKeys(f"{namespace}.used.")
         self._pending = CountKeys(f"{namespace}.pending.")
         self._pending_prefix = f"{namespace}.pending"
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
         self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
-        self._exhausted = f"{namespace}.exhausted"
 
     def __repr__(self) -> str:
         """Show the configuration."""
         return (
             f"ToolCallLimit({dict(self._limits)!r}, total={self._total}, "
-            f"on_exceed={self._on_exceed!r}, namespace={self._namespace!r})"
+            f"on_exceed={self._on_exceed!r}, count={self._count!r}, "
+            f"namespace={self._namespace!r})"
         )
 
     @property
@@ -148,8 +156,13 @@ class ToolCallLimit:
         return self._on_exceed
 
     @property
+    def count(self) -> Count:
+        """What uses up a limit: ``"runs"`` or ``"successes"``."""
+        return self._count
+
+    @property
     def namespace(self) -> str:
-        """The stash path of its counts and decisions."""
+        """The stash path of its counts."""
         return self._namespace
 
     def middleware_specs(self) -> list[MiddlewareSpec]:
@@ -162,8 +175,8 @@ class ToolCallLimit:
         """
         methods: list[object] = [
             ToolCallLimit.reserve,
-            ToolCallLimit.count,
-            ToolCallLimit.count_late,
+            ToolCallLimit.tally,
+            ToolCallLimit.tally_late,
         ]
         if self._total is not None and self._on_exceed == "hide":
             methods.insert(0, ToolCallLimit.keep_hidden)
@@ -173,15 +186,17 @@ class ToolCallLimit:
             for registration in getattr(method, "__loopware_registrations__", ())
         ]
 
+    def _uses(self, ran: bool, is_error: bool) -> bool:
+        """Whether a call that ``ran`` (with an error or not) uses up a slot."""
+        return ran and (self._count == "runs" or not is_error)
+
     @dispatch_input
     async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Re-hide tools that first appeared after the limit hid them (forged ones)."""
-        stash = ctx.stash
-        exhausted: list[str] | None = stash.get(self._exhausted)
-        if exhausted:
-            ctx.tools.hide(*exhausted)
-        if self._total is not None and stash[self._total_key] >= self._total:
-            ctx.tools.hide(*(tool.name for tool in ctx.tools.visible()))
+        """Hide tools that first appeared after the total limit hid every tool (forged ones)."""
+        total = self._total
+        if total is not None and ctx.stash[self._total_key] >= total:
+            for tool in ctx.tools.visible():
+                self._hide(ctx, tool.name, None, self._total_reason(total))
         await call_next()
 
     @tool_call(order=-100)
@@ -201,10 +216,10 @@ class ToolCallLimit:
             return
         # reserved before any await: parallel calls of one batch take slots in proposal order
         if limit is not None:
-            used = stash.increment(self._pending(tool)) + stash[self._completed(tool)]
+            used = stash.increment(self._pending(tool)) + stash[self._used(tool)]
             if used > limit:
                 stash.increment(self._pending(tool), -1)
-                self._refuse(ctx, f"{used} of {limit} calls allowed")
+                self._refuse(ctx, f"the limit of {limit} runs of {tool!r} per turn is used up")
                 return
         if total_limit is not None:
             used = stash.increment(self._pending_total) + stash[self._total_key]
@@ -212,17 +227,20 @@ class ToolCallLimit:
                 stash.increment(self._pending_total, -1)
                 if limit is not None:
                     stash.increment(self._pending(tool), -1)
-                self._refuse(ctx, f"{used} of {total_limit} calls allowed in total")
+                self._refuse(ctx, self._total_reason(total_limit))
                 return
-        record = None
         try:
-            record = await call_next()
+            await call_next()
         finally:
-            if record is None or record.is_error:  # failed, denied or raised: give it back
+            if not self._uses(ctx.ran, ctx.is_error):  # never ran (or failed): give it back
                 if limit is not None:
                     stash.increment(self._pending(tool), -1)
                 if total_limit is not None:
                     stash.increment(self._pending_total, -1)
+
+    @staticmethod
+    def _total_reason(total: int) -> str:
+        return f"the limit of {total} tool runs per turn is used up"
 
     def _ended_by(self, d: DispatchContext) -> str | None:
         """The id of the call with which this limit nacked ``d``, or None if it did not."""
@@ -236,14 +254,12 @@ class ToolCallLimit:
 
     def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
         tool = ctx.tool_name
-        deny_call(
-            ctx, self._namespace, reason, message=f"limit: {tool}: {reason}; the call was not run"
-        )
+        ctx.deny(reason, policy=self._namespace)
         d = ctx.dispatch
         if self._on_exceed == "nack" and not d.is_signalled:
             d.nack(
                 PolicyViolationError(
-                    f"limit: {tool}: {reason}",
+                    f"{self._namespace}: {tool}: {reason}",
                     policy=self._namespace,
                     details={
                         "tool": tool,
@@ -255,81 +271,55 @@ class ToolCallLimit:
             )
 
     @dispatch_output
-    async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    async def tally(self, ctx: DispatchContext, call_next: CallNext) -> None:
         """Count the calls stored this iteration (and any missed); hide tools at their limit."""
-        self._count(ctx, ctx.unseen_tool_calls(self))
+        self._tally(ctx, ctx.unseen_tool_calls(self))
         await call_next()
 
     @turn_output
-    async def count_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    async def tally_late(self, ctx: TurnContext, call_next: CallNext) -> None:
         """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
-        self._count(ctx, ctx.unseen_tool_calls(self))
+        self._tally(ctx, ctx.unseen_tool_calls(self))
         await call_next()
 
-    def _count(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
-        """Count stored calls, hide tools whose limit is reached, drop the reservations."""
+    def _tally(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
+        """Count stored calls that used a slot and hide tools whose limit is used up.
+
+        The iteration's reservations are dropped: each is now a stored, counted call.
+        """
         stash = ctx.stash
         limits = self._limits
         total_limit = self._total
+        hide = self._on_exceed == "hide"
         for call in calls:
+            if not self._uses(call.ran, call.is_error):
+                continue
             tool = call.tool
             limit = limits.get(tool)
-            if call.is_error:
-                if limit is not None:
-                    bump(stash, self._failed(tool))
-                continue
             if limit is not None:
-                count = bump(stash, self._completed(tool))
-                if count >= limit and self._on_exceed == "hide":
-                    self._hide(
-                        ctx, tool, call.checksum, call.id, f"{count} of {limit} calls allowed"
-                    )
+                used = bump(stash, self._used(tool))
+                if used >= limit and hide:
+                    reason = f"its limit of {limit} runs per turn is used up"
+                    self._hide(ctx, tool, call.id, reason)
             if total_limit is not None:
                 total = bump(stash, self._total_key)
-                if total >= total_limit and self._on_exceed == "hide":
-                    self._hide(
-                        ctx,
-                        tool,
-                        call.checksum,
-                        call.id,
-                        f"{total} of {total_limit} calls allowed in total",
-                        every_tool=True,
-                    )
-        # every reservation of this iteration is now a stored (and counted) call
+                if total >= total_limit and hide:
+                    for other in ctx.tools.visible():
+                        self._hide(ctx, other.name, call.id, self._total_reason(total_limit))
         if limits:
             stash.delete(self._pending_prefix)
         if total_limit is not None:
             stash.delete(self._pending_total.path)
 
     def _hide(
-        self,
-        ctx: TurnContext | DispatchContext,
-        tool: str,
-        checksum: str,
-        call_id: str,
-        reason: str,
-        *,
-        every_tool: bool = False,
+        self, ctx: TurnContext | DispatchContext, tool: str, call_id: str | None, reason: str
     ) -> None:
-        tools = ctx.tools
-        if every_tool:
-            names = [t.name for t in tools.visible()]
-        else:
-            names = [tool] if not tools.is_hidden(tool) else []
-            exhausted: list[str] = ctx.stash.get(self._exhausted) or []
-            if tool not in exhausted:
-                ctx.stash.set(self._exhausted, [*exhausted, tool])
-        if not names:
+        if ctx.tools.is_hidden(tool):
             return  # already hidden: nothing new to decide
-        tools.hide(*names)
-        record_decision(
-            ctx,
-            self._namespace,
-            tool=tool,
-            checksum=checksum,
-            call_id=call_id,
-            action="hidden",
-            reason=reason,
+        ctx.decide_tool(
+            ToolDecision(
+                tool=tool, policy=self._namespace, action="hidden", reason=reason, call_id=call_id
+            )
         )
 
 

@@ -14,10 +14,10 @@ from pipeline import (
     ToolCall,
     ToolCallContext,
     ToolCallNext,
+    ToolDecision,
     TurnContext,
 )
 
-from ._decisions import deny_call, record_decision
 from ._options import check_names, check_namespace
 from ._registration import dispatch_output, tool_call, turn_input, turn_output
 
@@ -36,8 +36,9 @@ class ToolPolicy:
     denied).
 
     * turn input: every tool not permitted is unregistered from the turn's registry (the
-      runner's baseline is untouched), so the model is never offered it; each removal is
-      recorded as a ``"denied"`` decision;
+      runner's baseline is untouched), so the model is never offered it; each removal is a
+      ``"withdrawn"`` `ToolDecision`, so a call that names the tool anyway reads that this
+      policy withdrew it and why (``E_TOOL_UNAVAILABLE``);
     * later in the turn: the same check guards the turn's registry (`ToolRegistry.restrict`),
       so tools registered afterwards (forged artifact tools, tools added by other middleware)
       are refused as they arrive, and recorded the same way;
@@ -45,9 +46,8 @@ class ToolPolicy:
       before its handler runs, on its call id, whatever route it took (a registry replaced with
       ``ctx.tools = ...``, a tool renamed or registered later);
     * dispatch output: a stored call to a tool that is not permitted that did not pass the
-      stage (a custom executor's own record) is recorded as ``"denied"``; if it completed
-      without error (the tool ran, so the policy was bypassed), the dispatch is nacked with
-      `PolicyViolationError`;
+      stage (a custom executor's own record) and ran bypassed the policy: the dispatch is
+      nacked with `PolicyViolationError`;
     * turn output: the same for calls stored after the last dispatch output (an executor that
       stored calls and acked in one invocation); the dispatch is already acked, so a denied
       tool that ran fails the turn with `PolicyViolationError`.
@@ -55,14 +55,14 @@ class ToolPolicy:
     Args:
         allow: Patterns of tools permitted, or None for all.
         deny: Patterns of tools refused; deny wins over allow.
-        namespace: The stash path of its decisions (default ``loopware.policy``).
+        namespace: The policy's name in decisions (default ``loopware.policy``).
 
     Raises:
         InvalidMiddlewareConfigError: a pattern list is a bare string or holds a non-string or
             empty pattern, or the namespace is not a stash path.
     """
 
-    __slots__ = ("_allow", "_deny", "_namespace", "_stopped", "_verdicts")
+    __slots__ = ("_allow", "_deny", "_namespace", "_verdicts")
 
     def __init__(
         self,
@@ -76,7 +76,6 @@ class ToolPolicy:
         self._allow = None if allow is None else check_names(owner, "allow", allow)
         self._deny = check_names(owner, "deny", deny)
         self._namespace = check_namespace(owner, namespace)
-        self._stopped = f"{namespace}.stopped"
         # a memo of a pure function of the tool name (not turn state): a bounded cache
         self._verdicts: dict[str, str | None] = {}
 
@@ -99,7 +98,7 @@ class ToolPolicy:
 
     @property
     def namespace(self) -> str:
-        """The stash path of its decisions."""
+        """The policy's name in the decisions it takes."""
         return self._namespace
 
     def refusal(self, tool: str) -> str | None:
@@ -133,14 +132,10 @@ class ToolPolicy:
             reason = self.refusal(tool.name)
             if reason is None:
                 return True
-            record_decision(
-                ctx,
-                self._namespace,
-                tool=tool.name,
-                checksum=None,
-                call_id=None,
-                action="denied",
-                reason=reason,
+            ctx.decide_tool(
+                ToolDecision(
+                    tool=tool.name, policy=self._namespace, action="withdrawn", reason=reason
+                )
             )
             return False
 
@@ -158,20 +153,14 @@ class ToolPolicy:
         if reason is None:
             await call_next()
             return
-        ctx.stash.append(self._stopped, ctx.call_id)
-        deny_call(
-            ctx,
-            self._namespace,
-            reason,
-            message=f"policy: {ctx.tool_name} {reason}; the call was not run",
-        )
+        ctx.deny(reason, policy=self._namespace)
 
     @dispatch_output
     async def enforce(self, ctx: DispatchContext, call_next: CallNext) -> None:
-        """Record stored calls to tools not permitted (from any executor); nack if one ran.
+        """Nack when a stored call to a tool not permitted ran (from any executor).
 
-        Calls the ``tool_call`` stage denied are already recorded and never ran; this catches
-        records stored without passing the stage (a custom executor's own records).
+        Calls the ``tool_call`` stage denied never ran; this catches records stored without
+        passing the stage (a custom executor's own records).
         """
         self._enforce(ctx, ctx.unseen_tool_calls(self))
         await call_next()
@@ -187,43 +176,28 @@ class ToolPolicy:
         await call_next()
 
     def _enforce(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
-        stopped = set(ctx.stash.get(self._stopped) or ())
-        if stopped:
-            ctx.stash.delete(self._stopped)
-        violation: PolicyViolationError | None = None
+        """Nack (or fail the turn) when a stored call to a tool not permitted ran."""
         for call in calls:
+            if not call.ran:
+                continue  # refused, by this policy or before it: nothing ran
             reason = self.refusal(call.tool)
             if reason is None:
                 continue
-            if call.id in stopped:
-                continue  # denied by deny_call before it ran: already recorded
-            ran = not call.is_error
-            record_decision(
-                ctx,
-                self._namespace,
-                tool=call.tool,
-                checksum=call.checksum,
-                call_id=call.id,
-                action="denied",
-                reason=reason if not ran else f"{reason}; the call ran despite the policy",
+            violation = PolicyViolationError(
+                f"{self._namespace}: {call.tool} {reason}; the call ran despite the policy",
+                policy=self._namespace,
+                details={
+                    "tool": call.tool,
+                    "checksum": call.checksum,
+                    "call_id": call.id,
+                    "reason": reason,
+                },
             )
-            if ran and violation is None:
-                violation = PolicyViolationError(
-                    f"policy: {call.tool} {reason}",
-                    policy=self._namespace,
-                    details={
-                        "tool": call.tool,
-                        "checksum": call.checksum,
-                        "call_id": call.id,
-                        "reason": reason,
-                    },
-                )
-        if violation is None:
+            if not isinstance(ctx, DispatchContext):
+                raise violation  # after the dispatch (turn output): fail the turn
+            if not ctx.is_signalled:
+                ctx.nack(violation)
             return
-        if not isinstance(ctx, DispatchContext):
-            raise violation  # after the dispatch (turn output): fail the turn
-        if not ctx.is_signalled:
-            ctx.nack(violation)
 
 
 ToolPolicy.__module__ = "middleware"

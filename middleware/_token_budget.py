@@ -10,7 +10,6 @@ from pipeline import (
     Usage,
 )
 
-from ._decisions import record_decision
 from ._options import check_int, check_namespace
 from ._registration import dispatch_input
 
@@ -24,14 +23,15 @@ class TokenBudget:
     `TurnContext.usage`); at the start of every iteration, before the model is asked again, this
     middleware compares it with the budgets and nacks the dispatch with `PolicyViolationError`
     (``details`` holds the budget, the tokens used and which count ran over) when one is reached.
-    A call in flight is never cut: the budget stops the next one. The decision is recorded
-    under ``<namespace>.decisions``. At least one budget must be given.
+    A call in flight is never cut: the budget stops the next one. The error (``policy`` is the
+    namespace) is kept in the turn's errors and its audit row. At least one budget must be
+    given.
 
     Args:
         max_total_tokens: Input plus output tokens allowed in the turn.
         max_input_tokens: Input (prompt) tokens allowed, cached ones included.
         max_output_tokens: Output tokens allowed, reasoning ones included.
-        namespace: The stash path of its decisions (default ``loopware.token_budget``).
+        namespace: Its name as a policy (default ``loopware.token_budget``).
 
     Raises:
         InvalidMiddlewareConfigError: no budget, a budget that is not an int >= 1, or a bad
@@ -74,7 +74,7 @@ class TokenBudget:
 
     @property
     def namespace(self) -> str:
-        """The stash path of its decisions."""
+        """Its name as a policy."""
         return self._namespace
 
     def spent(self, usage: Usage) -> tuple[str, int, int] | None:
@@ -104,15 +104,6 @@ class TokenBudget:
                         policy=self._namespace,
                         details={"budget": name, "limit": budget, "used": used},
                     )
-                )
-                record_decision(
-                    ctx,
-                    self._namespace,
-                    tool=None,
-                    checksum=None,
-                    call_id=None,
-                    action="denied",
-                    reason=reason,
                 )
         await call_next()
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from ._errors import LoopError
     from ._events import TurnStatus
+    from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
     from .models._seam import Message
 
@@ -54,6 +55,9 @@ class TurnResult:
     """When it ended."""
     abort_reason: str | None = None
     """Why the turn was aborted, if it was and a reason was given."""
+    tool_decisions: tuple[ToolDecision, ...] = ()
+    """The decisions about tools taken in the turn (a tool hidden after a limit, a tool a
+    policy withdrew), in order."""
 
     if TYPE_CHECKING:
         # What type checkers see of the generated constructor: ``stash`` takes any mapping of
@@ -74,6 +78,7 @@ class TurnResult:
             started_at: datetime,
             ended_at: datetime,
             abort_reason: str | None = None,
+            tool_decisions: tuple[ToolDecision, ...] = (),
         ) -> None: ...
 
     def __post_init__(self) -> None:

@@ -368,6 +368,7 @@ class Turn:
             started_at=started_at,
             ended_at=ended_at,
             abort_reason=state.abort_reason if status == "aborted" else None,
+            tool_decisions=tuple(state.tool_decisions),
         )
         await self._save_record(result, failure)
         if self._release_spool:

@@ -13,6 +13,7 @@ import pytest
 PACKAGES = [
     "pipeline",
     "pipeline.artifacts",
+    "pipeline.calls",
     "pipeline.durable",
     "pipeline.errors",
     "pipeline.events",

@@ -124,9 +124,9 @@ def add(a: int, b: int = 1) -> str:
     '''Add two integers.'''
     return str(a + b)
 
-args = add.validate_sync({"a": 2})
+args = add.validate({"a": 2})
 try:
-    add.validate_sync({"a": "2"})
+    add.validate({"a": "2"})
     refused = None
 except pipeline.InvalidToolArgsError as exc:
     refused = exc.errors[0]["loc"]

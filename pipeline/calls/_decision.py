@@ -160,5 +160,5 @@ def verdict(decisions: Sequence[Decision], ran: bool) -> Verdict:
     return "allowed" if ran else "not_run"
 
 
-for _public in (Decision, ToolDecision):
+for _public in (Decision, ToolDecision, verdict):
     _public.__module__ = "pipeline"

@@ -96,6 +96,21 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        2,
+        (
+            # a call's record carries whether its handler ran, the decisions taken about it,
+            # how long it ran and the checksum of its validated arguments (docs/architecture.md,
+            # "One call"); calls stored before: a result that is not an error came from the
+            # handler, an error is taken as not run
+            "ALTER TABLE loopware.tool_calls ADD COLUMN ran smallint NOT NULL DEFAULT 0",
+            "UPDATE loopware.tool_calls SET ran = 1 - is_error",
+            "ALTER TABLE loopware.tool_calls ADD COLUMN decisions bytea NOT NULL "
+            "DEFAULT '\\x5b5d'::bytea",
+            "ALTER TABLE loopware.tool_calls ADD COLUMN duration_ms double precision",
+            "ALTER TABLE loopware.tool_calls ADD COLUMN validated_checksum text",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

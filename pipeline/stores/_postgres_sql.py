@@ -47,7 +47,7 @@ __all__ = [
 
 Row = tuple[Any, ...]
 
-CALL_BYTEA = (0, 1, 2, 12)  # id, tool, args, results_text in CALL_COLUMNS
+CALL_BYTEA = (0, 1, 2, 12, 14)  # id, tool, args, results_text, decisions in CALL_COLUMNS
 MESSAGE_BYTEA = (0, 2, 4)  # id, content, tool_call_ids
 TURN_BYTEA = (0, 1, 3, 4, 7)  # turn_id, conversation_id, input, output, error_message
 PART_BYTEA = (3, 5, 7)  # text, media, spool_key of a PartRow

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._media import Media
+from ..calls._decision import Decision
 from ..calls._toolcall import ToolCall
 from ..models._seam import Message
 from ._body_refs import missing_body
@@ -72,6 +73,10 @@ CALL_COLUMNS = (
     "completed_at",
     "results_kind",
     "results_text",
+    "ran",
+    "decisions",
+    "duration_ms",
+    "validated_checksum",
 )
 """The payload columns of ``tool_calls``, in the order `encode_call` returns them."""
 
@@ -241,6 +246,10 @@ def encode_call(call: ToolCall, body_key: BodyKey) -> tuple[CallRow, list[PartRo
         _time(call.completed_at),
         kind,
         _opt_text(text),
+        int(call.ran),
+        sql_text(_json([d.as_dict() for d in call.decisions])),
+        call.duration_ms,
+        call.validated_checksum,
     )
     return row, parts
 
@@ -283,6 +292,10 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStor
         completed_at,
         kind,
         text,
+        ran,
+        decisions,
+        duration_ms,
+        validated_checksum,
     ) = row
     results: Any
     if kind == "text":
@@ -300,6 +313,12 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStor
         results=results,
         from_artifact_tool=bool(from_artifact_tool),
         inline=bool(inline),
+        ran=bool(ran),
+        decisions=tuple(
+            Decision(**fields) for fields in json.loads(from_sql_text(decisions or "[]"))
+        ),
+        duration_ms=duration_ms,
+        validated_checksum=validated_checksum,
         created_at=datetime.fromisoformat(created_at),
         updated_at=datetime.fromisoformat(updated_at),
         completed_at=_parse_time(completed_at),

@@ -119,6 +119,20 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE tool_call_results ADD COLUMN spool_key TEXT",
         ),
     ),
+    (
+        4,
+        (
+            # a call's record carries whether its handler ran, the decisions taken about it,
+            # how long it ran and the checksum of its validated arguments (docs/architecture.md,
+            # "One call"); calls stored before say nothing of it: a result that is not an error
+            # came from the handler, an error is taken as not run
+            "ALTER TABLE tool_calls ADD COLUMN ran INTEGER NOT NULL DEFAULT 0",
+            "UPDATE tool_calls SET ran = 1 - is_error",
+            "ALTER TABLE tool_calls ADD COLUMN decisions TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE tool_calls ADD COLUMN duration_ms REAL",
+            "ALTER TABLE tool_calls ADD COLUMN validated_checksum TEXT",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

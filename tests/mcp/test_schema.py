@@ -41,7 +41,7 @@ def forecast(city: str, days: int = 1) -> str:
 
 def errors_of(t: Tool[Any], args: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
     with pytest.raises(InvalidToolArgsError) as info:
-        t.validate_sync(args)
+        t.validate(args)
     assert info.value.code == "E_INVALID_TOOL_ARGS"
     assert info.value.tool_name == t.name
     return sorted((tuple(e["loc"]), e["type"]) for e in info.value.errors)
@@ -56,17 +56,17 @@ def test_a_schema_that_says_what_extras_may_be_keeps_it() -> None:
     schema = {**SCHEMA, "additionalProperties": {"type": "string"}}
     t = mcp_tool(schema)
     assert t.describe()["input_schema"]["additionalProperties"] == {"type": "string"}
-    assert t.validate_sync({"city": "Oslo", "unit": "C"}).as_dict()["unit"] == "C"
+    assert t.validate({"city": "Oslo", "unit": "C"}).as_dict()["unit"] == "C"
     assert errors_of(t, {"city": "Oslo", "unit": 5}) == [(("unit",), "json_schema_type")]
 
 
 def test_defaults_are_applied_and_never_shared_between_calls() -> None:
     schema = {"type": "object", "properties": {"tags": {"type": "array", "default": []}}}
     t = mcp_tool(schema)
-    first = t.validate_sync({}).as_dict()
+    first = t.validate({}).as_dict()
     first["tags"].append("x")
-    assert t.validate_sync({}).as_dict() == {"tags": []}
-    assert mcp_tool().validate_sync({"city": "Oslo"}).as_dict() == {"city": "Oslo", "days": 1}
+    assert t.validate({}).as_dict() == {"tags": []}
+    assert mcp_tool().validate({"city": "Oslo"}).as_dict() == {"city": "Oslo", "days": 1}
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_huge_bad_payloads_give_a_short_error() -> None:
         "properties": {"xs": {"type": "array", "items": {"type": "string"}}},
     }
     with pytest.raises(InvalidToolArgsError) as info:
-        mcp_tool(schema).validate_sync({"xs": list(range(10_000))})
+        mcp_tool(schema).validate({"xs": list(range(10_000))})
     assert len(info.value.errors) <= 20
     assert len(str(info.value)) < 10_000
 
@@ -141,7 +141,7 @@ json_values = st.recursive(
 def test_any_json_arguments_either_validate_or_raise_the_typed_error(args: dict[str, Any]) -> None:
     t = mcp_tool()
     try:
-        value = t.validate_sync(args)
+        value = t.validate(args)
     except InvalidToolArgsError as exc:
         json.dumps(exc.errors)  # the errors the model reads are JSON data
     else:

@@ -89,7 +89,7 @@ def forged(artifact: SpooledArtifact, name: str) -> Callable[[dict[str, Any]], A
     ctx = Ctx(artifact)
     tool = type(artifact).forge_tools(ctx).get(name)
     assert tool is not None
-    run = tool.executor(ctx)
+    run = tool.bind(ctx)
     return lambda args: run({"call_id": "a1", **args})
 
 

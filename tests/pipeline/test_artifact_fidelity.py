@@ -68,7 +68,7 @@ async def ask(artifact: SpooledArtifact, name: str, **arguments: Any) -> str:
     ctx = OneCall(ToolCall.completed(id="a1", tool="fetch", args={}, results=artifact))
     forged = type(artifact).forge_tools(ctx).get(name)
     assert forged is not None, name
-    text = await forged.executor(ctx)({"call_id": "a1", **arguments})
+    text = await forged.bind(ctx)({"call_id": "a1", **arguments})
     assert isinstance(text, str)
     return text
 

@@ -87,7 +87,7 @@ SCRIPT = textwrap.dedent(
                     continue  # a base tool, already called through the JSON class
                 arguments = {"call_id": "big", **ARGS.get(tool.name, {})}
                 try:
-                    text = await tool.executor(ctx)(arguments)
+                    text = await tool.bind(ctx)(arguments)
                     error = None
                 except LoopError as exc:
                     text, error = exc.message, exc.code

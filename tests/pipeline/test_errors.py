@@ -47,8 +47,10 @@ from pipeline import (
     ToolDownstreamError,
     ToolError,
     ToolNotFoundError,
+    ToolUnavailableError,
     TurnAbortedError,
 )
+from pipeline.errors import ArgumentsLockedError, CallDeniedError, CallRejectedError
 
 # (class, code, status, fatal): DESIGN section 2's table, plus section 12's middleware config error.
 TABLE: list[tuple[type[LoopError], str, int, bool]] = [
@@ -57,6 +59,10 @@ TABLE: list[tuple[type[LoopError], str, int, bool]] = [
     (ToolDownstreamError, "E_TOOL_DOWNSTREAM_ERROR", 500, False),
     (ToolAlreadyRegisteredError, "E_TOOL_ALREADY_REGISTERED", 409, True),
     (ToolNotFoundError, "E_TOOL_NOT_FOUND", 404, False),
+    (ToolUnavailableError, "E_TOOL_UNAVAILABLE", 403, False),
+    (CallDeniedError, "E_CALL_DENIED", 403, False),
+    (CallRejectedError, "E_CALL_REJECTED", 403, False),
+    (ArgumentsLockedError, "E_ARGS_LOCKED", 409, False),
     (InvalidToolCallError, "E_INVALID_INITIAL_TOOL_CALL_VALUE", 500, True),
     (InvalidStashValueError, "E_INVALID_STASH_VALUE", 500, True),
     (AlreadySignalledError, "E_LLM_EXECUTION_ALREADY_SIGNALLED", 500, True),
@@ -240,7 +246,15 @@ FAMILIES: dict[type[LoopError], list[type[LoopError]]] = {
         NotASpoolReaderError,
         ToolAlreadyRegisteredError,
     ],
-    ToolError: [InvalidToolArgsError, ToolNotFoundError, ToolDownstreamError],
+    ToolError: [
+        InvalidToolArgsError,
+        ToolNotFoundError,
+        ToolUnavailableError,
+        CallDeniedError,
+        CallRejectedError,
+        ArgumentsLockedError,
+        ToolDownstreamError,
+    ],
     PipelineError: [
         InputPipelineError,
         DispatchPipelineError,
@@ -348,6 +362,10 @@ DEFAULTS: list[tuple[type[LoopError], str, object]] = [
     (InvalidToolArgsError, "field", None),
     (ToolNotFoundError, "tool_name", None),
     (ToolNotFoundError, "call_id", None),
+    (ToolUnavailableError, "policy", None),
+    (ToolUnavailableError, "reason", None),
+    (CallDeniedError, "policy", None),
+    (CallDeniedError, "reason", None),
     (ToolDownstreamError, "line", None),
     (ToolDownstreamError, "format", None),
     (PipelineError, "stage", None),

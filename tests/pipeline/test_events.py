@@ -297,7 +297,7 @@ async def test_an_event_nobody_takes_is_never_built(
     """With listeners for the end events only, the start events are not even constructed;
     a listener added later gets them from its next turn on."""
     import pipeline._dispatch_loop
-    import pipeline._tool_run
+    import pipeline._tool
 
     built: list[str] = []
 
@@ -311,7 +311,7 @@ async def test_an_event_nobody_takes_is_never_built(
         return type(cls.__name__, (cls,), {"__slots__": (), "__init__": init})
 
     monkeypatch.setattr(pipeline._dispatch_loop, "IterationStart", counting(IterationStart))
-    monkeypatch.setattr(pipeline._tool_run, "ToolExecutionStart", counting(ToolExecutionStart))
+    monkeypatch.setattr(pipeline._tool, "ToolExecutionStart", counting(ToolExecutionStart))
     model = ScriptedModel([*echo_steps(1), *echo_steps(1)])
     runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo_tool])
     ends: list[Event] = []

@@ -99,7 +99,10 @@ def _rewind_to_version_1(path: Path) -> None:
     """Rebuild ``tool_calls`` as version 1 had it, rows and ``seq`` kept (foreign keys off)."""
     with sqlite3.connect(path) as conn:
         conn.execute(_V1_TOOL_CALLS.replace("tool_calls", "tool_calls_v1", 1))
-        conn.execute("INSERT INTO tool_calls_v1 SELECT * FROM tool_calls")
+        columns = ", ".join(
+            row[1] for row in conn.execute("PRAGMA table_info(tool_calls_v1)").fetchall()
+        )
+        conn.execute(f"INSERT INTO tool_calls_v1 SELECT {columns} FROM tool_calls")
         conn.execute("DROP TABLE tool_calls")
         conn.execute("ALTER TABLE tool_calls_v1 RENAME TO tool_calls")
         conn.execute("CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)")

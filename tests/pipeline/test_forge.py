@@ -167,10 +167,10 @@ async def test_query_runs_the_method_and_serialises(ctx: FakeContext) -> None:
     assert head is not None
     assert json_get is not None
     assert count is not None
-    assert await head.executor(ctx)({"call_id": "t1", "n": 2}) == "one\ntwo"
-    got = await json_get.executor(ctx)({"call_id": "j1", "path": "$.items"})
+    assert await head.bind(ctx)({"call_id": "t1", "n": 2}) == "one\ntwo"
+    got = await json_get.bind(ctx)({"call_id": "j1", "path": "$.items"})
     assert got == "[\n  [\n    1,\n    2,\n    3\n  ]\n]"  # every match, as a list
-    assert await count.executor(ctx)({"call_id": "j2"}) == "1"
+    assert await count.bind(ctx)({"call_id": "j2"}) == "1"
     assert ctx.lookups == ["t1", "j1", "j2"]
 
 
@@ -199,7 +199,7 @@ async def test_bad_arguments_are_rejected_before_the_handler(
     tool = SpooledJsonArtifact.forge_tools(ctx).get(tool_name)
     assert tool is not None
     with pytest.raises(InvalidToolArgsError) as info:
-        await tool.executor(ctx)(args)
+        await tool.bind(ctx)(args)
     assert info.value.code == "E_INVALID_TOOL_ARGS"
     assert ctx.lookups == []
     assert ctx.events == []
@@ -210,7 +210,7 @@ async def test_vanished_id_returns_the_documented_text(ctx: FakeContext) -> None
     tool = SpooledArtifact.forge_tools(ctx).get("artifact_head")
     assert tool is not None
     del ctx.calls["t2"]
-    got = await tool.executor(ctx)({"call_id": "t2"})
+    got = await tool.bind(ctx)({"call_id": "t2"})
     assert got == "Error: no artifact with id t2 in this turn"
 
 
@@ -219,7 +219,7 @@ async def test_replaced_result_counts_as_vanished(ctx: FakeContext) -> None:
     tool = SpooledJsonArtifact.forge_tools(ctx).get("artifact_json_keys")
     assert tool is not None
     ctx.calls["j1"] = text_call("j1")
-    got = await tool.executor(ctx)({"call_id": "j1"})
+    got = await tool.bind(ctx)({"call_id": "j1"})
     assert got == "Error: no artifact with id j1 in this turn"
 
 
@@ -229,7 +229,7 @@ async def test_content_errors_surface_as_loop_errors(ctx: FakeContext) -> None:
     tool = SpooledJsonArtifact.forge_tools(broken).get("artifact_json_keys")
     assert tool is not None
     with pytest.raises(Exception, match="not valid jsonl at line 1") as info:
-        await tool.executor(broken)({"call_id": "bad"})
+        await tool.bind(broken)({"call_id": "bad"})
     assert info.value.code == "E_TOOL_DOWNSTREAM_ERROR"  # type: ignore[attr-defined]
 
 
@@ -256,8 +256,8 @@ async def test_large_file_artifacts_are_queried_correctly(tmp_path: Path) -> Non
     grep = registry.get("artifact_grep")
     assert tail is not None
     assert grep is not None
-    assert await tail.executor(context)({"call_id": "big", "n": 2}) == "line 199999\n"
-    assert await grep.executor(context)({"call_id": "big", "pattern": "^line 12345$"}) == (
+    assert await tail.bind(context)({"call_id": "big", "n": 2}) == "line 199999\n"
+    assert await grep.bind(context)({"call_id": "big", "pattern": "^line 12345$"}) == (
         "12345:line 12345"
     )
 
@@ -280,7 +280,7 @@ async def test_custom_subclass_methods_are_forged() -> None:
     assert head is not None
     assert enum_of(shout_tool) == ["l1"]
     assert enum_of(head) == ["l1", "t9"]
-    assert await shout_tool.executor(context)({"call_id": "l1"}) == "HEY"
+    assert await shout_tool.bind(context)({"call_id": "l1"}) == "HEY"
 
 
 @pytest.mark.parametrize(
@@ -310,7 +310,7 @@ async def test_forged_tools_take_the_seeds_arguments(
     )
     tool = SpooledMarkdownArtifact.forge_tools(context).get(tool_name)
     assert tool is not None
-    got = await tool.executor(context)(args)
+    got = await tool.bind(context)(args)
     if expected is None:
         assert int(str(got)) > 0
     else:
@@ -334,7 +334,7 @@ async def test_seed_arguments_are_still_validated(
     tool = SpooledMarkdownArtifact.forge_tools(ctx).get(tool_name)
     assert tool is not None
     with pytest.raises(InvalidToolArgsError):
-        await tool.executor(ctx)(args)
+        await tool.bind(ctx)(args)
     assert ctx.lookups == []
 
 

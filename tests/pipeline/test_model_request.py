@@ -164,7 +164,9 @@ def test_the_fast_record_is_the_checked_record(
 ) -> None:
     """`build_record` makes what ``ToolCall.completed`` makes from the same parts."""
     checksum = tool_call_checksum("echo", args)
-    fast = build_record("c1", "echo", args, checksum, result, is_error, inline=True)
+    fast = build_record(
+        "c1", "echo", args, checksum, result, is_error, inline=True, ran=not is_error
+    )
     checked = ToolCall.completed(
         id="c1", tool="echo", args=args, results=result, is_error=is_error, inline=True
     )

@@ -67,7 +67,7 @@ async def test_two_hundred_concurrent_turns_see_only_their_own_tools_stash_and_c
         ctx.stash.set("seen_tools", names)
         local = ctx.tools.get(f"local_{n}")
         assert local is not None
-        output = await local.executor(ctx)({})
+        output = await local.bind(ctx)({})
         assert isinstance(output, str)
         await ctx.store_tool_call(
             ToolCall.completed(id=f"call_{n}", tool=local.name, args={}, results=output)

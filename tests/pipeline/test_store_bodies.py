@@ -208,7 +208,9 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
     size = 32 * MIB
     with sqlite3.connect(path) as conn:  # what version 2 wrote: the bodies in the parts' text
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
-        conn.execute("DELETE FROM schema_migrations WHERE version = 3")
+        for column in ("ran", "decisions", "duration_ms", "validated_checksum"):  # version 4's
+            conn.execute(f"ALTER TABLE tool_calls DROP COLUMN {column}")
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 3")
         for call_id in ("small", "large"):
             conn.execute(
                 "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
@@ -249,7 +251,7 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
         assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
-    assert versions == [1, 2, 3]
+    assert versions == [1, 2, 3, 4]
     [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
     assert moved.stat().st_size == size
 

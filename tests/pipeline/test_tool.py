@@ -298,7 +298,7 @@ def test_extra_allow_schema_does_not_claim_additional_properties_false() -> None
 
 async def test_validate_applies_defaults() -> None:
     """Missing optional fields take their defaults."""
-    args = await make_tool().validate({"query": "q"})
+    args = make_tool().validate({"query": "q"})
     assert args == SearchArgs(query="q", limit=10, tags=[])
 
 
@@ -319,7 +319,7 @@ async def test_validate_does_not_coerce(
 ) -> None:
     """Strict mode: values of the wrong JSON type are rejected, not converted."""
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool().validate(raw)
+        make_tool().validate(raw)
     error = info.value
     assert error.code == "E_INVALID_TOOL_ARGS"
     assert error.tool_name == "search"
@@ -331,7 +331,7 @@ async def test_validate_does_not_coerce(
 async def test_validate_accepts_values_json_carries_as_strings() -> None:
     """Datetimes, dates, UUIDs, enum values and tuples validate as they would from JSON text."""
     ident = uuid.uuid4()
-    args = await make_tool(input_schema=RichArgs).validate(
+    args = make_tool(input_schema=RichArgs).validate(
         {
             "when": "2024-05-01T12:30:00Z",
             "day": "2024-05-02",
@@ -352,7 +352,7 @@ async def test_validate_accepts_values_json_carries_as_strings() -> None:
 async def test_validate_rejects_a_bad_enum_value_with_the_json_error() -> None:
     """An enum value that is not a member fails with pydantic's JSON-mode enum error."""
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool(input_schema=RichArgs).validate({"when": "2024-05-01T00:00Z", "color": 1})
+        make_tool(input_schema=RichArgs).validate({"when": "2024-05-01T00:00Z", "color": 1})
     assert [e["loc"] for e in info.value.errors] == [["color"]]
     assert info.value.errors[0]["type"] == "enum"
 
@@ -360,7 +360,7 @@ async def test_validate_rejects_a_bad_enum_value_with_the_json_error() -> None:
 async def test_validate_rejects_unknown_top_level_keys_with_the_other_errors() -> None:
     """Unknown keys are rejected, reported together with the other field errors."""
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool().validate({"limit": "x", "surprise": 1})
+        make_tool().validate({"limit": "x", "surprise": 1})
     kinds = {(tuple(e["loc"]), e["type"]) for e in info.value.errors}
     assert kinds == {
         (("query",), "missing"),
@@ -378,7 +378,7 @@ async def test_validate_keeps_extras_when_the_model_allows_them() -> None:
         model_config = ConfigDict(extra="allow")
         a: int
 
-    args = await make_tool(input_schema=Open).validate({"a": 1, "b": 2})
+    args = make_tool(input_schema=Open).validate({"a": 1, "b": 2})
     assert args.model_extra == {"b": 2}
 
 
@@ -394,10 +394,10 @@ class Outer(BaseModel):
 async def test_nested_models_keep_their_own_extra_setting() -> None:
     """Only the top level is closed: a nested model that allows extras still keeps them."""
     tool = make_tool(input_schema=Outer)
-    args = await tool.validate({"inner": {"x": 1, "y": 2}})
+    args = tool.validate({"inner": {"x": 1, "y": 2}})
     assert args.inner.model_extra == {"y": 2}
     with pytest.raises(InvalidToolArgsError) as info:
-        await tool.validate({"inner": {"x": 1}, "y": 2})
+        tool.validate({"inner": {"x": 1}, "y": 2})
     assert info.value.errors[0]["type"] == "extra_forbidden"
 
 
@@ -412,14 +412,14 @@ class AliasedByName(BaseModel):
 
 async def test_aliases_are_the_accepted_keys() -> None:
     """An aliased field is read from its alias; its Python name is unknown by default."""
-    assert (await make_tool(input_schema=Aliased).validate({"q": "x"})).search_query == "x"
+    assert (make_tool(input_schema=Aliased).validate({"q": "x"})).search_query == "x"
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool(input_schema=Aliased).validate({"q": "x", "search_query": "y"})
+        make_tool(input_schema=Aliased).validate({"q": "x", "search_query": "y"})
     assert [(e["loc"], e["type"]) for e in info.value.errors] == [
         (["search_query"], "extra_forbidden")
     ]
     by_name = make_tool(input_schema=AliasedByName)
-    assert (await by_name.validate({"search_query": "x"})).search_query == "x"
+    assert (by_name.validate({"search_query": "x"})).search_query == "x"
 
 
 class Renaming(BaseModel):
@@ -435,7 +435,7 @@ class Renaming(BaseModel):
 
 async def test_a_before_validator_may_reshape_raw_keys() -> None:
     """A top-level ``mode="before"`` validator sees the raw keys before any key check."""
-    args = await make_tool(input_schema=Renaming).validate({"q": "x"})
+    args = make_tool(input_schema=Renaming).validate({"q": "x"})
     assert args.query == "x"
 
 
@@ -453,7 +453,7 @@ class Checked(BaseModel):
 async def test_errors_are_json_safe_even_with_exception_context() -> None:
     """A custom validator's ValueError is reported as JSON-safe data with its message."""
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool(input_schema=Checked).validate({"n": -1})
+        make_tool(input_schema=Checked).validate({"n": -1})
     json.dumps(info.value.errors)
     assert "n must be positive" in info.value.message
 
@@ -472,20 +472,20 @@ class DCArgs:
 async def test_typeddict_and_dataclass_schemas_validate_strictly() -> None:
     """TypedDict and dataclass schemas get the same strict JSON-mode rules and key check."""
     td = make_tool(input_schema=TDArgs)
-    assert await td.validate({"a": 1, "b": "2024-01-02"}) == {"a": 1, "b": dt.date(2024, 1, 2)}
+    assert td.validate({"a": 1, "b": "2024-01-02"}) == {"a": 1, "b": dt.date(2024, 1, 2)}
     dc = make_tool(input_schema=DCArgs)
-    assert await dc.validate({"a": 1}) == DCArgs(a=1)
-    assert (await dc.validate({"a": 1, "day": "2024-01-02"})).day == dt.date(2024, 1, 2)
+    assert dc.validate({"a": 1}) == DCArgs(a=1)
+    assert (dc.validate({"a": 1, "day": "2024-01-02"})).day == dt.date(2024, 1, 2)
     for schema_tool in (td, dc):
         with pytest.raises(InvalidToolArgsError):
-            await schema_tool.validate({"a": "1"})
+            schema_tool.validate({"a": "1"})
         with pytest.raises(InvalidToolArgsError):
-            await schema_tool.validate({"a": 1, "zz": 0})
+            schema_tool.validate({"a": 1, "zz": 0})
 
 
 async def test_validate_accepts_any_mapping() -> None:
     """A read-only mapping is validated like a dict."""
-    args = await make_tool().validate(types.MappingProxyType({"query": "q"}))
+    args = make_tool().validate(types.MappingProxyType({"query": "q"}))
     assert args.query == "q"
 
 
@@ -493,7 +493,7 @@ async def test_validate_accepts_any_mapping() -> None:
 async def test_validate_rejects_non_objects(raw: Any) -> None:
     """Arguments that are not a JSON object raise InvalidToolArgsError."""
     with pytest.raises(InvalidToolArgsError) as info:
-        await make_tool().validate(raw)
+        make_tool().validate(raw)
     assert info.value.code == "E_INVALID_TOOL_ARGS"
     assert info.value.errors
 
@@ -513,7 +513,7 @@ async def test_executor_runs_a_sync_handler_and_emits_start_then_end() -> None:
 
     tool = make_tool(handler=handler)
     raw = {"query": "q"}
-    assert await tool.executor(ctx)(raw) == "result"
+    assert await tool.bind(ctx)(raw) == "result"
     assert seen == [1]  # the start event was emitted before the handler ran
     start, end = ctx.events
     assert isinstance(start, ToolExecutionStart)
@@ -535,7 +535,7 @@ async def test_executor_runs_a_sync_handler_and_emits_start_then_end() -> None:
 async def test_checksum_is_over_the_raw_arguments() -> None:
     """The events' checksum is computed before defaults are applied."""
     ctx = FakeContext()
-    await make_tool().executor(ctx)({"query": "q"})
+    await make_tool().bind(ctx)({"query": "q"})
     with_defaults = tool_call_checksum("search", {"query": "q", "limit": 10, "tags": []})
     assert ctx.events[0].checksum == tool_call_checksum("search", {"query": "q"})  # type: ignore[attr-defined]
     assert ctx.events[0].checksum != with_defaults  # type: ignore[attr-defined]
@@ -565,7 +565,7 @@ async def test_executor_awaits_an_async_handler_and_measures_it() -> None:
         return args.query.upper()
 
     ctx = FakeContext()
-    assert await make_tool(handler=handler).executor(ctx)({"query": "q"}) == "Q"
+    assert await make_tool(handler=handler).bind(ctx)({"query": "q"}) == "Q"
     end = ctx.events[-1]
     assert isinstance(end, ToolExecutionEnd)
     assert end.duration_ms >= 15
@@ -578,14 +578,14 @@ async def test_executor_awaits_an_awaitable_returned_by_a_sync_callable() -> Non
         return "late"
 
     tool = make_tool(handler=lambda args, ctx, meta: body())
-    assert await tool.executor(FakeContext())({"query": "q"}) == "late"
+    assert await tool.bind(FakeContext())({"query": "q"}) == "late"
 
 
 async def test_executor_returns_the_handler_value_unchanged() -> None:
     """Whatever the handler returns (here bytes) is returned as is, the same object."""
     payload = b"\x00binary"
     tool = make_tool(handler=lambda args, ctx, meta: payload)
-    assert await tool.executor(FakeContext())({"query": "q"}) is payload
+    assert await tool.bind(FakeContext())({"query": "q"}) is payload
 
 
 async def test_handler_receives_the_tool_meta_stash() -> None:
@@ -597,7 +597,7 @@ async def test_handler_receives_the_tool_meta_stash() -> None:
         return str(meta.get("unit"))
 
     tool = make_tool(handler=handler, meta={"unit": "km"})
-    assert await tool.executor(FakeContext())({"query": "q"}) == "km"
+    assert await tool.bind(FakeContext())({"query": "q"}) == "km"
     assert received == [tool.meta]
 
 
@@ -622,7 +622,7 @@ async def test_invalid_args_raise_without_events_or_handler_call(raw: dict[str, 
     tool = make_tool(handler=handler)
     ctx = FakeContext()
     with pytest.raises(InvalidToolArgsError) as info:
-        await tool.executor(ctx)(raw)
+        await tool.bind(ctx)(raw)
     assert info.value.code == "E_INVALID_TOOL_ARGS"
     assert info.value.tool_name == "search"
     assert ctx.events == []
@@ -638,7 +638,7 @@ async def test_handler_exception_is_wrapped_with_its_cause() -> None:
 
     ctx = FakeContext()
     with pytest.raises(ToolDownstreamError) as info:
-        await make_tool(handler=handler).executor(ctx)({"query": "q"})
+        await make_tool(handler=handler).bind(ctx)({"query": "q"})
     error = info.value
     assert error.code == "E_TOOL_DOWNSTREAM_ERROR"
     assert error.__cause__ is original
@@ -660,7 +660,7 @@ async def test_async_handler_exception_is_wrapped_too() -> None:
         raise KeyError("gone")
 
     with pytest.raises(ToolDownstreamError) as info:
-        await make_tool(handler=handler).executor(FakeContext())({"query": "q"})
+        await make_tool(handler=handler).bind(FakeContext())({"query": "q"})
     assert isinstance(info.value.__cause__, KeyError)
 
 
@@ -677,7 +677,7 @@ async def test_loop_errors_from_the_handler_are_reraised_unchanged(error: LoopEr
 
     ctx = FakeContext()
     with pytest.raises(LoopError) as info:
-        await make_tool(handler=handler).executor(ctx)({"query": "q"})
+        await make_tool(handler=handler).bind(ctx)({"query": "q"})
     assert info.value is error
     assert info.value.code == error.code
     end = ctx.events[-1]
@@ -695,7 +695,7 @@ async def test_cancellation_propagates_unchanged_after_the_end_event() -> None:
         return "never"
 
     ctx = FakeContext()
-    execute = make_tool(handler=handler).executor(ctx)
+    execute = make_tool(handler=handler).bind(ctx)
 
     async def call() -> object:
         return await execute({"query": "q"})
@@ -713,20 +713,20 @@ async def test_cancellation_propagates_unchanged_after_the_end_event() -> None:
 async def test_one_executor_serves_many_calls() -> None:
     """An executor can be called repeatedly; each call emits its own pair of events."""
     ctx = FakeContext()
-    execute = make_tool().executor(ctx)
+    execute = make_tool().bind(ctx)
     assert await execute({"query": "a"}) == "a:10"
     assert await execute({"query": "b", "limit": 2}) == "b:2"
     assert len(ctx.events) == 4
 
 
-async def test_with_guard_copy_keeps_subclass_attributes() -> None:
-    """Guarding a Tool subclass (an ArtifactTool) keeps the subclass's own attributes."""
+async def test_with_handler_copy_keeps_subclass_attributes() -> None:
+    """Wrapping the handler of a Tool subclass (an ArtifactTool) keeps its own attributes."""
 
     class CallArgs(BaseModel):
         call_id: str
 
-    async def guard(args: Any, ctx: Any) -> None:
-        return None
+    def shout(handler: Any) -> Any:
+        return lambda args, ctx, meta: handler(args, ctx, meta).upper()
 
     original = ArtifactTool(
         name="artifact_head",
@@ -735,8 +735,8 @@ async def test_with_guard_copy_keeps_subclass_attributes() -> None:
         handler=lambda args, ctx, meta: "head",
         queries=SpooledJsonArtifact,
     )
-    guarded = original.with_guard(guard)
-    assert type(guarded) is ArtifactTool
-    assert guarded.queries is SpooledJsonArtifact
-    assert guarded.ephemeral is True
-    assert await guarded.executor(FakeContext())({"call_id": "c"}) == "head"
+    wrapped = original.with_handler(shout)
+    assert type(wrapped) is ArtifactTool
+    assert wrapped.queries is SpooledJsonArtifact
+    assert wrapped.ephemeral is True
+    assert await wrapped.bind(FakeContext())({"call_id": "c"}) == "HEAD"

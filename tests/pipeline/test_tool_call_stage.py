@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from middleware import Middleware, tool_call
 from pipeline import (
+    Decision,
     DispatchContext,
     ErrorReported,
     Gate,
@@ -87,31 +88,27 @@ async def test_a_hook_that_denies_stops_the_handler_and_the_model_reads_why() ->
             return
         await call_next()
 
-    decisions: list[dict[str, Any]] = []
-    r = runner(
+    result = await runner(
         [calls(("c1", "refund", {"order": "A", "cents": 200}), ("c2", "refund", {"order": "B"}))],
         [refunds.tool()],
         mw,
-    )
-    r.on(Log, lambda e: decisions.append(e.payload) if e.kind == "policy.decision" else None)
-    result = await r.run("refund")
+    ).run("refund")
     ok, denied = result.tool_calls
     assert [a.order for a in refunds.ran] == ["A"]
-    assert not ok.is_error
-    assert denied.is_error
-    assert denied.results == "Error: refunds over 500 cents need a human (asked 100000)"
-    assert decisions == [
-        {
-            "policy": "tool_call",
-            "tool": "refund",
-            "checksum": denied.checksum,
-            "call_id": "c2",
-            "iteration": 0,
-            "action": "denied",
-            "reason": "refunds over 500 cents need a human (asked 100000)",
-            "ran": False,
-        }
-    ]
+    assert (ok.is_error, ok.ran, ok.verdict, ok.decisions) == (False, True, "allowed", ())
+    assert (denied.is_error, denied.ran, denied.verdict) == (True, False, "denied")
+    assert denied.results == (
+        "Error: E_CALL_DENIED: guard.no_big_refunds denied the call to 'refund': refunds over "
+        "500 cents need a human (asked 100000); it was not run"
+    )
+    assert denied.decisions == (
+        Decision(
+            policy="guard.no_big_refunds",
+            action="denied",
+            reason="refunds over 500 cents need a human (asked 100000)",
+            when="before",
+        ),
+    )
 
 
 async def test_the_hook_sees_validated_arguments_with_defaults_and_the_raw_ones() -> None:
@@ -194,11 +191,11 @@ async def test_an_outcome_replaced_after_the_handler_ran() -> None:
 
     @mw.tool_call
     async def redact(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
-        record = await call_next()
-        assert isinstance(record, ToolCall)
+        await call_next()
         assert ctx.ran
+        assert ctx.output == f"refunded 100000 on {ctx.args.order}"
         if ctx.args.order == "secret":
-            ctx.deny("the result is classified")
+            ctx.deny("the result is classified", policy="redact")
         else:
             ctx.respond("[redacted]")
 
@@ -209,8 +206,18 @@ async def test_an_outcome_replaced_after_the_handler_ran() -> None:
     ).run("x")
     assert len(refunds.ran) == 2
     first, second = result.tool_calls
-    assert first.results == "[redacted]"
-    assert (second.is_error, second.results) == (True, "Error: the result is classified")
+    assert (first.results, first.ran, first.verdict) == ("[redacted]", True, "answered")
+    assert first.decisions == (
+        Decision(
+            policy="redact.redact", action="answered", reason="answered by middleware", when="after"
+        ),
+    )
+    assert (second.is_error, second.ran, second.verdict) == (True, True, "denied")
+    assert second.results == (
+        "Error: E_CALL_DENIED: redact denied the call to 'refund': the result is classified; "
+        "it ran, but its result is withheld"
+    )
+    assert second.decisions[-1].when == "after"
 
 
 async def test_a_raising_hook_makes_that_call_an_error_and_the_turn_goes_on() -> None:
@@ -255,7 +262,7 @@ async def test_a_hook_that_returns_without_deciding_is_an_error_call() -> None:
 
 
 async def test_layers_nest_and_an_inner_denial_stops_the_handler() -> None:
-    """Outer layers see the record an inner layer decided; the handler never runs."""
+    """Outer layers see what an inner layer decided; the handler never runs."""
     refunds = Refunds()
     trail: list[str] = []
     mw = Middleware("layers")
@@ -263,17 +270,25 @@ async def test_layers_nest_and_an_inner_denial_stops_the_handler() -> None:
     @mw.tool_call(order=-1)
     async def outer(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
         trail.append("outer in")
-        record = await call_next()
-        trail.append(f"outer out: {record.results}")
+        await call_next()
+        trail.append(f"outer out: ran={ctx.ran} error={ctx.is_error} {ctx.denied}")
 
     @mw.tool_call
     async def inner(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
         trail.append("inner")
         ctx.deny("no")
 
-    await runner([calls(("c1", "refund", {"order": "A"}))], [refunds.tool()], mw).run("x")
+    result = await runner([calls(("c1", "refund", {"order": "A"}))], [refunds.tool()], mw).run("x")
     assert refunds.ran == []
-    assert trail == ["outer in", "inner", "outer out: Error: no"]
+    assert trail == [
+        "outer in",
+        "inner",
+        "outer out: ran=False error=True E_CALL_DENIED: layers.inner denied the call to "
+        "'refund': no; it was not run",
+    ]
+    assert [(d.policy, d.action) for d in result.tool_calls[0].decisions] == [
+        ("layers.inner", "denied")
+    ]
 
 
 async def test_tools_globs_limit_a_hook_to_matching_calls() -> None:

@@ -32,7 +32,7 @@ class FakeContext:
 
 
 async def call(target: Tool[Any], args: dict[str, Any], ctx: Any = None) -> Any:
-    return await target.executor(ctx if ctx is not None else FakeContext())(args)
+    return await target.bind(ctx if ctx is not None else FakeContext())(args)
 
 
 def test_bare_decorator_builds_a_tool_from_the_signature() -> None:

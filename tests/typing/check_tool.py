@@ -52,11 +52,11 @@ assert_type(search_tool.input_schema, type[SearchArgs])
 
 
 async def validated() -> None:
-    assert_type(await search_tool.validate({"query": "q"}), SearchArgs)
+    assert_type(search_tool.validate({"query": "q"}), SearchArgs)
 
 
 def executor(ctx: ToolContext) -> None:
-    assert_type(search_tool.executor(ctx), Callable[[Mapping[str, Any]], Awaitable[ToolOutput]])
+    assert_type(search_tool.bind(ctx), Callable[[Mapping[str, Any]], Awaitable[ToolOutput]])
 
 
 # A handler whose argument type does not match the input schema is rejected.

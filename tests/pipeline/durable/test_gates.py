@@ -45,13 +45,12 @@ def test_a_gate_outlives_its_worker_and_an_approval_from_the_cli_finishes_the_tu
     assert outcome["status"] == "completed"
     assert outcome["output"] == "refund: refunded A1"
     assert workers.handler_runs() == {"refund A1": 1}
-    decisions = outcome["stash"]["loopware"]["approval"]["decisions"]
-    assert [d["action"] for d in decisions] == ["approved"]
     store = SqliteStore(workers.store)
     sink = SqliteAuditSink(workers.audit)
     try:
         _, calls = asyncio.run(store.load_conversation("shop"))
-        assert [(c.id, c.is_error) for c in calls] == [(f"{turn}-r", False)]
+        assert [(c.id, c.is_error, c.ran) for c in calls] == [(f"{turn}-r", False, True)]
+        assert [d.action for d in calls[0].decisions] == ["approved"]
         assert sink.verify() is None
         rows = [r.entry for r in sink.rows() if r.entry.call_id == f"{turn}-r"]
         assert rows[-1].decision == "approved"

@@ -1,4 +1,4 @@
-"""Arguments a model seam hands over already parsed (pipeline/_call_records.py): a flat object of
+"""Arguments a model seam hands over already parsed (pipeline/calls/_arguments.py): a flat object of
 JSON scalars is copied as it is, and gives exactly what the JSON round trip gives any other
 mapping (same keys, values and types, a new dict the caller's changes do not reach)."""
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline._call_records import parse_arguments
+from pipeline.calls._arguments import parse_arguments
 
 scalars = st.one_of(
     st.none(),
@@ -44,7 +44,7 @@ def same(a: Any, b: Any) -> bool:
 
 @given(st.dictionaries(st.text(st.characters(codec=None)), scalars))
 def test_a_flat_object_is_what_the_json_round_trip_gives(arguments: dict[str, Any]) -> None:
-    parsed = parse_arguments("c1", "tool", arguments)
+    parsed = parse_arguments("tool", arguments)
     assert isinstance(parsed, dict)
     assert parsed is not arguments
     assert same(parsed, round_trip(arguments))
@@ -71,5 +71,5 @@ class Text(str):
     ids=["nested", "int-enum", "str-subclass", "int-key", "tuple", "ordered-dict"],
 )
 def test_anything_else_still_takes_the_json_round_trip(arguments: dict[Any, Any]) -> None:
-    parsed = parse_arguments("c1", "tool", arguments)
+    parsed = parse_arguments("tool", arguments)
     assert same(parsed, round_trip(arguments))
