@@ -13,7 +13,6 @@ from typing import TypeAlias
 from pipeline import (
     Gate,
     GateAbortedError,
-    GateTimeoutError,
     InvalidMiddlewareConfigError,
     LoopError,
     PolicyViolationError,
@@ -57,7 +56,8 @@ class ApprovalGate:
 
     Outcomes: approval runs the handler. Rejection refuses the call (the handler never runs):
     the model reads ``E_CALL_REJECTED`` with the reason; a timeout and an aborted gate reject
-    it the same way; aborting the turn ends the turn as aborted. Each outcome is an
+    it the same way (the reason is the gate's error, ``E_TURN_GATE_TIMEOUT: ...`` or
+    ``E_TURN_GATE_ABORTED: ...``); aborting the turn ends the turn as aborted. Each outcome is an
     ``"approved"`` or ``"rejected"`` `Decision` on the call's record, under ``namespace``.
     A gate that is never settled holds only its own turn.
 
@@ -155,13 +155,10 @@ class ApprovalGate:
         asking = None if self._approver is None else asyncio.ensure_future(self._ask(gate))
         try:
             approved = await ctx.wait_for(gate)
-        except GateTimeoutError:
-            self._reject(ctx, f"approval timed out after {self._timeout} s")
-            return
         except GateAbortedError as exc:
             if ctx.dispatch.aborted:  # the turn's abort aborted the gate: end the turn
                 raise TurnAbortedError(ctx.dispatch.abort_reason, gate_id=gate.id) from exc
-            self._reject(ctx, f"the approval gate was aborted: {exc.message}")
+            self._reject(ctx, str(exc))
             return
         except PolicyViolationError as exc:  # rejected with text (or by the approver)
             self._reject(ctx, exc.message)

@@ -219,7 +219,7 @@ class ToolCallLimit:
             used = stash.increment(self._pending(tool)) + stash[self._used(tool)]
             if used > limit:
                 stash.increment(self._pending(tool), -1)
-                self._refuse(ctx, f"the limit of {limit} runs of {tool!r} per turn is used up")
+                self._refuse(ctx, f"the limit of {_runs(limit)} of {tool!r} per turn is used up")
                 return
         if total_limit is not None:
             used = stash.increment(self._pending_total) + stash[self._total_key]
@@ -240,7 +240,7 @@ class ToolCallLimit:
 
     @staticmethod
     def _total_reason(total: int) -> str:
-        return f"the limit of {total} tool runs per turn is used up"
+        return f"the limit of {_runs(total, 'tool run')} per turn is used up"
 
     def _ended_by(self, d: DispatchContext) -> str | None:
         """The id of the call with which this limit nacked ``d``, or None if it did not."""
@@ -299,7 +299,7 @@ class ToolCallLimit:
             if limit is not None:
                 used = bump(stash, self._used(tool))
                 if used >= limit and hide:
-                    reason = f"its limit of {limit} runs per turn is used up"
+                    reason = f"its limit of {_runs(limit)} per turn is used up"
                     self._hide(ctx, tool, call.id, reason)
             if total_limit is not None:
                 total = bump(stash, self._total_key)
@@ -321,6 +321,10 @@ class ToolCallLimit:
                 tool=tool, policy=self._namespace, action="hidden", reason=reason, call_id=call_id
             )
         )
+
+
+def _runs(n: int, what: str = "run") -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 ToolCallLimit.__module__ = "middleware"

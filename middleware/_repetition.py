@@ -177,7 +177,8 @@ class RepetitionDetector:
         tools = [tool]
         window = self._window
         if count >= self._threshold:
-            reason = f"the same call would be made {count} times (threshold {self._threshold})"
+            made = "would be made" if self._on_repeat == "block" else "was made"
+            reason = f"the same call {made} {count} times (threshold {self._threshold})"
         elif window is not None:
             recent: list[str] = stash.get(self._recent) or []
             found = find_oscillation([*recent, entry][-window:]) if len(recent) >= 3 else None

@@ -1,9 +1,9 @@
 """A hostile model's harness for the enforcement tests: counted tools, scripted batches, verdicts.
 
 The tools here count their real handler runs (with the argument they ran on), and `play` runs a
-scripted turn while collecting what every layer decided about each call id: ``policy.decision``
-logs, the handlers that started (`ToolExecutionStart`), the stash decisions and the audit rows.
-Not collected by pytest (no ``test_`` prefix); imported by ``test_enforcement_*.py``.
+scripted turn while collecting what was decided about each call id (the decisions on its
+record), the handlers that started (`ToolExecutionStart`), the decisions about tools and the
+audit rows. Not collected by pytest (no ``test_`` prefix); imported by ``test_enforcement_*.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pydantic import BaseModel
 from middleware import AuditLog, SqliteAuditSink
 from pipeline import (
     DispatchContext,
-    Log,
     ModelResponse,
     ProposedToolCall,
     SpooledArtifact,
@@ -51,8 +50,22 @@ PARALLEL = pytest.mark.parametrize("parallel", [False, True], ids=["sequential",
 
 
 def unknown(name: str, available: str) -> str:
-    """What the model reads for a call to a name no visible tool has."""
+    """What the model reads for a call to a name no tool has (or one hidden without a word)."""
     return f"Error: E_TOOL_NOT_FOUND: unknown tool {name!r}; available tools: {available}"
+
+
+def unavailable(name: str, policy: str, reason: str, available: str) -> str:
+    """What the model reads for a call to a tool a policy hid or withdrew during the turn."""
+    return (
+        f"Error: E_TOOL_UNAVAILABLE: tool {name!r} is no longer available in this turn "
+        f"({policy}: {reason}); available tools: {available}"
+    )
+
+
+def denied(policy: str, tool: str, reason: str, *, action: str = "denied") -> str:
+    """What the model reads for a call a policy refused before it ran."""
+    code = "E_CALL_REJECTED" if action == "rejected" else "E_CALL_DENIED"
+    return f"Error: {code}: {policy} {action} the call to {tool!r}: {reason}; it was not run"
 
 
 class Query(BaseModel):
@@ -102,8 +115,6 @@ class Played:
 
     result: TurnResult
     model: ScriptedModel
-    logs: list[dict[str, Any]] = field(default_factory=list)
-    """Payloads of the ``policy.decision`` logs, in emission order."""
     started: list[str] = field(default_factory=list)
     """Call ids whose handler started (`ToolExecutionStart`), in order."""
 
@@ -121,21 +132,21 @@ class Played:
         """Ids of the error calls, in storage order."""
         return [c.id for c in self.result.tool_calls if c.is_error]
 
-    def decided(self) -> dict[str, list[tuple[str, str, bool | None]]]:
-        """``call_id -> [(policy, action, ran)]`` from the logs (``ran`` None when not given)."""
-        out: dict[str, list[tuple[str, str, bool | None]]] = {}
-        for p in self.logs:
-            if p.get("call_id") is not None:
-                out.setdefault(p["call_id"], []).append((p["policy"], p["action"], p.get("ran")))
-        return out
+    def decided(self) -> dict[str, list[tuple[str, str, str]]]:
+        """``call_id -> [(policy, action, when)]``: the decisions on each record that has any."""
+        return {
+            c.id: [(d.policy, d.action, d.when) for d in c.decisions]
+            for c in self.result.tool_calls
+            if c.decisions
+        }
 
-    def stash_decisions(self, policy: str) -> dict[str, list[str]]:
-        """``call_id -> [action]`` from ``loopware.<policy>.decisions`` (per-call entries only)."""
-        out: dict[str, list[str]] = {}
-        for entry in self.result.stash["loopware"][policy].get("decisions", []):
-            if entry["call_id"] is not None:
-                out.setdefault(entry["call_id"], []).append(entry["action"])
-        return out
+    def verdicts(self) -> dict[str, tuple[str, bool]]:
+        """``call_id -> (verdict, ran)`` of every stored call."""
+        return {c.id: (c.verdict, c.ran) for c in self.result.tool_calls}
+
+    def tools_decided(self) -> list[tuple[str, str, str, str | None]]:
+        """``(tool, policy, action, call_id)`` of every decision about a tool, in order."""
+        return [(d.tool, d.policy, d.action, d.call_id) for d in self.result.tool_decisions]
 
     def offered(self, step: int) -> list[str]:
         """The tool names offered to the model at model step ``step``."""
@@ -163,35 +174,46 @@ async def play(
         tools=tools,
         middleware=stack,
     )
-    logs: list[dict[str, Any]] = []
     started: list[str] = []
-
-    def keep(event: Log) -> None:
-        if event.kind == "policy.decision":
-            logs.append(dict(event.payload))
-
-    runner.on(Log, keep)
     runner.on(ToolExecutionStart, lambda event: started.append(event.call_id))
     try:
         result = await runner.run("go")
     finally:
         if sink is not None:
             sink.close()
-    return Played(result, model, logs, started)
+    return Played(result, model, started)
 
 
-def audit_rows(path: Path) -> dict[str, tuple[str | None, str | None, bool]]:
-    """``call_id -> (decision, policy, is_error)`` of the tool-call rows in the chain at ``path``.
+def audit_rows(path: Path) -> dict[str, list[tuple[str | None, str | None, bool]]]:
+    """``call_id -> [(decision, policy, ran)]``: every tool-call row of the chain at ``path``.
 
-    The chain must verify intact.
+    A list per call id, so that a test sees a second row if one was written. The chain must
+    verify intact.
     """
     sink = SqliteAuditSink(path, synchronous="normal")
     try:
         assert sink.verify() is None
-        return {
-            row.entry.call_id: (row.entry.decision, row.entry.policy, row.entry.is_error)
+        rows: dict[str, list[tuple[str | None, str | None, bool]]] = {}
+        for row in sink.rows():
+            entry = row.entry
+            if entry.kind == "tool_call" and entry.call_id is not None:
+                rows.setdefault(entry.call_id, []).append(
+                    (entry.decision, entry.policy, entry.ran)
+                )
+        return rows
+    finally:
+        sink.close()
+
+
+def audit_tool_rows(path: Path) -> list[tuple[str | None, str | None, str | None, str | None]]:
+    """``(tool, decision, policy, call_id)`` of every row about a tool (``kind="tool"``)."""
+    sink = SqliteAuditSink(path, synchronous="normal")
+    try:
+        assert sink.verify() is None
+        return [
+            (row.entry.tool, row.entry.decision, row.entry.policy, row.entry.call_id)
             for row in sink.rows()
-            if row.entry.kind == "tool_call" and row.entry.call_id is not None
-        }
+            if row.entry.kind == "tool"
+        ]
     finally:
         sink.close()

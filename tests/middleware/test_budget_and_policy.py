@@ -9,12 +9,13 @@ import pytest
 
 from middleware import IterationBudget, ToolPolicy
 from pipeline import (
+    Decision,
     InvalidMiddlewareConfigError,
-    Log,
     ModelResponse,
     PolicyViolationError,
     ProposedToolCall,
     ToolCall,
+    ToolDecision,
     ToolLoopExecutor,
     TurnRunner,
     tool,
@@ -42,15 +43,7 @@ async def test_the_budget_nacks_at_its_iteration_before_the_model_is_called(
     assert isinstance(error, PolicyViolationError)
     assert error.policy == "loopware.budget"
     assert error.details == {"max_iterations": 2, "iteration": 2}
-    (decision,) = result.stash["loopware"]["budget"]["decisions"]
-    assert decision == {
-        "tool": None,
-        "checksum": None,
-        "call_id": None,
-        "iteration": 2,
-        "action": "denied",
-        "reason": "iteration budget of 2 spent",
-    }
+    assert error.message == "budget: iteration budget of 2 spent"
 
 
 async def test_the_budget_leaves_short_turns_alone(
@@ -89,14 +82,12 @@ def test_the_budget_repr() -> None:
 
 
 async def test_a_denied_tool_is_never_offered_and_a_call_to_it_is_refused(
-    make_runner: Callable[..., TurnRunner],
-    plan_model: Callable[..., Any],
-    decisions_log: Callable[[TurnRunner], list[Log]],
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """deny=["shell*"]: shell_exec is not offered, and a stubborn call never runs its handler."""
+    """deny=["shell*"]: shell_exec is not offered, and a stubborn call never runs its handler;
+    the model reads that the policy withdrew it and why (not "unknown tool")."""
     model = plan_model([("shell_exec", {"cmd": "rm -rf /"}), ("search", {"q": "a"})], stubborn=True)
     runner = make_runner(model, [ToolPolicy(deny=["shell*"])])
-    logs = decisions_log(runner)
     result = await runner.run("go")
 
     assert result.status == "completed"
@@ -106,14 +97,27 @@ async def test_a_denied_tool_is_never_offered_and_a_call_to_it_is_refused(
     assert refused.tool == "shell_exec"
     assert refused.is_error
     assert "shell_exec" not in str(refused.results).split("available", 1)[-1]
+    assert str(refused.results).startswith(
+        "Error: E_TOOL_UNAVAILABLE: tool 'shell_exec' is no longer available in this turn "
+        "(loopware.policy: matches deny pattern 'shell*')"
+    )
+    assert (refused.ran, refused.verdict) == (False, "denied")
+    assert refused.decisions == (
+        Decision(
+            policy="loopware.policy",
+            action="denied",
+            reason="the tool was withdrawn: matches deny pattern 'shell*'",
+        ),
+    )
     assert not allowed.is_error
-    decisions = result.stash["loopware"]["policy"]["decisions"]
-    assert [(d["tool"], d["action"], d["iteration"]) for d in decisions] == [
-        ("shell_exec", "denied", None),
-        ("shell_exec", "denied", 0),
-    ]
-    assert decisions[0]["reason"] == "matches deny pattern 'shell*'"
-    assert [log.payload["call_id"] for log in logs] == [None, refused.id]
+    assert result.tool_decisions == (
+        ToolDecision(
+            tool="shell_exec",
+            policy="loopware.policy",
+            action="withdrawn",
+            reason="matches deny pattern 'shell*'",
+        ),
+    )
     assert "shell_exec" in runner.tools  # the baseline is never edited
 
 
@@ -126,7 +130,7 @@ async def test_allow_list_keeps_only_matching_tools(
         "go"
     )
     assert model.offered == [["search", "fetch"]]
-    reasons = {d["tool"]: d["reason"] for d in result.stash["loopware"]["policy"]["decisions"]}
+    reasons = {d.tool: d.reason for d in result.tool_decisions}
     assert reasons == {
         "poll": "matches no allow pattern",
         "shell_exec": "matches deny pattern 'shell*'",
@@ -161,8 +165,7 @@ async def test_tools_registered_after_turn_input_are_refused_as_they_arrive() ->
     assert ctx.tools.register(shell_late) is False
     assert ctx.tools.register(search_late) is True
     assert [t.name for t in ctx.tools.all()] == ["search_late"]
-    decisions = ctx.stash.get("loopware.policy.decisions")
-    assert [(d["tool"], d["action"]) for d in decisions] == [("shell_late", "denied")]
+    assert [(d.tool, d.action) for d in ctx.tool_decisions] == [("shell_late", "withdrawn")]
 
 
 async def test_a_deny_pattern_on_artifact_tools_keeps_forged_tools_away() -> None:
@@ -200,16 +203,16 @@ async def test_a_denied_call_that_ran_nacks_the_dispatch(call: Callable[..., Too
     assert isinstance(error, PolicyViolationError)
     assert error.policy == "loopware.policy"
     assert error.details["call_id"] == ran.id
-    (decision,) = ctx.stash.get("loopware.policy.decisions")
-    assert decision["reason"].endswith("the call ran despite the policy")
+    assert error.message.endswith("the call ran despite the policy")
 
 
-async def test_a_refused_call_is_recorded_without_nacking(call: Callable[..., ToolCall]) -> None:
-    """An error record (the executor refused an unknown tool) is only recorded."""
+async def test_a_call_to_a_denied_tool_that_never_ran_does_not_nack(
+    call: Callable[..., ToolCall],
+) -> None:
+    """A record that says its handler never ran (the executor refused it) bypassed nothing."""
     ctx = make_dispatch_context(tool_calls=[call("shell_exec", is_error=True)])
     await ToolPolicy(deny=["shell*"]).enforce(ctx, end)
     assert not ctx.is_signalled
-    assert len(ctx.stash.get("loopware.policy.decisions")) == 1
 
 
 @pytest.mark.parametrize(

@@ -80,8 +80,11 @@ async def test_one_instance_of_each_builtin_keeps_100_concurrent_turns_apart() -
         assert len(result.tool_calls) == made
         state = result.stash["loopware"]
         assert state["counter"]["total"] == {"completed": made, "failed": 0}
-        assert state["limit"]["completed"] == {"search": made}
-        assert ("decisions" in state["limit"]) == (made == 3)
-        repetition = state["repetition"].get("decisions", [])
-        assert [d["iteration"] for d in repetition] == ([1] if repeats else [])
-        assert [d["tool"] for d in state["policy"]["decisions"]] == ["shell"]
+        assert state["limit"]["used"] == {"search": made}
+        decided = [(d.tool, d.policy, d.action) for d in result.tool_decisions]
+        assert decided == [
+            ("shell", "loopware.policy", "withdrawn"),
+            *([("search", "loopware.limit", "hidden")] if made == 3 else []),
+            *([("search", "loopware.repetition", "hidden")] if repeats else []),
+        ]
+        assert all(c.ran and c.verdict == "allowed" for c in result.tool_calls)

@@ -1,9 +1,10 @@
-"""Issue 11, adversarial: a hostile model calls a tool a policy hid, by name or by a look-alike.
+"""Adversarial: a hostile model calls a tool a policy hid, by name or by a look-alike.
 
-A hidden tool is not callable: the registry refuses a call to it (sequentially, in a parallel
-batch, later in the same batch) and a look-alike name is just a name no tool has. Every test
-counts real handler runs and asserts, per call id, what the model read and what each layer
-decided (logs, stash, audit rows).
+A hidden tool is not callable: the turn refuses a call to it (sequentially, in a parallel
+batch, later in the same batch). A tool a policy took away says so and why (the policy and its
+reason); a tool hidden without a word, and a look-alike name, read as names no tool has. Every
+test counts real handler runs and asserts, per call id, what the model read, the decisions on
+its record and its audit row.
 """
 
 from __future__ import annotations
@@ -17,7 +18,22 @@ import pytest
 from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
 from pipeline import DispatchContext, ModelResponse, ToolCallContext, ToolCallNext
 
-from ._hostile import LOOK_ALIKES, PARALLEL, Counted, audit_rows, batch, call, play, unknown
+from ._hostile import (
+    LOOK_ALIKES,
+    PARALLEL,
+    Counted,
+    audit_rows,
+    audit_tool_rows,
+    batch,
+    call,
+    denied,
+    play,
+    unavailable,
+    unknown,
+)
+
+NOT_OFFERED = ("loopware.registry", "invalid", "before")
+"""The decision on a call to a name that is not offered (and was not taken away with a word)."""
 
 
 def hide_search() -> Middleware:
@@ -36,12 +52,13 @@ def hide_search() -> Middleware:
 
 @dataclass(frozen=True)
 class Hider:
-    """How ``search`` gets hidden, the calls that hide it, and what they leave behind."""
+    """How ``search`` gets hidden, the calls that hide it, and what the model then reads."""
 
     middleware: Callable[[], list[object]]
     steps: tuple[ModelResponse, ...]
     runs: tuple[str, ...]
-    decided: dict[str, list[tuple[str, str, bool | None]]]
+    hidden_by: tuple[str, str, str] | None
+    """``(policy, reason, triggering call id)`` of the tool decision, or None (hidden silently)."""
 
 
 HIDERS = {
@@ -49,19 +66,19 @@ HIDERS = {
         lambda: [ToolCallLimit({"search": 1})],
         (batch(call("s1", "search", q="1")),),
         ("1",),
-        {"s1": [("loopware.limit", "hidden", None)]},
+        ("loopware.limit", "its limit of 1 run per turn is used up", "s1"),
     ),
     "repetition": Hider(
         lambda: [RepetitionDetector(threshold=2, on_repeat="hide")],
         (batch(call("s1", "search", q="same")), batch(call("s2", "search", q="same"))),
         ("same", "same"),
-        {"s2": [("loopware.repetition", "hidden", None)]},
+        ("loopware.repetition", "the same call was made 2 times (threshold 2)", "s2"),
     ),
     "middleware": Hider(
         lambda: [hide_search()],
         (batch(call("s1", "search", q="1")),),
         (),
-        {"s1": [("registry", "denied", False)]},
+        None,
     ),
 }
 
@@ -71,7 +88,11 @@ HIDERS = {
 async def test_a_hidden_tool_called_by_name_never_runs(
     how: str, parallel: bool, tmp_path: Path
 ) -> None:
-    """A tool hidden by a limit, a repetition or a middleware is refused by name, in any batch."""
+    """A tool hidden by a limit, a repetition or a middleware is refused by name, in any batch.
+
+    A policy's hiding is a decision about the tool (never a word on the call that ran): a
+    later call reads which policy took the tool away and why, and is denied by that policy.
+    """
     hider = HIDERS[how]
     tools = Counted()
     hostile = batch(call("x1", "search", q="again"), call("f1", "fetch", q="1"))
@@ -86,13 +107,21 @@ async def test_a_hidden_tool_called_by_name_never_runs(
     assert tools.ran("search") == list(hider.runs)
     assert tools.ran("fetch") == ["1"]
     assert "search" not in played.offered(len(hider.steps))
-    assert played.read("x1") == unknown("search", "fetch")
-    assert played.decided() == {**hider.decided, "x1": [("registry", "denied", False)]}
     rows = audit_rows(tmp_path / "a.sqlite")
-    assert rows["x1"] == ("denied", "registry", True)
-    assert rows["f1"] == ("allowed", None, False)
-    for call_id, [(policy, action, _)] in hider.decided.items():
-        assert rows[call_id] == (action, policy, action == "denied")
+    if hider.hidden_by is None:
+        assert played.read("x1") == unknown("search", "fetch")
+        assert played.decided() == {"x1": [NOT_OFFERED]}
+        assert played.tools_decided() == []
+        assert rows["x1"] == [("invalid", "loopware.registry", False)]
+    else:
+        policy, reason, trigger = hider.hidden_by
+        assert played.read("x1") == unavailable("search", policy, reason, "fetch")
+        assert played.decided() == {"x1": [(policy, "denied", "before")]}
+        assert played.tools_decided() == [("search", policy, "hidden", trigger)]
+        assert rows["x1"] == [("denied", policy, False)]
+        assert rows[trigger] == [("allowed", None, True)]  # it ran; its row says so, once
+        assert audit_tool_rows(tmp_path / "a.sqlite") == [("search", "hidden", policy, trigger)]
+    assert rows["f1"] == [("allowed", None, True)]
 
 
 async def test_a_tool_hidden_mid_batch_is_refused_to_the_rest_of_the_batch() -> None:
@@ -120,10 +149,7 @@ async def test_a_tool_hidden_mid_batch_is_refused_to_the_rest_of_the_batch() -> 
     assert tools.runs == [("search", "1"), ("fetch", "1")]
     assert played.errors() == ["s2", "s3"]
     assert played.read("s3") == unknown("search", "fetch")
-    assert played.decided() == {
-        "s2": [("registry", "denied", False)],
-        "s3": [("registry", "denied", False)],
-    }
+    assert played.decided() == {"s2": [NOT_OFFERED], "s3": [NOT_OFFERED]}
 
 
 async def test_a_tool_unhidden_by_middleware_is_still_held_by_its_limit() -> None:
@@ -142,11 +168,11 @@ async def test_a_tool_unhidden_by_middleware_is_still_held_by_its_limit() -> Non
     )
     assert "search" in played.offered(1)  # the hostile middleware did put it back
     assert tools.ran("search") == ["1"]
-    assert played.read("s2") == "Error: limit: search: 2 of 1 calls allowed; the call was not run"
-    assert played.decided() == {
-        "s1": [("loopware.limit", "hidden", None)],
-        "s2": [("loopware.limit", "denied", False)],
-    }
+    assert played.read("s2") == denied(
+        "loopware.limit", "search", "the limit of 1 run of 'search' per turn is used up"
+    )
+    assert played.decided() == {"s2": [("loopware.limit", "denied", "before")]}
+    assert played.tools_decided() == [("search", "loopware.limit", "hidden", "s1")]
 
 
 # -- 2. look-alike names -----------------------------------------------------------------------
@@ -157,7 +183,11 @@ async def test_a_tool_unhidden_by_middleware_is_still_held_by_its_limit() -> Non
 async def test_look_alike_names_never_reach_a_hidden_or_denied_tool(
     kept_away: str, parallel: bool, tmp_path: Path
 ) -> None:
-    """Case, spaces, homoglyphs, full width and zero-width marks are unknown names, not search."""
+    """Case, spaces, homoglyphs, full width and zero-width marks are unknown names, not search.
+
+    The real name reads why it is kept away when a policy said so (withdrawn by `ToolPolicy`),
+    and as unknown when it was hidden without a word.
+    """
     tools = Counted()
     keeper: object = hide_search() if kept_away == "hidden" else ToolPolicy(deny=["search"])
     names = ("search", *LOOK_ALIKES)
@@ -175,16 +205,18 @@ async def test_look_alike_names_never_reach_a_hidden_or_denied_tool(
     assert tools.runs == [("fetch", "1")]
     assert played.started == ["f1"]
     assert played.errors() == ids
-    for call_id, name in zip(ids, names, strict=True):
+    for call_id, name in zip(ids[1:], names[1:], strict=True):
         assert played.read(call_id) == unknown(name, "fetch")
     # only the real name is a policy matter; a look-alike is just a name no tool has
-    refusal = (
-        ("registry", "denied", False)
-        if kept_away == "hidden"
-        else ("loopware.policy", "denied", None)
-    )
-    assert played.decided() == {"x0": [refusal]}
     rows = audit_rows(tmp_path / "a.sqlite")
-    assert rows["x0"] == ("denied", refusal[0], True)
-    assert {rows[i] for i in ids[1:]} == {("allowed", None, True)}  # failed, and nobody decided
-    assert rows["f1"] == ("allowed", None, False)
+    if kept_away == "hidden":
+        assert played.read("x0") == unknown("search", "fetch")
+        refusal = NOT_OFFERED
+    else:
+        reason = "matches deny pattern 'search'"
+        assert played.read("x0") == unavailable("search", "loopware.policy", reason, "fetch")
+        refusal = ("loopware.policy", "denied", "before")
+    assert played.decided() == {"x0": [refusal], **{i: [NOT_OFFERED] for i in ids[1:]}}
+    assert rows["x0"] == [("denied" if refusal[1] == "denied" else "invalid", refusal[0], False)]
+    assert {tuple(rows[i]) for i in ids[1:]} == {(("invalid", "loopware.registry", False),)}
+    assert rows["f1"] == [("allowed", None, True)]

@@ -3,7 +3,7 @@
 Routes: forged artifact query tools, a denied tool registered or merged in later (by turn input
 or dispatch input middleware, by a tool's handler, under a new name matching a deny glob), and
 new tools under a total limit or an approval glob. Every test counts real handler runs and
-asserts, per call id, what the model read and what each layer decided (logs, stash, audit rows).
+asserts, per call id, what the model read, the decisions on its record and its audit row.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pipeline import (
     TurnContext,
 )
 
-from ._hostile import PARALLEL, Counted, audit_rows, batch, call, play, unknown
+from ._hostile import PARALLEL, Counted, audit_rows, batch, call, denied, play, unavailable
 
 # -- 4. forged artifact tools -------------------------------------------------------------------
 
@@ -77,27 +77,24 @@ async def test_forged_artifact_tools_obey_a_deny_policy_and_a_limit(
     assert "artifact_cat" not in played.offered(1)
     assert "artifact_head" not in played.offered(2)
     assert played.errors() == ["h2", "k1", "h3", "k2"]
-    assert played.read("h2") == (
-        "Error: limit: artifact_head: 2 of 1 calls allowed; the call was not run"
+    limit_reason = "the limit of 1 run of 'artifact_head' per turn is used up"
+    assert played.read("h2") == denied("loopware.limit", "artifact_head", limit_reason)
+    assert played.read("k1").startswith(
+        "Error: E_TOOL_UNAVAILABLE: tool 'artifact_cat' is no longer available in this turn "
+        "(loopware.policy: matches deny pattern 'artifact_cat')"
     )
-    assert played.read("k1").startswith("Error: E_TOOL_NOT_FOUND: unknown tool 'artifact_cat'")
-    assert played.decided() == {
-        "h1": [("loopware.limit", "hidden", None)],
-        "h2": [("loopware.limit", "denied", False)],
-        "k1": [("loopware.policy", "denied", None)],
-        "h3": [("registry", "denied", False)],
-        "k2": [("loopware.policy", "denied", None)],
-    }
-    assert played.stash_decisions("limit") == {"h1": ["hidden"], "h2": ["denied"]}
-    assert played.stash_decisions("policy") == {"k1": ["denied"], "k2": ["denied"]}
+    limit, policy = ("loopware.limit", "denied", "before"), ("loopware.policy", "denied", "before")
+    assert played.decided() == {"h2": [limit], "k1": [policy], "h3": [limit], "k2": [policy]}
+    assert ("artifact_head", "loopware.limit", "hidden", "h1") in played.tools_decided()
+    assert ("artifact_cat", "loopware.policy", "withdrawn", None) in played.tools_decided()
     rows = audit_rows(tmp_path / "a.sqlite")
     assert rows == {
-        "big": ("allowed", None, False),
-        "h1": ("hidden", "loopware.limit", False),
-        "h2": ("denied", "loopware.limit", True),
-        "k1": ("denied", "loopware.policy", True),
-        "h3": ("denied", "registry", True),
-        "k2": ("denied", "loopware.policy", True),
+        "big": [("allowed", None, True)],
+        "h1": [("allowed", None, True)],
+        "h2": [("denied", "loopware.limit", False)],
+        "k1": [("denied", "loopware.policy", False)],
+        "h3": [("denied", "loopware.limit", False)],
+        "k2": [("denied", "loopware.policy", False)],
     }
 
 
@@ -125,11 +122,10 @@ async def test_a_forged_denied_tool_in_a_replaced_registry_is_still_denied_at_ca
     assert "artifact_cat" not in played.offered(1)
     assert "artifact_cat" in played.offered(2)  # re-forged into the swapped registry
     assert played.started == ["big", "big2"]
-    assert played.read("k1") == (
-        "Error: policy: artifact_cat matches deny pattern 'artifact_cat'; the call was not run"
+    assert played.read("k1") == denied(
+        "loopware.policy", "artifact_cat", "matches deny pattern 'artifact_cat'"
     )
-    assert played.decided() == {"k1": [("loopware.policy", "denied", False)]}
-    assert played.stash_decisions("policy") == {"k1": ["denied"]}
+    assert played.decided() == {"k1": [("loopware.policy", "denied", "before")]}
 
 
 # -- 5. tools registered later -----------------------------------------------------------------
@@ -153,8 +149,10 @@ async def test_registering_a_denied_tool_later_is_refused_and_a_call_to_it_never
     )
     assert registered == [False, False]
     assert tools.runs == [("search", "1")]
-    assert played.read("s1") == unknown("shell", "search")
-    assert played.decided() == {"s1": [("loopware.policy", "denied", None)]}
+    assert played.read("s1") == unavailable(
+        "shell", "loopware.policy", "matches deny pattern 'shell*'", "search"
+    )
+    assert played.decided() == {"s1": [("loopware.policy", "denied", "before")]}
 
 
 class Install(BaseModel):
@@ -225,10 +223,10 @@ async def test_a_tool_put_in_the_registry_later_is_still_denied_before_it_runs(
     """However a refused tool gets back into the registry, a call to it is denied on its id."""
     later = LATER[how]
     tools = Counted()
-    denied = tools.tool(later.name)
+    refused = tools.tool(later.name)
 
     def install(args: Install, ctx: DispatchContext, meta: Any) -> str:
-        sneak_in(ctx, denied)
+        sneak_in(ctx, refused)
         return f"installed {args.name}"
 
     installer = Tool(
@@ -237,9 +235,9 @@ async def test_a_tool_put_in_the_registry_later_is_still_denied_before_it_runs(
     middleware: list[object] = [later.policy()]
     steps = [batch(call("s1", later.name, q="rm -rf /"), call("ok", "search", q="1"))]
     if later.route == "dispatch_input":
-        middleware.append(later_in_dispatch_input(denied))
+        middleware.append(later_in_dispatch_input(refused))
     elif later.route == "turn_input":
-        middleware.append(later_in_turn_input(denied))
+        middleware.append(later_in_turn_input(refused))
     else:
         steps.insert(0, batch(call("i1", "install", name=later.name)))
     played = await play(
@@ -253,12 +251,11 @@ async def test_a_tool_put_in_the_registry_later_is_still_denied_before_it_runs(
     assert later.name in played.offered(len(steps) - 1)  # the route put it before the model
     assert tools.runs == [("search", "1")]
     assert played.errors() == ["s1"]
-    assert played.read("s1") == f"Error: policy: {later.name} {later.reason}; the call was not run"
-    assert played.decided()["s1"] == [("loopware.policy", "denied", False)]
-    assert played.stash_decisions("policy") == {"s1": ["denied"]}
+    assert played.read("s1") == denied("loopware.policy", later.name, later.reason)
+    assert played.decided()["s1"] == [("loopware.policy", "denied", "before")]
     rows = audit_rows(tmp_path / "a.sqlite")
-    assert rows["s1"] == ("denied", "loopware.policy", True)
-    assert rows["ok"] == ("allowed", None, False)
+    assert rows["s1"] == [("denied", "loopware.policy", False)]
+    assert rows["ok"] == [("allowed", None, True)]
 
 
 def refuse(gate: Gate) -> bool:
@@ -271,19 +268,19 @@ def refuse(gate: Gate) -> bool:
     [
         (
             lambda: ToolCallLimit(total=1),
-            "Error: limit: shell: 2 of 1 calls allowed in total; the call was not run",
-            ("loopware.limit", "denied", False),
+            denied("loopware.limit", "shell", "the limit of 1 tool run per turn is used up"),
+            ("loopware.limit", "denied", "before"),
         ),
         (
             lambda: ApprovalGate(["shell*"], refuse),
-            "Error: E_POLICY_VIOLATION: the call to 'shell' was rejected by the approver",
-            ("loopware.approval", "rejected", False),
+            denied("loopware.approval", "shell", "the approver said no", action="rejected"),
+            ("loopware.approval", "rejected", "before"),
         ),
     ],
     ids=["total-limit", "approval-glob"],
 )
 async def test_a_tool_merged_in_later_still_meets_the_limit_and_the_approval_gate(
-    policy: Callable[[], object], read: str, decision: tuple[str, str, bool]
+    policy: Callable[[], object], read: str, decision: tuple[str, str, str]
 ) -> None:
     """Policies judge each call by name when it runs, so a newcomer gets no free pass."""
     tools = Counted()

@@ -25,7 +25,9 @@ from pipeline import (
     Tool,
 )
 
-from ._hostile import PARALLEL, Counted, audit_rows, batch, call, play
+from ._hostile import PARALLEL, Counted, audit_rows, audit_tool_rows, batch, call, denied, play
+
+LIMIT_3 = "the limit of 3 runs of 'search' per turn is used up"
 
 # -- 3. a batch over the limit ------------------------------------------------------------------
 
@@ -49,20 +51,23 @@ async def test_ten_calls_in_one_batch_under_a_limit_of_three_run_exactly_the_fir
     assert played.started == ["c0", "c1", "c2"]
     assert played.errors() == ids[3:]
     for i in ids[3:]:
-        assert played.read(i) == "Error: limit: search: 4 of 3 calls allowed; the call was not run"
-    assert played.decided() == {
-        "c2": [("loopware.limit", "hidden", None)],
-        **{i: [("loopware.limit", "denied", False)] for i in ids[3:]},
+        assert played.read(i) == denied("loopware.limit", "search", LIMIT_3)
+    assert played.decided() == {i: [("loopware.limit", "denied", "before")] for i in ids[3:]}
+    assert played.verdicts() == {
+        **{i: ("allowed", True) for i in ids[:3]},
+        **{i: ("denied", False) for i in ids[3:]},
     }
-    assert played.stash_decisions("limit") == {"c2": ["hidden"], **{i: ["denied"] for i in ids[3:]}}
-    assert played.result.stash["loopware"]["limit"]["completed"] == {"search": 3}
+    # hiding the tool is a decision about the tool, never a second word on the call that ran
+    assert played.tools_decided() == [("search", "loopware.limit", "hidden", "c2")]
+    assert played.result.stash["loopware"]["limit"]["used"] == {"search": 3}
     assert played.offered(1) == ["fetch"]
     assert audit_rows(tmp_path / "a.sqlite") == {
-        "c0": ("allowed", None, False),
-        "c1": ("allowed", None, False),
-        "c2": ("hidden", "loopware.limit", False),
-        **{i: ("denied", "loopware.limit", True) for i in ids[3:]},
+        **{i: [("allowed", None, True)] for i in ids[:3]},
+        **{i: [("denied", "loopware.limit", False)] for i in ids[3:]},
     }
+    assert audit_tool_rows(tmp_path / "a.sqlite") == [
+        ("search", "hidden", "loopware.limit", "c2")
+    ]
 
 
 @PARALLEL
@@ -78,11 +83,11 @@ async def test_a_total_limit_holds_across_tools_within_one_batch(parallel: bool)
     )
     assert tools.runs == [("search", "0"), ("fetch", "1"), ("search", "2")]
     assert played.errors() == ["c3", "c4", "c5"]
-    assert played.read("c4") == (
-        "Error: limit: search: 4 of 3 calls allowed in total; the call was not run"
+    assert played.read("c4") == denied(
+        "loopware.limit", "search", "the limit of 3 tool runs per turn is used up"
     )
-    assert {i: d for i, d in played.decided().items() if d[0][1] == "denied"} == {
-        i: [("loopware.limit", "denied", False)] for i in ("c3", "c4", "c5")
+    assert played.decided() == {
+        i: [("loopware.limit", "denied", "before")] for i in ("c3", "c4", "c5")
     }
     assert played.offered(1) == []
 
@@ -113,42 +118,87 @@ async def test_nack_runs_nothing_past_the_limit_and_fails_the_turn(
     assert error.code == "E_POLICY_VIOLATION"
     assert error.details["call_id"] == "c3"
     assert played.errors() == ["c3", "c4", "f1"]
-    assert played.read("c3") == "Error: limit: search: 4 of 3 calls allowed; the call was not run"
-    assert played.read("f1") == (
-        "Error: limit: fetch: the dispatch was ended by call 'c3' beyond a limit; "
-        "the call was not run"
+    assert played.read("c3") == denied("loopware.limit", "search", LIMIT_3)
+    assert played.read("f1") == denied(
+        "loopware.limit", "fetch", "the dispatch was ended by call 'c3' beyond a limit"
     )
     stopped = ("c3", "c4", "f1")
-    assert played.decided() == {i: [("loopware.limit", "denied", False)] for i in stopped}
-    assert played.stash_decisions("limit") == {i: ["denied"] for i in stopped}
+    assert played.decided() == {i: [("loopware.limit", "denied", "before")] for i in stopped}
     assert audit_rows(tmp_path / "a.sqlite") == {
-        **{f"c{i}": ("allowed", None, False) for i in range(3)},
-        **{i: ("denied", "loopware.limit", True) for i in stopped},
+        **{f"c{i}": [("allowed", None, True)] for i in range(3)},
+        **{i: [("denied", "loopware.limit", False)] for i in stopped},
     }
 
 
-async def test_a_failed_call_gives_its_slot_back_to_the_rest_of_the_batch() -> None:
-    """Sequentially, a call whose handler raised frees its slot for the next call of the batch."""
+@PARALLEL
+async def test_a_handler_that_raises_after_its_side_effect_uses_its_slot(parallel: bool) -> None:
+    """count="runs" (the default): ten calls whose handler acts, then raises, run three times."""
+    tools = Counted()
+    played = await play(
+        [batch(*(call(f"c{i}", "search", q="boom") for i in range(10)))],
+        [tools.tool("search", fails_on="boom")],
+        [ToolCallLimit({"search": 3})],
+        parallel=parallel,
+    )
+    assert tools.ran("search") == ["boom"] * 3
+    assert played.verdicts() == {
+        **{f"c{i}": ("allowed", True) for i in range(3)},
+        **{f"c{i}": ("denied", False) for i in range(3, 10)},
+    }
+    assert played.read("c0") == (
+        "Error: E_TOOL_DOWNSTREAM_ERROR: tool 'search' failed: RuntimeError: search broke"
+    )
+    assert played.result.stash["loopware"]["limit"]["used"] == {"search": 3}
+
+
+async def test_a_handler_whose_result_a_hook_withholds_uses_its_slot() -> None:
+    """The handler ran even though the model never sees its result: it counts as a run."""
+    from middleware import Middleware
+    from pipeline import ToolCallContext, ToolCallNext
+
+    tools = Counted()
+    redact = Middleware("redact")
+
+    @redact.tool_call
+    async def withhold(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        await call_next()
+        ctx.deny("the result is classified")
+
+    played = await play(
+        [batch(*(call(f"c{i}", "search", q=str(i)) for i in range(5)))],
+        [tools.tool("search")],
+        [ToolCallLimit({"search": 3}), redact],
+    )
+    assert tools.ran("search") == ["0", "1", "2"]
+    assert played.verdicts() == {
+        **{f"c{i}": ("denied", True) for i in range(3)},
+        **{f"c{i}": ("denied", False) for i in range(3, 5)},
+    }
+    assert played.decided()["c0"] == [("redact.withhold", "denied", "after")]
+    assert played.decided()["c3"] == [("loopware.limit", "denied", "before")]
+
+
+async def test_count_successes_gives_a_failed_call_its_slot_back() -> None:
+    """count="successes": a call whose handler raised frees its slot for the next of the batch."""
     tools = Counted()
     played = await play(
         [batch(*(call(f"c{i}", "search", q=q) for i, q in enumerate(["boom", "1", "2", "3"])))],
         [tools.tool("search", fails_on="boom")],
-        [ToolCallLimit({"search": 2})],
+        [ToolCallLimit({"search": 2}, count="successes")],
     )
     assert tools.ran("search") == ["boom", "1", "2"]
     assert played.errors() == ["c0", "c3"]
     assert played.read("c0") == (
         "Error: E_TOOL_DOWNSTREAM_ERROR: tool 'search' failed: RuntimeError: search broke"
     )
-    assert played.decided() == {
-        "c2": [("loopware.limit", "hidden", None)],
-        "c3": [("loopware.limit", "denied", False)],
-    }
-    state = played.result.stash["loopware"]["limit"]
-    assert (state["completed"], state["failed"]) == ({"search": 2}, {"search": 2})
+    assert played.decided() == {"c3": [("loopware.limit", "denied", "before")]}
+    assert played.tools_decided() == [("search", "loopware.limit", "hidden", "c2")]
+    assert played.result.stash["loopware"]["limit"]["used"] == {"search": 2}
 
 
-async def test_in_a_parallel_batch_a_failed_call_frees_its_slot_for_the_next_iteration() -> None:
+async def test_count_successes_in_a_parallel_batch_frees_a_failed_slot_for_the_next_iteration() -> (
+    None
+):
     """Slots are taken in proposal order before anything fails; the freed one is used next time."""
     tools = Counted()
     played = await play(
@@ -157,16 +207,16 @@ async def test_in_a_parallel_batch_a_failed_call_frees_its_slot_for_the_next_ite
             batch(call("c3", "search", q="3"), call("c4", "search", q="4")),
         ],
         [tools.tool("search", fails_on="boom")],
-        [ToolCallLimit({"search": 2})],
+        [ToolCallLimit({"search": 2}, count="successes")],
         parallel=True,
     )
     assert tools.ran("search") == ["boom", "1", "3"]
     assert played.errors() == ["c0", "c2", "c4"]
     assert played.decided() == {
-        "c2": [("loopware.limit", "denied", False)],
-        "c3": [("loopware.limit", "hidden", None)],
-        "c4": [("loopware.limit", "denied", False)],
+        "c2": [("loopware.limit", "denied", "before")],
+        "c4": [("loopware.limit", "denied", "before")],
     }
+    assert played.tools_decided() == [("search", "loopware.limit", "hidden", "c3")]
 
 
 # -- 6. identical calls in one batch ------------------------------------------------------------
@@ -201,17 +251,17 @@ async def test_identical_calls_in_one_batch_are_approved_or_rejected_each_on_its
     assert sorted(i for i, _ in asked) == sorted([approved, rejected])
     assert len({checksum for _, checksum in asked}) == 1  # the twins are the same ask
     assert played.errors() == [rejected]
-    assert played.read(rejected) == (
-        "Error: E_POLICY_VIOLATION: the call to 'refund' was rejected by the approver"
+    assert played.read(rejected) == denied(
+        "loopware.approval", "refund", "the approver said no", action="rejected"
     )
     assert played.decided() == {
-        approved: [("loopware.approval", "approved", None)],
-        rejected: [("loopware.approval", "rejected", False)],
+        approved: [("loopware.approval", "approved", "before")],
+        rejected: [("loopware.approval", "rejected", "before")],
     }
-    assert played.stash_decisions("approval") == {approved: ["approved"], rejected: ["rejected"]}
+    assert played.verdicts() == {approved: ("approved", True), rejected: ("rejected", False)}
     assert audit_rows(tmp_path / "a.sqlite") == {
-        approved: ("approved", "loopware.approval", False),
-        rejected: ("rejected", "loopware.approval", True),
+        approved: [("approved", "loopware.approval", True)],
+        rejected: [("rejected", "loopware.approval", False)],
     }
 
 
@@ -231,16 +281,16 @@ async def test_identical_calls_in_one_batch_run_once_under_repetition_block(
     assert tools.ran("search") == ["same"]
     assert played.started == ["r0"]
     assert played.errors() == ["r1", "r2"]
-    assert played.read("r1") == (
-        "Error: repetition: search: identical call would be made 2 times (threshold 2); "
-        "the call was not run"
+    assert played.read("r1") == denied(
+        "loopware.repetition", "search", "the same call would be made 2 times (threshold 2)"
     )
-    assert played.decided() == {i: [("loopware.repetition", "denied", False)] for i in ("r1", "r2")}
-    assert played.stash_decisions("repetition") == {"r1": ["denied"], "r2": ["denied"]}
+    assert played.decided() == {
+        i: [("loopware.repetition", "denied", "before")] for i in ("r1", "r2")
+    }
     assert audit_rows(tmp_path / "a.sqlite") == {
-        "r0": ("allowed", None, False),
-        "r1": ("denied", "loopware.repetition", True),
-        "r2": ("denied", "loopware.repetition", True),
+        "r0": [("allowed", None, True)],
+        "r1": [("denied", "loopware.repetition", False)],
+        "r2": [("denied", "loopware.repetition", False)],
     }
 
 
@@ -284,11 +334,12 @@ async def test_threshold_three_means_two_runs_whatever_the_json_spelling(layout:
     assert tools.ran("search") == ["same", "same"]
     assert played.started == ["r0", "r1"]
     assert played.errors() == ["r2", "r3"]
-    assert played.read("r2") == (
-        "Error: repetition: search: identical call would be made 3 times (threshold 3); "
-        "the call was not run"
+    assert played.read("r2") == denied(
+        "loopware.repetition", "search", "the same call would be made 3 times (threshold 3)"
     )
-    assert played.decided() == {i: [("loopware.repetition", "denied", False)] for i in ("r2", "r3")}
+    assert played.decided() == {
+        i: [("loopware.repetition", "denied", "before")] for i in ("r2", "r3")
+    }
 
 
 @LAYOUTS
@@ -310,12 +361,12 @@ async def test_an_oscillation_is_denied_before_its_fourth_call_runs(layout: str)
     )
     assert tools.runs == [("search", "a"), ("fetch", "b"), ("search", "a")]
     assert played.errors() == ["b2"]
-    assert played.read("b2") == (
-        "Error: repetition: fetch: oscillating between two calls (search and fetch) within the "
-        "last 4 calls; the call was not run"
+    assert played.read("b2") == denied(
+        "loopware.repetition",
+        "fetch",
+        "oscillating between two calls (search and fetch) within the last 4 calls",
     )
-    assert played.decided() == {"b2": [("loopware.repetition", "denied", False)]}
-    assert played.stash_decisions("repetition") == {"b2": ["denied"]}
+    assert played.decided() == {"b2": [("loopware.repetition", "denied", "before")]}
 
 
 @PARALLEL
@@ -335,7 +386,7 @@ async def test_exempt_tools_are_never_blocked(parallel: bool) -> None:
     assert tools.ran("poll_job") == ["j"] * 4
     assert tools.ran("search") == ["x"]
     assert played.errors() == ["s1"]
-    assert played.decided() == {"s1": [("loopware.repetition", "denied", False)]}
+    assert played.decided() == {"s1": [("loopware.repetition", "denied", "before")]}
 
 
 # -- 8. the approver sees the arguments that will run -------------------------------------------
@@ -378,10 +429,10 @@ async def test_the_approver_sees_the_default_the_handler_would_run_with(tmp_path
     )
     assert played.errors() == ["big"]
     assert played.decided() == {
-        "big": [("loopware.approval", "rejected", False)],
-        "small": [("loopware.approval", "approved", None)],
+        "big": [("loopware.approval", "rejected", "before")],
+        "small": [("loopware.approval", "approved", "before")],
     }
     assert audit_rows(tmp_path / "a.sqlite") == {
-        "big": ("rejected", "loopware.approval", True),
-        "small": ("approved", "loopware.approval", False),
+        "big": [("rejected", "loopware.approval", False)],
+        "small": [("approved", "loopware.approval", True)],
     }

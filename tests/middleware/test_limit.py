@@ -1,4 +1,4 @@
-"""`ToolCallLimit`: per-tool and total caps on completed calls, hide or nack."""
+"""`ToolCallLimit`: per-tool and total caps on handler runs (or successes), hide or nack."""
 
 from __future__ import annotations
 
@@ -12,42 +12,62 @@ from pipeline import (
     InvalidMiddlewareConfigError,
     PolicyViolationError,
     ToolCall,
+    ToolDecision,
     TurnRunner,
 )
 from pipeline.testing import make_dispatch_context
 
 
-async def test_a_tool_is_hidden_after_its_limit_of_completed_calls(
+async def test_a_tool_is_hidden_after_its_limit_of_runs(
     make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """ToolCallLimit({"search": 2}) hides search after two completed calls."""
+    """ToolCallLimit({"search": 2}) hides search after two runs: a decision about the tool."""
     model = plan_model([("search", {"q": str(i)}) for i in range(5)] + [("fetch", {"url": "u"})])
     result = await make_runner(model, [ToolCallLimit({"search": 2})]).run("go")
     assert result.status == "completed"
     assert [c.tool for c in result.tool_calls] == ["search", "search", "fetch"]
     assert ["search" in offered for offered in model.offered] == [True, True, False, False]
     state = result.stash["loopware"]["limit"]
-    assert state["completed"] == {"search": 2}  # only limited tools are counted
+    assert state["used"] == {"search": 2}  # only limited tools are counted
     assert "total" not in state  # kept only when total= is set
-    assert state["exhausted"] == ["search"]
-    (decision,) = state["decisions"]
-    assert decision["action"] == "hidden"
-    assert decision["reason"] == "2 of 2 calls allowed"
-    assert decision["iteration"] == 1
+    assert result.tool_decisions == (
+        ToolDecision(
+            tool="search",
+            policy="loopware.limit",
+            action="hidden",
+            reason="its limit of 2 runs per turn is used up",
+            call_id=result.tool_calls[1].id,
+        ),
+    )
 
 
-async def test_failed_calls_are_counted_apart_and_never_use_up_the_limit(
+async def test_a_handler_that_raised_used_its_run(
     make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """Failures go to failed.<tool>; the limit counts completed calls only."""
-    model = plan_model([("explode", {"n": i}) for i in range(3)] + [("explode", {"n": 9})])
+    """count="runs" (the default): a failing handler ran, so it uses up the limit."""
+    model = plan_model([("explode", {"n": i}) for i in range(4)], stubborn=True)
     result = await make_runner(model, [ToolCallLimit({"explode": 1})]).run("go")
     assert result.status == "completed"
-    assert len(result.tool_calls) == 4
-    state = result.stash["loopware"]["limit"]
-    assert state["failed"] == {"explode": 4}
-    assert "completed" not in state
-    assert "decisions" not in state
+    assert [(c.ran, c.verdict) for c in result.tool_calls] == [
+        (True, "allowed"),
+        (False, "denied"),
+        (False, "denied"),
+        (False, "denied"),
+    ]
+    assert result.stash["loopware"]["limit"]["used"] == {"explode": 1}
+
+
+async def test_count_successes_never_counts_failed_calls(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
+) -> None:
+    """count="successes": failing runs give their slot back and never hide the tool."""
+    model = plan_model([("explode", {"n": i}) for i in range(4)])
+    limit = ToolCallLimit({"explode": 1}, count="successes")
+    result = await make_runner(model, [limit]).run("go")
+    assert result.status == "completed"
+    assert [c.ran for c in result.tool_calls] == [True] * 4
+    assert "used" not in result.stash["loopware"]["limit"]
+    assert result.tool_decisions == ()
 
 
 async def test_total_caps_every_tool(
@@ -61,8 +81,10 @@ async def test_total_caps_every_tool(
     assert result.status == "completed"
     assert len(result.tool_calls) == 3
     assert model.offered[-1] == []
-    (decision,) = result.stash["loopware"]["limit"]["decisions"]
-    assert decision["reason"] == "3 of 3 calls allowed in total"
+    reasons = {d.reason for d in result.tool_decisions}
+    assert reasons == {"the limit of 3 tool runs per turn is used up"}
+    assert {d.tool for d in result.tool_decisions} == {"search", "fetch", "poll", "shell_exec",
+                                                       "explode"}
 
 
 async def test_total_keeps_tools_registered_later_hidden(call: Callable[..., ToolCall]) -> None:
@@ -96,9 +118,9 @@ async def test_nack_fails_when_a_call_goes_past_the_limit(
     error = result.errors[-1]
     assert isinstance(error, PolicyViolationError)
     assert error.policy == "loopware.limit"
-    assert error.details["reason"] == "3 of 2 calls allowed"
+    assert error.details["reason"] == "the limit of 2 runs of 'search' per turn is used up"
     assert error.details["call_id"] == result.tool_calls[-1].id
-    assert result.stash["loopware"]["limit"]["decisions"][0]["action"] == "denied"
+    assert result.tool_calls[-1].verdict == "denied"
 
 
 async def test_nack_on_total(
@@ -111,19 +133,27 @@ async def test_nack_on_total(
     assert len(result.tool_calls) == 3
     error = result.errors[-1]
     assert isinstance(error, PolicyViolationError)
-    assert "in total" in error.details["reason"]
+    assert error.details["reason"] == "the limit of 2 tool runs per turn is used up"
 
 
 async def test_a_call_by_stale_name_after_hiding_is_refused(
     make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """A model that ignores the offer and calls the hidden tool by name is refused each time."""
+    """A model that ignores the offer and calls the hidden tool by name is refused each time,
+    and reads why the tool is gone (never "unknown tool")."""
     model = plan_model([("search", {"q": str(i)}) for i in range(3)], stubborn=True)
     result = await make_runner(model, [ToolCallLimit({"search": 1})]).run("go")
-    reasons = [d["reason"] for d in result.stash["loopware"]["limit"]["decisions"]]
-    assert reasons == ["1 of 1 calls allowed"]
+    assert [d.reason for d in result.tool_decisions] == ["its limit of 1 run per turn is used up"]
     assert [c.is_error for c in result.tool_calls] == [False, True, True]
-    assert all("unknown tool 'search'" in str(c.results) for c in result.tool_calls[1:])
+    for stale in result.tool_calls[1:]:
+        assert stale.results.startswith(
+            "Error: E_TOOL_UNAVAILABLE: tool 'search' is no longer available in this turn "
+            "(loopware.limit: its limit of 1 run per turn is used up)"
+        )
+        assert (stale.ran, stale.deciding.policy if stale.deciding else None) == (
+            False,
+            "loopware.limit",
+        )
 
 
 @pytest.mark.parametrize(
@@ -137,6 +167,7 @@ async def test_a_call_by_stale_name_after_hiding_is_refused(
         ((["search"],), {}, "limits must map tool names to ints"),
         ((), {"total": 0}, "total must be an int >= 1"),
         (({"search": 1},), {"on_exceed": "warn"}, "on_exceed must be one of"),
+        (({"search": 1},), {"count": "completions"}, "count must be one of"),
         (({"search": 1},), {"namespace": ""}, "namespace"),
     ],
     ids=[
@@ -148,6 +179,7 @@ async def test_a_call_by_stale_name_after_hiding_is_refused(
         "not-a-mapping",
         "zero-total",
         "bad-action",
+        "bad-count",
         "bad-namespace",
     ],
 )
@@ -163,7 +195,8 @@ def test_repr_and_properties_show_the_configuration() -> None:
     """The repr and properties reflect the options; limits are read-only."""
     limit = ToolCallLimit({"search": 2}, total=10, on_exceed="nack")
     assert repr(limit) == (
-        "ToolCallLimit({'search': 2}, total=10, on_exceed='nack', namespace='loopware.limit')"
+        "ToolCallLimit({'search': 2}, total=10, on_exceed='nack', count='runs', "
+        "namespace='loopware.limit')"
     )
     assert limit.total == 10
     assert limit.on_exceed == "nack"

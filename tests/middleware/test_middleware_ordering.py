@@ -64,13 +64,13 @@ async def test_describe_pipelines_lists_every_stage_including_class_based_items(
     assert runner.describe_pipelines() == {
         "turn_input": ["ToolCallCounter.start"],
         "dispatch_input": [],
-        "tool_call": ["RepetitionDetector.block"],
+        "tool_call": ["RepetitionDetector.watch"],
         "dispatch_output": [
             "custom.first_out",
             "ToolCallCounter.count",
-            "RepetitionDetector.check",
+            "RepetitionDetector.settle",
         ],
-        "turn_output": ["ToolCallCounter.count_late", "RepetitionDetector.check_late"],
+        "turn_output": ["ToolCallCounter.count_late"],
     }
 
 

@@ -12,53 +12,49 @@ from hypothesis import strategies as st
 from middleware import RepetitionDetector
 from middleware._repetition import find_oscillation
 from pipeline import (
+    Decision,
     InvalidMiddlewareConfigError,
-    Log,
+    MemoryStore,
+    ModelResponse,
     PolicyViolationError,
-    ToolCall,
+    ProposedToolCall,
+    ToolDecided,
+    ToolDecision,
     TurnRunner,
+    tool,
 )
-from pipeline.testing import make_dispatch_context
-
-
-async def check(detector: RepetitionDetector, ctx: Any) -> None:
-    async def end() -> None:
-        return None
-
-    await detector.check(ctx, end)
-
+from pipeline.testing import ScriptedModel
 
 # -- acceptance: a model that calls search with the same arguments forever -----------------
 
 
 async def test_hide_removes_the_tool_from_offers_and_the_turn_completes(
-    make_runner: Callable[..., TurnRunner],
-    repeating: Callable[..., Any],
-    decisions_log: Callable[[TurnRunner], list[Log]],
+    make_runner: Callable[..., TurnRunner], repeating: Callable[..., Any]
 ) -> None:
-    """The third identical call hides search, which is no longer offered; the stash says why."""
+    """The third identical call runs, then search is hidden: a decision about the tool, kept
+    by the turn and emitted as `ToolDecided`, never a second word on the call that ran."""
     model = repeating("search", {"q": "same"})
     runner = make_runner(model, [RepetitionDetector(threshold=3, on_repeat="hide")])
-    decisions = decisions_log(runner)
+    emitted: list[ToolDecided] = []
+    runner.on(ToolDecided, emitted.append)
     result = await runner.run("find it")
 
     assert result.status == "completed"
     assert result.output == "finished"
-    assert [c.tool for c in result.tool_calls] == ["search"] * 3
+    verdicts = [(c.tool, c.verdict, c.ran) for c in result.tool_calls]
+    assert verdicts == [("search", "allowed", True)] * 3
     assert ["search" in offered for offered in model.offered] == [True, True, True, False]
-    (decision,) = result.stash["loopware"]["repetition"]["decisions"]
-    assert decision == {
-        "tool": "search",
-        "checksum": result.tool_calls[2].checksum,
-        "call_id": result.tool_calls[2].id,
-        "iteration": 2,
-        "action": "hidden",
-        "reason": "identical call made 3 times (threshold 3)",
-    }
-    (log,) = decisions
-    assert log.payload["policy"] == "loopware.repetition"
-    assert log.payload["call_id"] == result.tool_calls[2].id
-    assert log.payload["action"] == "hidden"
+    third = result.tool_calls[2]
+    assert result.tool_decisions == (
+        ToolDecision(
+            tool="search",
+            policy="loopware.repetition",
+            action="hidden",
+            reason="the same call was made 3 times (threshold 3)",
+            call_id=third.id,
+        ),
+    )
+    assert [e.decision for e in emitted] == list(result.tool_decisions)
 
 
 async def test_the_next_turn_on_the_same_runner_offers_the_tool_again(
@@ -91,24 +87,30 @@ async def test_nack_fails_the_turn_and_keeps_every_stored_call(
     assert len(result.tool_calls) == 3
     with pytest.raises(PolicyViolationError):
         result.raise_for_status()
-    (decision,) = result.stash["loopware"]["repetition"]["decisions"]
-    assert decision["action"] == "denied"
+    assert [(c.verdict, c.ran) for c in result.tool_calls] == [("allowed", True)] * 3
 
 
-async def test_warn_only_records_and_logs(
+async def test_warn_lets_the_call_run_with_a_warning_on_its_record(
     make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """on_repeat="warn" never changes the turn: it records, and logs a warning."""
+    """on_repeat="warn" never changes the turn: the third and fourth calls run, warned."""
     model = plan_model([("search", {"q": "x"})] * 4)
     runner = make_runner(model, [RepetitionDetector(threshold=3, on_repeat="warn")])
-    warnings: list[Log] = []
-    runner.on(Log, lambda e: warnings.append(e) if e.level == "warning" else None)
     result = await runner.run("go")
     assert result.status == "completed"
-    assert len(result.tool_calls) == 4
-    actions = [d["action"] for d in result.stash["loopware"]["repetition"]["decisions"]]
-    assert actions == ["warned", "warned"]
-    assert [w.kind for w in warnings] == ["repetition", "repetition"]
+    assert [(c.verdict, c.ran) for c in result.tool_calls] == [
+        ("allowed", True),
+        ("allowed", True),
+        ("warned", True),
+        ("warned", True),
+    ]
+    assert result.tool_calls[3].decisions == (
+        Decision(
+            policy="loopware.repetition",
+            action="warned",
+            reason="the same call was made 4 times (threshold 3)",
+        ),
+    )
 
 
 # -- oscillation --------------------------------------------------------------------------
@@ -125,10 +127,12 @@ async def test_oscillation_a_b_a_b_is_detected_within_the_window(
     result = await make_runner(model, [detector]).run("go")
     assert result.status == "completed"
     assert [c.tool for c in result.tool_calls] == ["search", "fetch", "search", "fetch"]
-    decisions = result.stash["loopware"]["repetition"]["decisions"]
-    assert {d["tool"] for d in decisions} == {"search", "fetch"}
-    assert all(d["action"] == "hidden" and d["iteration"] == 3 for d in decisions)
-    assert "oscillating" in decisions[0]["reason"]
+    fourth = result.tool_calls[3].id
+    assert [(d.tool, d.action, d.call_id) for d in result.tool_decisions] == [
+        ("search", "hidden", fourth),
+        ("fetch", "hidden", fourth),
+    ]
+    assert "oscillating" in result.tool_decisions[0].reason
     assert "search" not in model.offered[-1]
     assert "fetch" not in model.offered[-1]
 
@@ -147,27 +151,23 @@ async def test_oscillation_nack_names_the_second_tool(
 
 
 async def test_a_window_too_small_misses_a_spread_out_oscillation(
-    call: Callable[..., ToolCall],
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
     """a, x, b, a, y, b is an oscillation within 6 calls but not within 4."""
-    sequence = [
-        call("search", {"q": "a"}),
-        call("poll", {"job": "x"}),
-        call("fetch", {"url": "b"}),
-        call("search", {"q": "a"}),
-        call("poll", {"job": "y"}),
-        call("fetch", {"url": "b"}),
+    plan = [
+        ("search", {"q": "a"}),
+        ("poll", {"job": "x"}),
+        ("fetch", {"url": "b"}),
+        ("search", {"q": "a"}),
+        ("poll", {"job": "y"}),
+        ("fetch", {"url": "b"}),
     ]
-    results = {}
+    warned = {}
     for window in (4, 6):
-        ctx = make_dispatch_context()
         detector = RepetitionDetector(threshold=10, window=window, on_repeat="warn")
-        for c in sequence:
-            ctx = make_dispatch_context(stash=ctx.stash, new_tool_calls=(c,))
-            await check(detector, ctx)
-        results[window] = ctx.stash.get("loopware.repetition.decisions", [])
-    assert results[4] == []
-    assert len(results[6]) == 1
+        result = await make_runner(plan_model(plan), [detector]).run("go")
+        warned[window] = [i for i, c in enumerate(result.tool_calls) if c.verdict == "warned"]
+    assert warned == {4: [], 6: [5]}
 
 
 async def test_an_exempt_tool_is_never_flagged(
@@ -181,61 +181,107 @@ async def test_an_exempt_tool_is_never_flagged(
     result = await make_runner(model, [detector]).run("wait")
     assert result.status == "completed"
     assert len(result.tool_calls) == 11
-    assert "repetition" not in result.stash.get("loopware", {})
+    assert all(c.decisions == () and c.ran for c in result.tool_calls)
 
 
-async def test_repeats_count_history_loaded_from_the_conversation(
-    call: Callable[..., ToolCall],
+async def test_repeats_count_the_conversation_s_earlier_turns(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """tool_call_count includes earlier turns, so a repeat across turns is seen."""
-    earlier = [call("search", {"q": "same"}), call("search", {"q": "same"})]
-    now = call("search", {"q": "same"})
-    ctx = make_dispatch_context(history_tool_calls=earlier, tool_calls=[now])
-    await check(RepetitionDetector(threshold=3, on_repeat="hide"), ctx)
-    assert ctx.tools.hidden() == []  # search is not registered here: hiding is a no-op
-    (decision,) = ctx.stash.get("loopware.repetition.decisions")
-    assert decision["reason"] == "identical call made 3 times (threshold 3)"
+    """Two identical calls in one turn and a third in the next turn of the conversation: the
+    third is denied (the earlier turns' calls are counted by their validated arguments)."""
+    store = MemoryStore()
+    first = await make_runner(
+        plan_model([("search", {"q": "same"})] * 2), [RepetitionDetector(threshold=3)], store=store
+    ).run("one", conversation_id="c")
+    assert [c.verdict for c in first.tool_calls] == ["allowed", "allowed"]
+    second = await make_runner(
+        plan_model([("search", {"q": "same"})]), [RepetitionDetector(threshold=3)], store=store
+    ).run("two", conversation_id="c")
+    [third] = second.tool_calls
+    assert (third.verdict, third.ran) == ("denied", False)
+    assert third.deciding == Decision(
+        policy="loopware.repetition",
+        action="denied",
+        reason="the same call would be made 3 times (threshold 3)",
+    )
 
 
-async def test_several_identical_calls_in_one_iteration_record_one_decision(
-    call: Callable[..., ToolCall],
+async def test_spelling_out_a_default_is_the_same_call(
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
-    """Three identical calls proposed together trigger once, not three times."""
-    same = [call("search", {"q": "z"}) for _ in range(3)]
-    ctx = make_dispatch_context(tool_calls=same)
-    await check(RepetitionDetector(threshold=3, on_repeat="warn"), ctx)
-    assert len(ctx.stash.get("loopware.repetition.decisions")) == 1
+    """``{"q": "x"}`` and ``{"q": "x", "limit": 10}`` (10 is the default) are one call: with
+    threshold 3 the handler runs twice whichever way the model spells it."""
+    ran: list[tuple[str, int]] = []
+
+    @tool
+    def lookup(q: str, limit: int = 10) -> str:
+        """Look something up."""
+        ran.append((q, limit))
+        return "ok"
+
+    plan = [("lookup", {"q": "x"}), ("lookup", {"q": "x", "limit": 10})] * 2
+    runner = make_runner(plan_model(plan), [RepetitionDetector(threshold=3)], tools=[lookup])
+    result = await runner.run("go")
+    assert ran == [("x", 10), ("x", 10)]
+    assert [c.verdict for c in result.tool_calls] == ["allowed", "allowed", "denied", "denied"]
+    # the raw checksums differ (the seeds' checksum is over what was sent) ...
+    assert len({c.checksum for c in result.tool_calls}) == 2
+    # ... the validated ones do not
+    assert len({c.validated_checksum for c in result.tool_calls[:2]}) == 1
 
 
-async def test_two_repeats_in_one_iteration_nack_once_and_record_both(
-    call: Callable[..., ToolCall],
+async def test_identical_calls_in_one_batch_count_as_they_pass(
+    make_runner: Callable[..., TurnRunner],
 ) -> None:
-    """Two different repeated calls in one iteration: the first nacks, the second only records."""
-    calls = [call("search", {"q": "z"}), call("search", {"q": "z"}),
-             call("fetch", {"url": "u"}), call("fetch", {"url": "u"})]
-    ctx = make_dispatch_context(tool_calls=calls)
-    await check(RepetitionDetector(threshold=2, on_repeat="nack"), ctx)
-    assert isinstance(ctx.nack_error, PolicyViolationError)
-    assert ctx.nack_error.details["tool"] == "search"
-    decisions = ctx.stash.get("loopware.repetition.decisions")
-    assert [(d["tool"], d["action"]) for d in decisions] == [
-        ("search", "denied"), ("fetch", "denied")
-    ]
+    """Three identical calls proposed together: the third is the threshold-th (warned)."""
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[
+                    ProposedToolCall(id=f"c{i}", name="search", arguments='{"q": "z"}')
+                    for i in range(3)
+                ]
+            )
+        ]
+    )
+    result = await make_runner(model, [RepetitionDetector(threshold=3, on_repeat="warn")]).run(
+        "go"
+    )
+    assert [c.verdict for c in result.tool_calls] == ["allowed", "allowed", "warned"]
+
+
+async def test_a_repeat_in_a_batch_nacks_the_dispatch_once(
+    make_runner: Callable[..., TurnRunner],
+) -> None:
+    """Two different repeats in one batch: the first nacks (naming search); the dispatch ends."""
+    pairs = [("search", '{"q": "z"}')] * 2 + [("fetch", '{"url": "u"}')] * 2
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[
+                    ProposedToolCall(id=f"c{i}", name=name, arguments=args)
+                    for i, (name, args) in enumerate(pairs)
+                ]
+            )
+        ]
+    )
+    result = await make_runner(model, [RepetitionDetector(threshold=2, on_repeat="nack")]).run(
+        "go"
+    )
+    assert result.status == "failed"
+    [error] = result.errors
+    assert isinstance(error, PolicyViolationError)
+    assert (error.details["tool"], error.details["call_id"]) == ("search", "c1")
 
 
 async def test_an_oscillation_must_recur_in_full_to_trigger_again(
-    call: Callable[..., ToolCall],
+    make_runner: Callable[..., TurnRunner], plan_model: Callable[..., Any]
 ) -> None:
     """After a, b, a, b triggers, a, b, a do not: only a whole new a, b, a, b does."""
-    a, b = call("search", {"q": "a"}), call("fetch", {"url": "b"})
-    ctx = make_dispatch_context()
+    plan = [("search", {"q": "a"}), ("fetch", {"url": "b"})] * 4
     detector = RepetitionDetector(threshold=10, window=4, on_repeat="warn")
-    counts = []
-    for c in (a, b) * 4:
-        ctx = make_dispatch_context(stash=ctx.stash, new_tool_calls=(c,))
-        await check(detector, ctx)
-        counts.append(len(ctx.stash.get("loopware.repetition.decisions", [])))
-    assert counts == [0, 0, 0, 1, 1, 1, 1, 2]
+    result = await make_runner(plan_model(plan), [detector]).run("go")
+    assert [i for i, c in enumerate(result.tool_calls) if c.verdict == "warned"] == [3, 7]
 
 
 @given(st.lists(st.sampled_from("abcd"), min_size=1, max_size=12))
@@ -312,5 +358,5 @@ async def test_exempt_takes_globs_like_the_other_policies(
     detector = RepetitionDetector(threshold=2, on_repeat="warn", exempt=["poll*", "Search"])
     result = await make_runner(model, [detector]).run("wait")
     assert result.status == "completed"
-    flagged = {d["tool"] for d in result.stash["loopware"]["repetition"]["decisions"]}
+    flagged = {c.tool for c in result.tool_calls if c.verdict == "warned"}
     assert flagged == {"search"}  # "poll" matched the glob; "Search" does not match "search"

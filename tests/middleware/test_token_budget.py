@@ -65,8 +65,9 @@ async def test_an_output_budget_counts_output_tokens_only() -> None:
     )
     result = await runner.run("go")
     assert model.calls == 3
-    decisions = result.stash["loopware"]["token_budget"]["decisions"]
-    assert [d["reason"] for d in decisions] == ["150 output tokens used, budget 120"]
+    [error] = result.errors
+    assert isinstance(error, PolicyViolationError)
+    assert error.message == "token budget: 150 output tokens used, budget 120"
 
 
 def test_a_budget_is_required_and_checked() -> None:
