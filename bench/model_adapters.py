@@ -204,7 +204,7 @@ def turn_requests(turn_id: str, registry: ToolRegistry) -> list[ModelRequest]:
             tuple(calls[:k]),
             tools,
             turn_id=turn_id,
-            registry=registry,
+            tool_view=registry.view(),
         )
         for k in range(ITERATIONS)
     ]

@@ -83,7 +83,7 @@ async def demo() -> None:
     # 6. Validation is strict: "5" is not an int, unknown keys are rejected.
     for bad in ({"a": "5"}, {"a": 1, "c": 2}, {"b": 1}):
         try:
-            await add.validate(bad)
+            add.validate(bad)
         except InvalidToolArgsError as exc:
             print(f"rejected {bad}: {exc.code}, {len(exc.errors)} field error(s)")
 

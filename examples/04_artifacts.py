@@ -72,8 +72,8 @@ class ShowingModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer with the next step, keeping the first result the model is shown."""
         # Rendered against this request's registry: the query tools offered right now.
-        if not self.handle and request.tool_calls and request.registry is not None:
-            self.handle = render_tool_result(request.tool_calls[0], request.registry).text
+        if not self.handle and request.tool_calls and request.tool_view is not None:
+            self.handle = render_tool_result(request.tool_calls[0], request.tool_view).text
         return await self.script.complete(request)
 
 

@@ -49,6 +49,7 @@ from .artifacts import MediaKind as MediaKind
 from .artifacts import ModalityHazard as ModalityHazard
 from .artifacts import RenderedResult as RenderedResult
 from .artifacts import SpooledArtifact as SpooledArtifact
+from .artifacts import ToolLookup as ToolLookup
 from .artifacts import ToolMethod as ToolMethod
 from .artifacts import TrustTier as TrustTier
 from .artifacts import render_tool_result as render_tool_result

@@ -146,7 +146,8 @@ class DispatchContext(TurnView):
         """The request for this iteration's model call, as the built-in executor sends it.
 
         The system prompt, the history as views (not copies, ``pipeline/_history.py``), the
-        definitions of the visible tools, the turn id and registry, and an ``on_text_delta``
+        definitions of the visible tools, the turn id, a read-only view of the turn's tools
+        (for trust rendering), and an ``on_text_delta``
         that emits `ModelTextDelta` when somebody listens for it (None otherwise).
         """
         state = self._state
@@ -157,7 +158,7 @@ class DispatchContext(TurnView):
             HistoryView(state.history_calls, state.calls),
             tools.definitions(),
             state.turn_id,
-            tools,
+            tools.view(),
             _streamer(self) if bus.listening and bus.wants(ModelTextDelta) else None,
         )
 

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeGuard
 from ._errors import InvalidToolError, ToolAlreadyRegisteredError
 from ._tool import ON_COLLISION_VALUES, OnCollision, Tool, ToolDescription
 
-__all__ = ["AckSource", "ToolRegistry"]
+__all__ = ["AckSource", "ToolRegistry", "ToolView"]
 
 AnyTool = Tool[Any]
 
@@ -44,6 +44,33 @@ class AckSource(Protocol):
     def on_ack(self, handler: Callable[[], None]) -> Callable[[], None]:
         """Run ``handler`` at ack; return a function that unsubscribes it."""
         ...
+
+
+class ToolView:
+    """A turn's tools at one moment, read-only: what rendering results needs of them.
+
+    `ToolRegistry.view` makes one; it is a `ToolLookup` (``get``, ``get_visible``) and never
+    changes, so a `ModelRequest` can carry it without carrying the live registry.
+    """
+
+    __slots__ = ("_hidden", "_tools")
+
+    def __init__(self, tools: dict[str, AnyTool], hidden: frozenset[str]) -> None:
+        """Hold the tools by name and the hidden names (a registry builds views)."""
+        self._tools = tools
+        self._hidden = hidden
+
+    def __repr__(self) -> str:
+        """List the names, the hidden ones marked."""
+        return f"ToolView({[n + ('*' if n in self._hidden else '') for n in self._tools]!r})"
+
+    def get(self, name: str) -> AnyTool | None:
+        """The tool named ``name``, hidden or not, or None."""
+        return self._tools.get(name)
+
+    def get_visible(self, name: str) -> AnyTool | None:
+        """The tool named ``name`` if it was offered to the model, else None."""
+        return None if name in self._hidden else self._tools.get(name)
 
 
 def _not_a_tool(value: object, where: str) -> InvalidToolError:
@@ -59,13 +86,14 @@ class ToolRegistry:
     is also accepted: true when that very tool is registered).
     """
 
-    __slots__ = ("_admit", "_ephemeral", "_hidden", "_offered", "_tools")
+    __slots__ = ("_admit", "_ephemeral", "_hidden", "_offered", "_tools", "_view")
 
     _tools: dict[str, AnyTool]
     _hidden: set[str]
     _ephemeral: int
     _admit: tuple[Callable[[AnyTool], bool], ...]
     _offered: tuple[ToolDescription, ...] | None
+    _view: ToolView | None
 
     def __init__(self, tools: Iterable[AnyTool] | ToolRegistry = ()) -> None:
         """Build a registry from tools, or copy another registry (tools, hidden marks, checks).
@@ -82,12 +110,13 @@ class ToolRegistry:
             self._ephemeral = tools._ephemeral
             self._admit = tools._admit
             self._offered = tools._offered  # same tools, same marks: the same definitions
+            self._view = tools._view
             return
         self._tools = {}
         self._hidden = set()
         self._ephemeral = 0
         self._admit = ()
-        self._offered = None
+        self._changed()
         for item in tools:
             self.register(item)
 
@@ -120,7 +149,7 @@ class ToolRegistry:
                 return False
         if existing is not None:
             self._ephemeral -= existing.ephemeral
-        self._offered = None
+        self._changed()
         self._tools[name] = tool
         self._ephemeral += tool.ephemeral
         return True
@@ -143,7 +172,7 @@ class ToolRegistry:
         """Remove the tool named ``name`` and its hidden mark; unknown names are a no-op."""
         removed = self._tools.pop(name, None)
         if removed is not None:
-            self._offered = None
+            self._changed()
             self._ephemeral -= removed.ephemeral
             self._hidden.discard(name)
 
@@ -205,6 +234,20 @@ class ToolRegistry:
             offered = self._offered = tuple(tool.definition for tool in self.visible())
         return offered
 
+    def view(self) -> ToolView:
+        """A read-only view of the tools as they are now (what a `ModelRequest` carries).
+
+        Kept until the registry changes, like `definitions`.
+        """
+        view = self._view
+        if view is None:
+            view = self._view = ToolView(self._tools.copy(), frozenset(self._hidden))
+        return view
+
+    def _changed(self) -> None:
+        self._offered = None
+        self._view = None
+
     def hidden(self) -> list[AnyTool]:
         """Return a fresh list of the hidden tools, in insertion order."""
         hidden = self._hidden
@@ -219,17 +262,17 @@ class ToolRegistry:
         """
         tools = self._tools
         self._hidden.update(name for name in names if name in tools)
-        self._offered = None
+        self._changed()
 
     def unhide(self, *names: str) -> None:
         """Offer the named tools to the model again; unknown names are ignored."""
         self._hidden.difference_update(names)
-        self._offered = None
+        self._changed()
 
     def clear_hidden(self) -> None:
         """Unhide every tool."""
         self._hidden.clear()
-        self._offered = None
+        self._changed()
 
     def prune_ephemeral(self) -> None:
         """Drop every ephemeral tool (and its hidden mark); order kept, idempotent."""
@@ -238,7 +281,7 @@ class ToolRegistry:
         self._tools = {name: tool for name, tool in self._tools.items() if not tool.ephemeral}
         self._hidden.intersection_update(self._tools)
         self._ephemeral = 0
-        self._offered = None
+        self._changed()
 
     def bind_context(self, ctx: AckSource) -> Callable[[], None]:
         """Prune ephemeral tools when ``ctx`` acks (never on nack); return the unsubscribe."""

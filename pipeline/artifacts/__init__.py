@@ -13,6 +13,7 @@ import typing as _typing
 
 from ._artifact import SpooledArtifact as SpooledArtifact
 from ._envelope import RenderedResult as RenderedResult
+from ._envelope import ToolLookup as ToolLookup
 from ._envelope import render_tool_result as render_tool_result
 from ._forge import ArtifactTool as ArtifactTool
 from ._media import Media as Media
@@ -63,6 +64,7 @@ __all__ = [
     "SpooledArtifact",
     "SpooledJsonArtifact",
     "SpooledMarkdownArtifact",
+    "ToolLookup",
     "ToolMethod",
     "TrustTier",
     "render_tool_result",

@@ -6,7 +6,7 @@ Every result is wrapped in an envelope whose tag carries a nonce (the call's che
     BODY
     </untrusted_content_NONCE>
 
-``trusted_content_`` and ``kind="trusted-tool-result"`` are used instead when the registry's tool
+``trusted_content_`` and ``kind="trusted-tool-result"`` are used instead when the turn's tool
 is ``trusted``. Kinds: ``tool-result`` / ``trusted-tool-result`` (text, inline artifacts, error
 text), ``artifact-handle`` (a spooled artifact shown as metadata plus the tools that query it:
 always untrusted) and ``media`` / ``trusted-media`` (one placeholder per media item, trusted only
@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._artifact import SpooledArtifact
 from ._media import Media
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .._tool import Tool
     from ..calls._toolcall import ToolCall
 
-__all__ = ["RenderedResult", "neutralise", "render_tool_result"]
+__all__ = ["RenderedResult", "ToolLookup", "neutralise", "render_tool_result"]
 
 _LESS_THAN = "<\ufe64\uff1c\u226e\u2039\u276e\u3008\u2329\u27e8\u276c\u2770\u29fc\u1438\u02c2"
 """``<`` and what a model could read as one: small, full-width, not-less-than (``<`` with a
@@ -141,8 +141,21 @@ class RenderedResult:
     """Media to attach next to the text (each has a placeholder in ``text``)."""
 
 
-class _ToolLookup(Protocol):
-    def get(self, name: str) -> Tool[object] | None: ...
+class ToolLookup(Protocol):
+    """What rendering a result needs of a turn's tools (`ToolRegistry.view` gives one).
+
+    ``get`` finds any tool of the turn, hidden or not (a result renders trusted only when its
+    tool is ``trusted``); ``get_visible`` only those offered to the model (an artifact handle
+    names only query tools the model may call).
+    """
+
+    def get(self, name: str) -> Tool[Any] | None:
+        """The tool named ``name``, hidden or not, or None."""
+        ...
+
+    def get_visible(self, name: str) -> Tool[Any] | None:
+        """The tool named ``name`` if it is offered to the model, else None."""
+        ...
 
 
 def neutralise(body: str) -> str:
@@ -275,19 +288,17 @@ def _preview(artifact: SpooledArtifact) -> list[str]:
     ]
 
 
-def _offered(artifact: SpooledArtifact, registry: _ToolLookup) -> str:
-    """Return the query tools for ``artifact`` the turn's registry offers, comma-separated.
+def _offered(artifact: SpooledArtifact, tools: ToolLookup | None) -> str:
+    """Return the query tools for ``artifact`` the turn offers, comma-separated.
 
-    A tool counts when the registry has it visible (``get_visible`` where the registry has it,
-    else ``get``) and, for an `ArtifactTool`, it reads this artifact's class: a policy that
-    removed or hid ``artifact_cat`` must not see it advertised.
+    A tool counts when it is visible and, for an `ArtifactTool`, it reads this artifact's
+    class: a policy that removed or hid ``artifact_cat`` must not see it advertised.
     """
-    lookup = getattr(registry, "get_visible", None)
-    if not callable(lookup):
-        lookup = registry.get
+    if tools is None:
+        return ""
     names: list[str] = []
     for name in _method_names(type(artifact)):
-        tool = lookup(name)
+        tool = tools.get_visible(name)
         if tool is None:
             continue
         queries = getattr(tool, "queries", None)
@@ -349,13 +360,14 @@ def _media_placeholder(item: Media, index: int, count: int) -> str:
     )
 
 
-def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
+def render_tool_result(call: ToolCall, tools: ToolLookup | None) -> RenderedResult:
     """Render ``call`` as the model should read it, in its trust envelope.
 
-    ``registry`` is the turn's `ToolRegistry` (anything with ``get(name)``); a tool missing
-    from it counts as untrusted, and an artifact handle lists only the query tools it offers
-    (visible, reading the artifact's class). Error calls render their text, untrusted. A non-inline
-    artifact renders as a handle (always untrusted), an inline one as its full text. Media
+    ``tools`` are the turn's tools (a `ToolRegistry`, or the view a `ModelRequest` carries);
+    a tool missing from them (or ``None``) counts as untrusted, and an artifact handle lists
+    only the query tools the turn offers (visible, reading the artifact's class). Error calls
+    render their text, untrusted. A non-inline artifact renders as a handle (always
+    untrusted), an inline one as its full text. Media
     render as one placeholder envelope each, trusted only when first-party, and are returned in
     ``media``.
     """
@@ -366,11 +378,11 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
         body = results.as_string() if isinstance(results, SpooledArtifact) else str(results)
         return RenderedResult(_envelope(False, "tool-result", tool_name, nonce, body))
     if isinstance(results, str):
-        return RenderedResult(_text_envelope(registry, tool_name, nonce, results))
+        return RenderedResult(_text_envelope(tools, tool_name, nonce, results))
     if isinstance(results, SpooledArtifact):
         if call.inline:
-            return RenderedResult(_text_envelope(registry, tool_name, nonce, results.as_string()))
-        body = _handle_body(results, call.id, tool_name, _offered(results, registry))
+            return RenderedResult(_text_envelope(tools, tool_name, nonce, results.as_string()))
+        body = _handle_body(results, call.id, tool_name, _offered(results, tools))
         return RenderedResult(_envelope(False, "artifact-handle", tool_name, nonce, body))
     items = (results,) if isinstance(results, Media) else tuple(results)
     if all(isinstance(item, Media) for item in items):
@@ -391,7 +403,7 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
         if not isinstance(item, SpooledArtifact):
             continue
         if call.inline:
-            parts.append(_text_envelope(registry, tool_name, nonce, item.as_string()))
+            parts.append(_text_envelope(tools, tool_name, nonce, item.as_string()))
         else:
             body = f"Part {index} of {len(items)}. " + _handle_body(
                 item, call.id, tool_name, None
@@ -400,12 +412,13 @@ def render_tool_result(call: ToolCall, registry: _ToolLookup) -> RenderedResult:
     return RenderedResult("\n".join(parts))
 
 
-def _text_envelope(registry: _ToolLookup, tool_name: str, nonce: str, body: str) -> str:
-    tool = registry.get(tool_name)
+def _text_envelope(tools: ToolLookup | None, tool_name: str, nonce: str, body: str) -> str:
+    tool = None if tools is None else tools.get(tool_name)
     trusted = tool is not None and tool.trusted
     kind = "trusted-tool-result" if trusted else "tool-result"
     return _envelope(trusted, kind, tool_name, nonce, body)
 
 
 RenderedResult.__module__ = "pipeline"
+ToolLookup.__module__ = "pipeline"
 render_tool_result.__module__ = "pipeline"

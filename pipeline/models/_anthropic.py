@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 from .._errors import ModelAuthenticationError, ModelRefusalError, ModelUnavailableError
 from ._anthropic_errors import PROVIDER, to_model_error
-from ._anthropic_messages import NO_REGISTRY, Alternation, ToolLookup, Wire, convert_step
+from ._anthropic_messages import Alternation, Wire, convert_step
 from ._prefix import ConversationStep, PrefixCache
 from ._seam import ModelRequest, ModelResponse, ProposedToolCall, Usage
 from ._tool_defs import to_anthropic_tools
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
         RawMessageDeltaEvent,
         ToolUnionParam,
     )
+
+    from ..artifacts._envelope import ToolLookup
 
 __all__ = ["AnthropicModel"]
 
@@ -87,8 +89,8 @@ class AnthropicModel:
     __slots__ = (
         "_cache",
         "_merged",
-        "_registry",
         "_thinking",
+        "_tools_view",
         "client",
         "max_tokens",
         "model",
@@ -137,7 +139,7 @@ class AnthropicModel:
         """More parameters of ``messages.create``, sent with every request."""
         self.client = client
         """The SDK client every request goes through."""
-        self._registry: ToolLookup = NO_REGISTRY
+        self._tools_view: ToolLookup | None = None
         self._thinking: OrderedDict[str, list[Wire]] = OrderedDict()
         self._cache: PrefixCache[Wire] = PrefixCache(self._convert)
         self._merged = Alternation()
@@ -194,15 +196,15 @@ class AnthropicModel:
 
     def messages(self, request: ModelRequest) -> list[Wire]:
         """The ``messages`` parameter for ``request`` (converting only what is new)."""
-        self._registry = request.registry if request.registry is not None else NO_REGISTRY
-        try:  # convert() reads the registry: set only while the cache converts, synchronously
+        self._tools_view = request.tool_view
+        try:  # convert() reads the tools: set only while the cache converts, synchronously
             converted = self._cache.messages(request)
         finally:
-            self._registry = NO_REGISTRY
+            self._tools_view = None
         return self._merged.messages(request.turn_id, converted)
 
     def _convert(self, step: ConversationStep) -> list[Wire]:
-        return convert_step(step, self._registry, self._thinking)
+        return convert_step(step, self._tools_view, self._thinking)
 
     def _keep_thinking(self, data: Wire, first_call: str) -> None:
         """Keep an answer's thinking blocks for the request that sends its calls back."""

@@ -18,22 +18,20 @@ import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from ..artifacts._envelope import render_tool_result
 
 if TYPE_CHECKING:
-    from .._tool import Tool
+    from ..artifacts._envelope import ToolLookup
     from ..artifacts._media import Media
     from ..calls._toolcall import ToolCall
     from ._prefix import ConversationStep
 
 __all__ = [
-    "NO_REGISTRY",
     "NO_RESULT",
     "UNKNOWN_TOOL",
     "Alternation",
-    "ToolLookup",
     "Wire",
     "alternate",
     "convert_step",
@@ -53,27 +51,9 @@ _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 """The tool names the API accepts (a record made for another provider may hold another)."""
 
 
-class ToolLookup(Protocol):
-    """What rendering a result needs of a registry (a `ToolRegistry` is one)."""
-
-    def get(self, name: str) -> Tool[Any] | None:
-        """The tool named ``name``, or None."""
-        ...
-
-
-class _NoRegistry:
-    """Renders every tool untrusted (a request without a registry)."""
-
-    def get(self, name: str) -> Tool[Any] | None:
-        return None
-
-
-NO_REGISTRY: Final = _NoRegistry()
-
-
 def convert_step(
     step: ConversationStep,
-    registry: ToolLookup,
+    tools: ToolLookup | None,
     thinking: Mapping[str, list[Wire]] | None = None,
 ) -> list[Wire]:
     """One conversation step as API messages.
@@ -81,8 +61,8 @@ def convert_step(
     A user or assistant message, or an assistant message with ``tool_use`` blocks followed by
     the user message with all its results.
 
-    ``registry`` is anything with ``get(name)`` (the turn's `ToolRegistry`): it says which
-    tools' results render as trusted. ``thinking`` maps the id of an answer's first call to
+    ``tools`` are the turn's tools (a request's ``tool_view``): they say which tools' results
+    render as trusted (None: none do). ``thinking`` maps the id of an answer's first call to
     the thinking blocks that answer began with: with extended thinking on, the API wants them
     back, unchanged, before the calls.
     """
@@ -106,13 +86,13 @@ def convert_step(
         name = call.tool if _TOOL_NAME.fullmatch(call.tool) else UNKNOWN_TOOL
         use: Wire = {"type": "tool_use", "id": call_id, "name": name}
         uses.append({**use, "input": _plain(call.args)})
-        results.append(tool_result(call, registry))
+        results.append(tool_result(call, tools))
     return [{"role": "assistant", "content": uses}, {"role": "user", "content": results}]
 
 
-def tool_result(call: ToolCall, registry: ToolLookup) -> Wire:
+def tool_result(call: ToolCall, tools: ToolLookup | None) -> Wire:
     """A stored call as a ``tool_result`` block: its enveloped text, then its media."""
-    rendered = render_tool_result(call, registry)
+    rendered = render_tool_result(call, tools)
     block: Wire = {"type": "tool_result", "tool_use_id": call.id}
     if rendered.media:
         text: Wire = {"type": "text", "text": rendered.text}

@@ -18,8 +18,8 @@ from ._prefix import PrefixCache
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .._registry import ToolRegistry
     from .._tool import ToolDescription
+    from ..artifacts._envelope import ToolLookup
     from ._prefix import ConversationStep
 
 __all__ = ["OpenAIBase"]
@@ -30,7 +30,7 @@ Json = dict[str, Any]
 class OpenAIBase:
     """The shared half of the two OpenAI models (see the module docstring)."""
 
-    __slots__ = ("_client", "_prefix", "_registry", "_settings", "_tools", "model", "provider")
+    __slots__ = ("_client", "_prefix", "_settings", "_tools", "_tools_view", "model", "provider")
 
     RESERVED: ClassVar[frozenset[str]] = frozenset()
     """Parameters the model sets itself (refused as settings)."""
@@ -58,7 +58,7 @@ class OpenAIBase:
         """``"openai"``, or ``"openai-compatible"`` for another server."""
         self._settings: Json = {**self.DEFAULTS, **settings}
         self._prefix: PrefixCache[Json] = PrefixCache(self._convert)
-        self._registry: ToolRegistry | None = None
+        self._tools_view: ToolLookup | None = None
         self._tools: tuple[tuple[ToolDescription, ...], list[Json]] = ((), [])
 
     def __repr__(self) -> str:

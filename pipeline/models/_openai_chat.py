@@ -31,8 +31,6 @@ from ._openai_errors import from_openai_error
 from ._openai_shared import (
     NO_RESULT,
     UNKNOWN_TOOL,
-    UNTRUSTED,
-    ToolLookup,
     arguments_text,
     call_id,
     data_url,
@@ -105,11 +103,11 @@ class OpenAIChatModel(OpenAIBase):
         messages: list[Json] = []
         if request.system_prompt:
             messages.append({"role": "system", "content": request.system_prompt})
-        self._registry = request.registry
+        self._tools_view = request.tool_view
         try:
             messages += self._prefix.messages(request)
         finally:
-            self._registry = None
+            self._tools_view = None
         body: Json = {"model": self.model, "messages": messages}
         if request.tools:
             body["tools"] = self._tool_defs(request.tools)
@@ -160,7 +158,7 @@ class OpenAIChatModel(OpenAIBase):
         ids = message.tool_call_ids
         if not ids:
             return [{"role": "assistant", "content": message.content}]
-        registry: ToolLookup = self._registry if self._registry is not None else UNTRUSTED
+        tools = self._tools_view
         calls = {call.id: call for call in step.results}
         tool_calls: list[Json] = []
         results: list[Json] = []
@@ -175,7 +173,7 @@ class OpenAIChatModel(OpenAIBase):
             if call is None:
                 results.append({"role": "tool", "tool_call_id": cid, "content": NO_RESULT})
                 continue
-            rendered = render_tool_result(call, registry)
+            rendered = render_tool_result(call, tools)
             results.append({"role": "tool", "tool_call_id": cid, "content": rendered.text})
             for media in rendered.media:
                 attachments += _media_parts(media, cid)

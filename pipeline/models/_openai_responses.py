@@ -23,14 +23,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from .._errors import ModelRefusalError, ModelUnavailableError
-from ..artifacts._envelope import render_tool_result
+from ..artifacts._envelope import ToolLookup, render_tool_result
 from ._openai_base import OpenAIBase
 from ._openai_errors import from_openai_error, from_response_error
 from ._openai_shared import (
     NO_RESULT,
     UNKNOWN_TOOL,
-    UNTRUSTED,
-    ToolLookup,
     arguments_text,
     call_id,
     data_url,
@@ -100,11 +98,11 @@ class OpenAIResponsesModel(OpenAIBase):
 
         Only what is new since the turn's previous request is converted.
         """
-        self._registry = request.registry
+        self._tools_view = request.tool_view
         try:
             items = self._prefix.messages(request)
         finally:
-            self._registry = None
+            self._tools_view = None
         body: Json = {"model": self.model, "input": items}
         if request.system_prompt:
             body["instructions"] = request.system_prompt
@@ -152,7 +150,7 @@ class OpenAIResponsesModel(OpenAIBase):
         ids = message.tool_call_ids
         if message.role == "user" or not ids:
             return [{"role": message.role, "content": message.content}]
-        registry: ToolLookup = self._registry if self._registry is not None else UNTRUSTED
+        tools = self._tools_view
         calls = {call.id: call for call in step.results}
         items: list[Json] = []
         if message.content:
@@ -168,7 +166,7 @@ class OpenAIResponsesModel(OpenAIBase):
                     "arguments": encode_args(call.args) if call is not None else "{}",
                 }
             )
-            output = _output(call, cid, registry) if call is not None else NO_RESULT
+            output = _output(call, cid, tools) if call is not None else NO_RESULT
             outputs.append({"type": "function_call_output", "call_id": cid, "output": output})
         return items + outputs
 
@@ -264,9 +262,9 @@ class OpenAIResponsesModel(OpenAIBase):
         )
 
 
-def _output(call: ToolCall, cid: str, registry: ToolLookup) -> str | list[Json]:
+def _output(call: ToolCall, cid: str, tools: ToolLookup | None) -> str | list[Json]:
     """A call's ``function_call_output``: the envelope text, with its media as content items."""
-    rendered = render_tool_result(call, registry)
+    rendered = render_tool_result(call, tools)
     if not rendered.media:
         return rendered.text
     items: list[Json] = [{"type": "input_text", "text": rendered.text}]

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ModelAuthenticationError
 from ..calls._toolcall import ToolCall
@@ -18,14 +18,11 @@ from ..calls._toolcall import ToolCall
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .._tool import Tool
     from ..artifacts._media import Media
 
 __all__ = [
     "NO_RESULT",
     "UNKNOWN_TOOL",
-    "UNTRUSTED",
-    "ToolLookup",
     "arguments_text",
     "call_id",
     "check_settings",
@@ -52,27 +49,6 @@ _NAME_BAD: Final = re.compile(r"[^A-Za-z0-9_-]")
 _PLACEHOLDER_KEY: Final = "EMPTY"
 """The API key sent to an OpenAI-compatible server when none is configured (vLLM's convention;
 local servers ignore it, the SDK refuses to start without one)."""
-
-
-class ToolLookup(Protocol):
-    """What rendering a result needs of a registry: the tool of a name (for its trust)."""
-
-    def get(self, name: str) -> Tool[object] | None:
-        """The tool named ``name``, or None."""
-        ...
-
-
-class _Untrusted:
-    """A tool lookup that knows no tool: every result renders untrusted."""
-
-    __slots__ = ()
-
-    def get(self, name: str) -> Tool[object] | None:
-        return None
-
-
-UNTRUSTED: Final[ToolLookup] = _Untrusted()
-"""The lookup used when a request carries no registry."""
 
 
 def check_settings(model: object, settings: Mapping[str, Any], reserved: frozenset[str]) -> None:

@@ -12,8 +12,8 @@ from .._frozen import slot_setters
 from .._ids import new_id
 
 if TYPE_CHECKING:
-    from .._registry import ToolRegistry
     from .._tool import ToolDescription
+    from ..artifacts._envelope import ToolLookup
     from ..calls._toolcall import ToolCall
 
 __all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
@@ -134,9 +134,10 @@ class ModelRequest:
     turn_id: str | None = None
     """The turn the request belongs to: a provider model keeps its converted prefix of the
     conversation per turn, so each iteration converts only what is new."""
-    registry: ToolRegistry | None = None
-    """The turn's registry, for rendering tool results in their trust envelopes
-    (``render_tool_result(call, request.registry)``); None renders every tool untrusted."""
+    tool_view: ToolLookup | None = None
+    """The turn's tools as they were when the request was made (read-only, `ToolRegistry.view`),
+    for rendering tool results in their trust envelopes
+    (``render_tool_result(call, request.tool_view)``); None renders every tool untrusted."""
     on_text_delta: Callable[[str], None] | None = None
     """Set when somebody listens for `ModelTextDelta`: a model that can stream calls it with
     each piece of answer text as it arrives (the final `ModelResponse` is the same)."""
@@ -173,7 +174,7 @@ _MESSAGE_SETTERS: Final = slot_setters(
 )
 _REQUEST_SETTERS: Final = slot_setters(
     ModelRequest,
-    *("system_prompt", "messages", "tool_calls", "tools", "turn_id", "registry", "on_text_delta"),
+    *("system_prompt", "messages", "tool_calls", "tools", "turn_id", "tool_view", "on_text_delta"),
 )
 
 
@@ -206,18 +207,18 @@ def model_request(
     tool_calls: Sequence[ToolCall],
     tools: tuple[ToolDescription, ...],
     turn_id: str | None,
-    registry: ToolRegistry | None,
+    tool_view: ToolLookup | None,
     on_text_delta: Callable[[str], None] | None,
 ) -> ModelRequest:
     """A `ModelRequest` of these fields, as ``ModelRequest(...)`` builds it, for the hot path."""
     request: ModelRequest = object.__new__(ModelRequest)
-    prompt_, messages_, calls_, tools_, turn_, registry_, delta_ = _REQUEST_SETTERS
+    prompt_, messages_, calls_, tools_, turn_, view_, delta_ = _REQUEST_SETTERS
     prompt_(request, system_prompt)
     messages_(request, messages)
     calls_(request, tool_calls)
     tools_(request, tools)
     turn_(request, turn_id)
-    registry_(request, registry)
+    view_(request, tool_view)
     delta_(request, on_text_delta)
     return request
 

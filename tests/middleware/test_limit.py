@@ -146,7 +146,7 @@ async def test_a_call_by_stale_name_after_hiding_is_refused(
     assert [d.reason for d in result.tool_decisions] == ["its limit of 1 run per turn is used up"]
     assert [c.is_error for c in result.tool_calls] == [False, True, True]
     for stale in result.tool_calls[1:]:
-        assert stale.results.startswith(
+        assert str(stale.results).startswith(
             "Error: E_TOOL_UNAVAILABLE: tool 'search' is no longer available in this turn "
             "(loopware.limit: its limit of 1 run per turn is used up)"
         )

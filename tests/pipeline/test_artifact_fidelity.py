@@ -169,9 +169,9 @@ class Watching:
         self.seen: list[str] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        assert request.registry is not None
+        assert request.tool_view is not None
         for call in request.tool_calls:
-            self.seen.append(render_tool_result(call, request.registry).text)
+            self.seen.append(render_tool_result(call, request.tool_view).text)
         return self.steps.pop(0) if self.steps else ModelResponse(text="done")
 
 

@@ -39,7 +39,7 @@ def hidden(text: str) -> str:
 
 
 async def test_the_request_carries_the_turn_as_the_context_shows_it() -> None:
-    """Prompt, history, visible definitions, turn id and registry match the context's reads."""
+    """Prompt, history, visible definitions, turn id and the tools match the context's reads."""
     first = ToolCall.completed(id="h1", tool="echo", args={"text": "a"}, results="a")
     ctx = make_dispatch_context(
         tools=[echo, hidden],
@@ -58,7 +58,13 @@ async def test_the_request_carries_the_turn_as_the_context_shows_it() -> None:
     assert [c.id for c in request.tool_calls] == ["h1", "c1"]
     assert [d["name"] for d in request.tools] == ["echo"]  # the hidden tool is not offered
     assert request.turn_id == ctx.turn_id
-    assert request.registry is ctx.tools
+    view = request.tool_view
+    assert view is not None and view is not ctx.tools  # a read-only view, not the registry
+    assert view.get("hidden") is hidden and view.get_visible("hidden") is None
+    assert view.get_visible("echo") is echo
+    ctx.tools.unhide("hidden")
+    assert view.get_visible("hidden") is None  # what the request was made with, unchanged
+    assert ctx.model_request().tool_view is not view  # a change makes a new view
     assert request.on_text_delta is None  # nobody listens for text deltas
 
 

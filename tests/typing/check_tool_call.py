@@ -21,13 +21,16 @@ from middleware import (
 )
 from pipeline import (
     CallNext,
+    Decision,
     DispatchContext,
     Gate,
+    LoopError,
     ToolCall,
     ToolCallContext,
     ToolCallNext,
     TurnContext,
     TurnRunner,
+    Verdict,
 )
 
 guard = Middleware("guard")
@@ -35,15 +38,17 @@ guard = Middleware("guard")
 # -- accepted shapes --------------------------------------------------------------------------
 
 
-# a middleware on a set: call_next runs the handler and returns the completed record
+# a middleware on a set: call_next runs the handler; the context then tells what happened
 @guard.tool_call
 async def no_big_refunds(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
     if ctx.tool_name == "refund" and ctx.args.cents > 5_000:
         ctx.deny("refunds over 5000 cents need a human", policy="refunds")
         return
-    record = await call_next()
-    assert_type(record, ToolCall)
-    if record.is_error:
+    assert_type(await call_next(), None)
+    assert_type(ctx.ran, bool)
+    assert_type(ctx.error, LoopError | None)
+    assert_type(ctx.decisions, tuple[Decision, ...])
+    if ctx.is_error:
         ctx.respond("the refund service is down; try again later")
 
 
@@ -74,8 +79,11 @@ as_middleware: ToolCallMiddleware = no_big_refunds
 as_hook: ToolCallHook = log_shell
 
 
-async def await_next(call_next: ToolCallNext) -> None:
-    assert_type(await call_next(), ToolCall)
+def read_the_record(record: ToolCall) -> None:
+    assert_type(record.ran, bool)
+    assert_type(record.verdict, Verdict)
+    assert_type(record.deciding, Decision | None)
+    assert_type(record.duration_ms, float | None)
 
 
 class Sandbox:
@@ -89,7 +97,7 @@ class Sandbox:
         if str(ctx.raw_args.get("path", "")).split("/")[0] not in self.allowed:
             ctx.deny("outside the sandbox")
             return
-        assert_type(await call_next(), ToolCall)
+        await call_next()
 
     @tool_call
     def note(self, ctx: ToolCallContext) -> None:
@@ -137,12 +145,6 @@ def turn_hook_on_tool_call(ctx: TurnContext) -> None:
     return None
 
 
-# a tool_call middleware whose call_next is a dispatch CallNext (it returns no record)
-@guard.tool_call  # type: ignore[call-overload]
-async def dispatch_next(ctx: ToolCallContext, call_next: CallNext) -> None:
-    await call_next()
-
-
 # a two-argument sync function (it cannot await call_next)
 @guard.tool_call  # type: ignore[call-overload]
 def sync_two(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
@@ -164,10 +166,3 @@ class Broken:
     @tool_call(tools=["search"])  # type: ignore[type-var]
     def dispatch_hook_method(self, ctx: DispatchContext) -> None:
         return None
-
-
-# a record is what call_next returns: not None, not a str
-async def misuse_next(call_next: ToolCallNext) -> None:
-    record = await call_next()
-    text: str = record  # type: ignore[assignment]
-    print(text)
