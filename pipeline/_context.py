@@ -106,7 +106,7 @@ class TurnView:
 
     @tools.setter
     def tools(self, registry: ToolRegistry) -> None:
-        self._state.tools = registry
+        self._state.replace_tools(registry)
 
     @property
     def conversation_id(self) -> str | None:

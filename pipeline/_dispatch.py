@@ -130,7 +130,7 @@ class DispatchContext(TurnView):
         decisions, how long it ran); a call that never started reads that the turn was aborted
         before it ran. Either way the record carries an ``"aborted"`` decision.
         """
-        run = self._state.interrupted.pop(call_id, None)
+        run = self._state.take_interrupted(call_id)
         if run is not None:
             return run.abandon("the turn was aborted")
         return unrun_record(

@@ -82,7 +82,7 @@ class DispatchLoop:
                     )
                     break
                 d.iteration = i
-                state.new_calls = ()
+                state.begin_iteration()
                 if state.artifact_version != self._forged_version and not self._forge():
                     break
                 in_iteration = True
@@ -93,7 +93,7 @@ class DispatchLoop:
                     break
         except asyncio.CancelledError:
             if not self._turn.absorb_cancel():
-                state.aborted = True
+                state.abort("cancelled by the caller")
                 self._end(i + int(in_iteration), in_iteration)
                 raise
         except TurnAbortedError as exc:
@@ -174,7 +174,6 @@ class DispatchLoop:
     def _end(self, iterations: int, in_iteration: bool) -> DispatchOutcome:
         """Settle the outcome, record the nack error and emit `DispatchEnd`."""
         state, d = self._state, self._d
-        state.iterations = iterations
         status: DispatchOutcome
         error: LoopError | None = None
         if state.aborted:
@@ -184,8 +183,7 @@ class DispatchLoop:
         else:
             status = "nack"
             error = self._forced if self._forced is not None else d.nack_error
-            if error is not None and all(e is not error for e in state.errors):
-                state.errors.append(error)
+        state.end_dispatch(iterations, error)
         if state.bus.listening:
             if in_iteration:
                 state.emit(

@@ -100,7 +100,7 @@ class Turn:
         self._task: asyncio.Task[Any] | None = None
         self._cancel_requested = False
         self._finishing = False
-        state.abort_hooks.append(self._on_abort)
+        state.on_abort(self._on_abort)
 
     def __repr__(self) -> str:
         """Show the turn id."""
@@ -203,8 +203,7 @@ class Turn:
         except asyncio.CancelledError as exc:
             status = "aborted"
             if not self.absorb_cancel():
-                state.aborted = True
-                state.abort_reason = state.abort_reason or "cancelled by the caller"
+                state.abort("cancelled by the caller")
                 cancelled = exc
         except TurnAbortedError as exc:
             state.abort(exc.message)

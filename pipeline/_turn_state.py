@@ -210,12 +210,42 @@ class TurnState:
                 validated[vchecksum] = validated.get(vchecksum, 0) + n
         self.history_ids.update(map(_CALL_ID, calls))
 
-    def seed_calls(self, calls: Iterable[ToolCall]) -> None:
-        """Record calls as already stored this turn, without persisting (test doubles)."""
-        for call in calls:
+    def seed_calls(
+        self, calls: Iterable[ToolCall], *, new_calls: Sequence[ToolCall] | None = None
+    ) -> None:
+        """Record calls as already stored this turn, without persisting (test doubles).
+
+        ``new_calls`` are the current iteration's (default: the seeded calls).
+        """
+        seeded = tuple(calls)
+        for call in seeded:
             self.calls.append(call)
             self.by_id[call.id] = call
             self.count(call, 1)
+        self.new_calls = seeded if new_calls is None else tuple(new_calls)
+
+    # -- the loop's steps ------------------------------------------------------------------------
+    def begin_iteration(self) -> None:
+        """Start an iteration: no call is the iteration's yet."""
+        self.new_calls = ()
+
+    def end_dispatch(self, iterations: int, error: LoopError | None) -> None:
+        """Record how many iterations the dispatch ran and the error it ended with, if any."""
+        self.iterations = iterations
+        if error is not None and all(e is not error for e in self.errors):
+            self.errors.append(error)
+
+    def replace_tools(self, registry: ToolRegistry) -> None:
+        """Make ``registry`` the turn's registry, for every stage from now on."""
+        self.tools = registry
+
+    def keep_interrupted(self, run: ToolCallContext) -> None:
+        """Keep a run an abort or a cancellation interrupted (see `take_interrupted`)."""
+        self.interrupted[run.call_id] = run
+
+    def take_interrupted(self, call_id: str) -> ToolCallContext | None:
+        """The interrupted run of ``call_id`` (once), to build its record from what it did."""
+        return self.interrupted.pop(call_id, None)
 
     def call_id_taken(self, call_id: str) -> bool:
         """True when a call with this id is stored in this turn or its conversation."""
@@ -248,6 +278,10 @@ class TurnState:
         self.spool_keys.clear()
 
     # -- abort ---------------------------------------------------------------------------------
+    def on_abort(self, hook: Callable[[str | None], None]) -> None:
+        """Call ``hook(reason)`` when the turn is aborted (the one way an abort is told)."""
+        self.abort_hooks.append(hook)
+
     def abort(self, reason: str | None = None) -> None:
         """Mark the turn aborted, reject open gates and tell the abort hooks (once)."""
         if self.aborted:

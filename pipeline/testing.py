@@ -132,8 +132,7 @@ def make_dispatch_context(
         system_prompt=system_prompt,
     )
     state.load_history(messages, history_tool_calls)
-    state.seed_calls(tool_calls)
-    state.new_calls = tuple(tool_calls if new_tool_calls is None else new_tool_calls)
+    state.seed_calls(tool_calls, new_calls=new_tool_calls)
     ctx = DispatchContext(state, TurnContext(state), "dispatch_test")
     ctx.iteration = iteration
     return ctx

@@ -192,7 +192,7 @@ class ToolCallContext:
                 await self.handle()
         except BaseException as exc:
             if isinstance(exc, TurnAbortedError) or not isinstance(exc, Exception):
-                self._turn.interrupted[self.call_id] = self  # its record: `abandon`
+                self._turn.keep_interrupted(self)  # its record: `abandon`
             raise
         return self._record(inline_limit)
 
