@@ -34,6 +34,7 @@ if _typing.TYPE_CHECKING:
     from ._approval import Approver as Approver
     from ._budget import IterationBudget as IterationBudget
     from ._counter import ToolCallCounter as ToolCallCounter
+    from ._limit import LimitCount as LimitCount
     from ._limit import OnExceed as OnExceed
     from ._limit import ToolCallLimit as ToolCallLimit
     from ._policy import ToolPolicy as ToolPolicy
@@ -67,6 +68,7 @@ _LAZY = {
     "AuditSink": "audit",
     "IterationBudget": "_budget",
     "JsonlAuditSink": "audit",
+    "LimitCount": "_limit",
     "OnExceed": "_limit",
     "OnRepeat": "_repetition",
     "PostgresAuditSink": "audit",
@@ -164,6 +166,7 @@ __all__ = [
     "DispatchMiddlewareMethod",
     "IterationBudget",
     "JsonlAuditSink",
+    "LimitCount",
     "Middleware",
     "OnExceed",
     "OnRepeat",

@@ -25,13 +25,15 @@ from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
 
-__all__ = ["ToolCallLimit"]
+__all__ = ["LimitCount", "ToolCallLimit"]
 
 OnExceed = Literal["hide", "nack"]
-Count = Literal["runs", "successes"]
+"""What `ToolCallLimit` does at a limit: hide the tool, or end the dispatch."""
+LimitCount = Literal["runs", "successes"]
+"""What uses up a `ToolCallLimit`: every handler run, or only runs that succeeded."""
 
 _ACTIONS: tuple[OnExceed, ...] = ("hide", "nack")
-_COUNTS: tuple[Count, ...] = ("runs", "successes")
+_COUNTS: tuple[LimitCount, ...] = ("runs", "successes")
 _NO_LIMITS: Mapping[str, int] = MappingProxyType({})
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a tool name can be (``Tool``'s rule): anything else could never be limited."""
@@ -99,7 +101,7 @@ class ToolCallLimit:
         total: int | None = None,
         on_exceed: OnExceed = "hide",
         *,
-        count: Count = "runs",
+        count: LimitCount = "runs",
         namespace: str = "loopware.limit",
     ) -> None:
         """Configure the limits (see the class docstring)."""
@@ -156,7 +158,7 @@ class ToolCallLimit:
         return self._on_exceed
 
     @property
-    def count(self) -> Count:
+    def count(self) -> LimitCount:
         """What uses up a limit: ``"runs"`` or ``"successes"``."""
         return self._count
 

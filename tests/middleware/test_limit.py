@@ -253,10 +253,11 @@ def test_total_limit_with_hide_keeps_its_dispatch_input_guard() -> None:
 
 
 def test_option_literals_are_public() -> None:
-    """OnExceed and OnRepeat are exported with the actions the built-ins accept."""
+    """OnExceed, LimitCount and OnRepeat are exported with the options the built-ins accept."""
     from typing import get_args
 
-    from middleware import OnExceed, OnRepeat
+    from middleware import LimitCount, OnExceed, OnRepeat
 
     assert get_args(OnExceed) == ("hide", "nack")
+    assert get_args(LimitCount) == ("runs", "successes")
     assert get_args(OnRepeat) == ("block", "hide", "nack", "warn")
