@@ -157,7 +157,7 @@ class ToolCallContext:
 
         Raises:
             TurnAbortedError: the handler or a hook aborted the turn (the run is kept for the
-                record of the abandoned call, see `abandoned_record`).
+                record of the abandoned call, see `abandon`).
         """
         name = self.name
         try:
@@ -189,10 +189,9 @@ class ToolCallContext:
             if onion.fns:
                 await self._through(onion)
             else:  # the empty onion: its centre is the handler
-                await self.handle()
-        except BaseException as exc:
-            if isinstance(exc, TurnAbortedError) or not isinstance(exc, Exception):
-                self._turn.keep_interrupted(self)  # its record: `abandon`
+                await self._handle()
+        except BaseException:  # an abort or a cancellation (everything else became a record)
+            self._turn.keep_interrupted(self)  # its record: `abandon`
             raise
         return self._record(inline_limit)
 
@@ -227,7 +226,7 @@ class ToolCallContext:
         self._called |= 1 << i
         j = i + 1
         if j == len(onion.fns) or self._message is not None or self._output is not _NOTHING:
-            await self.handle()
+            await self._handle()
             return
         self._pos, self._layer = j, onion.names[j]
         try:
@@ -251,7 +250,7 @@ class ToolCallContext:
             middleware=name,
         )
         self._turn.report(error, "tool_call")
-        self.failed(name, error)
+        self._fail(name, error)
 
     def _hook_failed(self, exc: Exception) -> None:
         name = self._failing or self._onion.names[self._pos]
@@ -265,7 +264,7 @@ class ToolCallContext:
             )
             error.__cause__ = exc
         self._turn.report(error, "tool_call")
-        self.failed(name, error)
+        self._fail(name, error)
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
         """The record of a call to a name that is not among the visible tools."""
@@ -295,7 +294,7 @@ class ToolCallContext:
         self._message = f"Error: {error}"
         return self._record(0)
 
-    async def handle(self) -> None:
+    async def _handle(self) -> None:
         """The innermost step: run the handler, unless a layer already decided the call."""
         if self._message is not None or self._output is not _NOTHING:
             return
@@ -316,8 +315,8 @@ class ToolCallContext:
         finally:
             self.duration_ms = (perf_counter() - start) * 1000.0
 
-    def failed(self, layer: str, error: LoopError) -> None:
-        """A layer raised or did not decide: the call fails with ``error`` (the loop calls it)."""
+    def _fail(self, layer: str, error: LoopError) -> None:
+        """A layer raised or did not decide: the call fails with ``error``."""
         self._output = _NOTHING
         self._decide(layer, "failed", error.message)
         self._message = f"Error: {error}"
