@@ -78,7 +78,8 @@ async def test_an_outside_abort_records_which_call_was_running_and_which_never_s
     assert (c1.verdict, c1.ran) == ("aborted", True)
     assert c1.results == "Error: the turn was aborted while this call ran."
     assert c1.duration_ms is not None
-    assert c1.deciding is not None and c1.deciding.policy == "loopware.turn"
+    assert c1.deciding is not None
+    assert c1.deciding.policy == "loopware.turn"
     if parallel:  # the batch ran together: c2 had finished before the abort
         assert (c2.verdict, c2.ran, c2.results) == ("allowed", True, "did b")
     else:
