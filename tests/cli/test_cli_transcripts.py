@@ -103,8 +103,9 @@ def test_non_json_tool_arguments_name_the_message_and_line(
     calls = json.loads(captured.out)["turns"][0]["calls"]
     assert [c["id"] for c in calls] == ["c1", "c2", "c3"]
     assert calls[0]["error"] is None
-    assert calls[1]["error"].startswith("Error: E_INVALID_TOOL_ARGS: the arguments for 'search' are not valid JSON")
-    assert calls[2]["error"].startswith("Error: E_INVALID_TOOL_ARGS: the arguments for 'search' must be a JSON object")
+    bad = "Error: E_INVALID_TOOL_ARGS: the arguments for 'search'"
+    assert calls[1]["error"].startswith(f"{bad} are not valid JSON")
+    assert calls[2]["error"].startswith(f"{bad} must be a JSON object")
     assert [c["verdict"] for c in calls] == ["allowed", "failed", "failed"]
 
 

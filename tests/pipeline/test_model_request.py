@@ -59,8 +59,10 @@ async def test_the_request_carries_the_turn_as_the_context_shows_it() -> None:
     assert [d["name"] for d in request.tools] == ["echo"]  # the hidden tool is not offered
     assert request.turn_id == ctx.turn_id
     view = request.tool_view
-    assert view is not None and view is not ctx.tools  # a read-only view, not the registry
-    assert view.get("hidden") is hidden and view.get_visible("hidden") is None
+    assert view is not None
+    assert view is not ctx.tools  # a read-only view, not the registry
+    assert view.get("hidden") is hidden
+    assert view.get_visible("hidden") is None
     assert view.get_visible("echo") is echo
     ctx.tools.unhide("hidden")
     assert view.get_visible("hidden") is None  # what the request was made with, unchanged

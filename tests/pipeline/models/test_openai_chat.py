@@ -238,7 +238,8 @@ async def test_invalid_json_arguments_become_an_error_the_model_reads(
     assert result.ok
     assert result.tool_calls[0].is_error
     error = (
-        "Error: E_INVALID_TOOL_ARGS: the arguments for 'add' are not valid JSON (Expecting property name enclosed "
+        "Error: E_INVALID_TOOL_ARGS: the arguments for 'add' are not valid JSON "
+        "(Expecting property name enclosed "
         "in double quotes at line 1 column 9); send a JSON object."
     )
     assert server.bodies[1]["messages"][2:] == [
