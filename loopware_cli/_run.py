@@ -172,4 +172,3 @@ def run_model_turn(options: RunOptions, chat_model: ChatModel, out: TextIO, err:
             return EXIT_MODEL
         return 1
     return 0
-
