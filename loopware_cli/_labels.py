@@ -31,8 +31,9 @@ def describe(
 ) -> str:
     """One decision about a call: ``denied - tool policy: <reason> [loopware.policy]``.
 
-    ``labels`` maps a policy's name to what its decisions mean (`middleware.policy_labels`);
-    ``paint`` styles the action word (a terminal colours it).
+    ``labels`` maps a policy's name to what its decisions mean
+    (`middleware.transcripts.policy_labels`); ``paint`` styles the action word (a terminal
+    colours it).
     """
     return f"{paint(decision.action)} - {_why(decision.policy, decision.reason, labels)}"
 

@@ -49,7 +49,8 @@ class LiveOutput:
     ) -> None:
         """Print to ``out``; ``offered(iteration)`` names the tools offered on an iteration.
 
-        ``labels`` maps a policy's name to what its decisions mean (`middleware.policy_labels`).
+        ``labels`` maps a policy's name to what its decisions mean
+        (`middleware.transcripts.policy_labels`).
         """
         self._out = out
         self._style = style
