@@ -2,8 +2,10 @@
 
 A recorded support-agent conversation (Anthropic messages, the sample in ``tests/data``) is
 replayed offline through two candidate stacks with `middleware.replay`. Every recorded tool call
-gets a verdict (allowed, hidden, denied, rejected, failed, not reached) with the decisions behind
-it, so two policies can be compared on the same real traffic before either is deployed. A
+gets its replayed record's verdict (allowed, denied, rejected, invalid..., or not reached), the
+word ``loopware run``, the audit log and tracing use, with the decisions behind it and the tools
+its outcome hid, so two policies can be compared on the same real traffic before either is
+deployed. A
 transcript can also be given as data: here an OpenAI chat-completions list built in code, with a
 tool name loopware cannot register (``Final Answer``), replayed under a safe alias.
 
@@ -32,15 +34,17 @@ def show(title: str, report: ReplayReport) -> None:
     """Print one line per recorded call, then the verdict counts."""
     print(f"\n{title}")
     for turn in report.turns:
-        for decision in turn.decisions:  # decisions about no one call, where they happened
-            where = f"turn {turn.turn.index}, {decision.where()}"
-            print(f"  {where}: {decision.tool} {decision.describe()}")
+        for placed in turn.decisions:  # decisions about tools no call led to, where taken
+            d = placed.decision
+            where = f"turn {turn.turn.index}, {placed.where()}"
+            print(f"  {where}: {d.tool} {d.action} by {d.policy}: {d.reason}")
         for outcome in turn.calls:
-            reasons = "; ".join(d.describe() for d in outcome.decisions)
             ran = "" if outcome.ran is None else (" (ran)" if outcome.ran else " (never ran)")
             print(f"  #{outcome.call.index} {outcome.call.tool:<14} {outcome.verdict}{ran}")
-            if reasons:
-                print(f"      {reasons}")
+            for decision in outcome.decisions:
+                print(f"      {decision.action} by {decision.policy}: {decision.reason}")
+            for hid in outcome.tool_decisions:
+                print(f"      then {hid.tool} {hid.action} by {hid.policy}: {hid.reason}")
     print(f"  verdicts: {report.counts()}; refused anything: {report.refused}")
 
 

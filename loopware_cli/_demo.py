@@ -17,7 +17,8 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -29,15 +30,12 @@ from middleware import (
     ToolCallLimit,
     ToolPolicy,
 )
+from middleware.transcripts import policy_labels
 from pipeline import (
-    IterationEnd,
-    Log,
     LoopError,
     ModelResponse,
     ProposedToolCall,
-    Stash,
     Tool,
-    ToolCallStored,
     ToolLoopExecutor,
     TurnResult,
     TurnRunner,
@@ -137,15 +135,29 @@ def _offered_by(model: ScriptedModel) -> Callable[[int], str]:
     return offered
 
 
-def _decisions(result: TurnResult, namespace: str) -> list[dict[str, Any]]:
-    found = Stash(result.stash).get(f"{namespace}.decisions", [])
-    return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
-
-
 def _remove_database(path: str) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(path + suffix)
+
+
+def _tally(words: Iterable[str]) -> str:
+    """``6 allowed, 1 denied``: how many of each word, most first (then by name)."""
+    counts = Counter(words)
+    return ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+
+
+_ROW_KINDS: Final = {"tool_call": ("call", "calls"), "tool": ("tool", "tools")}
+
+
+def _row_kinds(rows: list[AuditRow]) -> str:
+    """``7 calls, 3 tools, 1 turn``: the audit rows by kind, in the order they first appear."""
+    counts = Counter(row.entry.kind for row in rows)
+    parts = []
+    for kind, n in counts.items():
+        one, many = _ROW_KINDS.get(kind, (kind, f"{kind}s"))
+        parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts)
 
 
 def _summary(
@@ -154,40 +166,33 @@ def _summary(
     verified: int | None,
     style: Style,
     audit_path: str,
-    stack: tuple[ToolPolicy, RepetitionDetector, ToolCallLimit],
+    repetition: str,
 ) -> list[tuple[str, str]]:
-    """The summary table's rows: what happened, read from the stash and the audit file."""
-    policy, repetition, limit = stack
+    """The summary table's rows, read from the turn's records; the audit file's rows counted.
+
+    A call's word is its record's verdict (as the live lines above and ``loopware replay``
+    say); ``repetition`` is the `RepetitionDetector`'s name, whose decisions are the repeats.
+    """
     calls = result.tool_calls
-    repeats = _decisions(result, repetition.namespace)
-    hidden = list(
-        dict.fromkeys(
-            d["tool"]
-            for ns in (repetition.namespace, limit.namespace)
-            for d in _decisions(result, ns)
-            if d.get("action") == "hidden"
-        )
-    )
-    denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
-    final = {  # a call's last row is its final form (AuditLog writes a row per change)
-        row.entry.call_id: row.entry.decision
-        for row in rows
-        if row.entry.kind == "tool_call" and row.entry.decision is not None
-    }
-    by_decision: dict[str, int] = {}
-    for decision in final.values():
-        by_decision[decision] = by_decision.get(decision, 0) + 1
+    tools = result.tool_decisions
+    repeats = [
+        c.tool
+        for c in calls
+        if any(d.policy == repetition for d in c.decisions)
+        or any(t.policy == repetition and t.call_id == c.id for t in tools)
+    ]
+    refused = [f"{c.tool} {c.verdict}" for c in calls if not c.ran]
     duration_ms = (result.ended_at - result.started_at).total_seconds() * 1000.0
-    failed = sum(1 for c in calls if c.is_error)
     status = style.verdict(result.status, key="ok" if result.ok else "failed")
-    decisions = ", ".join(f"{n} {d}" for d, n in sorted(by_decision.items()))
+    verdicts = _tally(c.verdict for c in calls)
+    decided = ", ".join(f"{t.tool} {t.action}" for t in tools)
     return [
         ("turn", f"{status} in {result.iterations} iterations, {duration_ms:.0f} ms"),
-        ("tool calls", f"{len(calls)} ({failed} failed)"),
-        ("repeats caught", f"{len(repeats)} ({', '.join(d['tool'] for d in repeats) or '-'})"),
-        ("tools hidden", f"{len(hidden)} ({', '.join(hidden) or '-'})"),
-        ("calls denied", f"{len(denied)} ({', '.join(d['tool'] for d in denied) or '-'})"),
-        ("audit rows", f"{len(rows)} in {audit_path} ({decisions})"),
+        ("tool calls", f"{len(calls)} ({verdicts or 'none'})"),
+        ("repeats caught", f"{len(repeats)} ({', '.join(repeats) or '-'})"),
+        ("tool decisions", f"{len(tools)} ({decided or '-'})"),
+        ("calls not run", f"{len(refused)} ({', '.join(refused) or '-'})"),
+        ("audit rows", f"{len(rows)} in {audit_path} ({_row_kinds(rows) or 'none'})"),
         (
             "audit verified",
             style.verdict("yes")
@@ -240,15 +245,8 @@ def run_demo(
             middleware=[policy, repetition, limit, AuditLog(sink)],
             system_prompt="You are the support assistant of Northwind Outfitters.",
         )
-        labels = {
-            policy.namespace: "tool policy",
-            repetition.namespace: "repeat detected",
-            limit.namespace: "limit reached",
-        }
-        live = LiveOutput(out, style, _offered_by(model), labels)
-        runner.on(Log, live.on_log)
-        runner.on(ToolCallStored, live.on_stored)
-        runner.on(IterationEnd, live.on_iteration_end)
+        labels = policy_labels([policy, repetition, limit])
+        LiveOutput(out, style, _offered_by(model), labels).observe(runner)
         print(
             style.paint("loopware demo: a scripted support-agent turn", "bold")
             + " (no network, no API keys)",
@@ -272,7 +270,7 @@ def run_demo(
             rows = []
     finally:
         sink.close()
-    table = _summary(result, rows, verified, style, audit_path, (policy, repetition, limit))
+    table = _summary(result, rows, verified, style, audit_path, repetition.namespace)
     print(f"\n{style.paint('summary', 'bold')}", file=out)
     for name, value in table:
         print(f"  {name:<16}{value}", file=out)

@@ -39,7 +39,7 @@ from pipeline.mcp import MCPToolset
 from ._gateway_approval import build_approver
 from ._gateway_config import GatewayConfig
 
-__all__ = ["Gateway", "answer_call", "call_result"]
+__all__ = ["Gateway", "answer_call", "call_result", "forwarded"]
 
 _log = logging.getLogger("loopware.gateway")
 _raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
@@ -343,20 +343,39 @@ async def answer_call(gateway: Gateway, key: str, name: str, args: dict[str, Any
     return call_result(record, raw)
 
 
+_FORWARDED: Final = frozenset({"allowed", "approved", "warned"})
+"""Verdicts under which a call that ran keeps the upstream's own outcome (no decision answered
+it, withheld its result or replaced it)."""
+
+
+def forwarded(record: ToolCall) -> bool:
+    """Whether the upstream's own result is the call's outcome, as its record says.
+
+    True when the handler ran (the call was forwarded), did not fail, and no decision replaced
+    or withheld its result. A call refused before it ran (denied, rejected, a name no tool has,
+    a look-alike of one, bad arguments) has ``ran`` False and never reached the upstream.
+    """
+    return record.ran and not record.is_error and record.verdict in _FORWARDED
+
+
 def call_result(record: ToolCall, raw: Any) -> Any:
-    """The ``tools/call`` result of a call's record and raw upstream result (see `answer_call`)."""
+    """The ``tools/call`` result of a call's record and raw upstream result (see `answer_call`).
+
+    The upstream's own result only when the record says it is the call's outcome
+    (`forwarded`); otherwise the record's text, ``isError`` when the record is an error.
+    """
     import mcp_types as types
 
-    if record.is_error or raw is None:
-        results = record.results
-        body = results if isinstance(results, str) else str(results)
-        if not record.is_error and results is not None:
-            reader = getattr(results, "as_string", None)
-            body = reader() if callable(reader) else body
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=body)], is_error=record.is_error
-        )
-    return raw
+    if raw is not None and forwarded(record):
+        return raw
+    results = record.results
+    body = results if isinstance(results, str) else str(results)
+    if not record.is_error and results is not None:
+        reader = getattr(results, "as_string", None)
+        body = reader() if callable(reader) else body
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=body)], is_error=record.is_error
+    )
 
 
 def offered_names(gateway: Gateway) -> Sequence[str]:

@@ -55,6 +55,21 @@ def same_json(a: object, b: object) -> bool:
     return a == b
 
 
+def _same_order(a: object, b: object) -> bool:
+    """Whether two values `same_json` calls equal list their objects' keys in the same order.
+
+    The SDK writes ``_meta`` in its keys' order, so a remembered ``_meta`` is reused only for
+    one whose keys come in the same order, at every depth.
+    """
+    if type(a) is dict:
+        assert isinstance(b, dict)
+        return list(a) == list(b) and all(_same_order(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        assert isinstance(b, list)
+        return all(map(_same_order, a, b))
+    return True
+
+
 def _plain_texts(result: object) -> list[str] | None:
     """The texts of a plain-text ``CallToolResult`` (see the module docstring), else None."""
     if (
@@ -112,12 +127,14 @@ class Shaper:
         return self._build(texts, result.is_error, modern, meta is not None)
 
     def _known_meta(self, meta: dict[str, Any], key: tuple[str, bool]) -> bool:
+        """Whether ``meta`` is the remembered one, keys in the same order (the wire's order)."""
         seen = self._meta_in
         return (
             type(seen) is tuple
             and seen[0] == key
             and self._meta_out is not _NO_META
             and same_json(seen[1], meta)
+            and _same_order(seen[1], meta)
         )
 
     def _build(

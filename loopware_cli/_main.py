@@ -44,8 +44,9 @@ EXIT_BAD_TARGET: Final = 4
 
 EXIT_STATUS_HELP: Final = """\
 exit status:
-  0  success; for replay: every recorded call was allowed, approved, warned
-     about, hidden or failed as recorded, and every replayed turn completed
+  0  success; for replay: no recorded call was denied or rejected (each was
+     allowed, approved, warned about, answered, invalid or failed), and every
+     replayed turn completed
   1  run: the turn failed or was aborted (a policy nack, a provider error);
      replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
@@ -59,13 +60,13 @@ exit status:
      of the transcript is still replayed and reported (nothing is reported when
      no message could be read)
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
-     it is not middleware (replay, run) / not tools (run) / not a TurnRunner
+     it is not middleware or tools (replay, run) / not a TurnRunner
      (pipelines); a factory that needs arguments or raises counts too
   5  run: the model cannot be used: its API key is not set or was refused, or the
      model string is not one loopware knows
   6  replay: the transcript is readable but the recorded model made errors (tool
      arguments that are not a JSON object): those calls were replayed, as sent,
-     and failed (E_TRANSCRIPT_ARGS lines on stderr)
+     and are invalid (E_TRANSCRIPT_ARGS lines on stderr)
 When several apply, 4 wins over 3, 3 over 1, and 1 over 6."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."

@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 from middleware import read_transcript, replay
 from middleware.transcripts import Transcript, TranscriptIssue
-from pipeline import LoopError
+from pipeline import LoopError, Tool
 
 from ._replay_policy import add_policy_arguments, policy_flags, policy_middleware
 from ._replay_render import format_issue, render_report
-from ._resolve import resolve_middleware
+from ._resolve import resolve_middleware, resolve_tools
 from ._style import Style
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 EXIT_OK: Final = 0
-"""Every recorded call was allowed (or only warned about, hidden, approved, failed)."""
+"""No recorded call was denied or rejected, and every replayed turn completed."""
 EXIT_REFUSED: Final = 1
 """The stack denied or rejected a recorded call, or a replayed turn failed."""
 EXIT_USAGE: Final = 2
@@ -51,11 +51,14 @@ _SHOWN_PER_KIND: Final = 3
 
 REPLAY_DESCRIPTION: Final = """\
 Feed a recorded conversation through a middleware stack, offline, and report what
-the stack would have done at each recorded tool call: allowed, hidden (repeat
-detected, limit reached), denied (never ran), rejected (approval refused), failed
-(the replayed call failed, as it did when recorded), or not reached because the
-stack ended the turn earlier. Decisions about no one call are shown where they
-were taken (iteration, after which call).
+the stack would have done at each recorded tool call. Each call gets its record's
+verdict, the word `loopware run`, the audit log and tracing use: allowed, approved,
+warned, answered (a middleware answered it), denied (refused; never ran, e.g. a
+tool a limit hid), rejected (approval refused), invalid (arguments that are not a
+JSON object or fail the schema, an unknown tool), failed (a middleware failed), or
+not reached because the stack ended the turn earlier. A call that used up a limit
+or repeated too often is allowed, and the tool it hid is shown under it; decisions
+about no one call are shown where they were taken (iteration, after which call).
 
 TRANSCRIPT is an OpenAI chat-completions message list (assistant "tool_calls" and
 "tool" messages; arguments as text or an object), OpenAI Responses API items
@@ -65,8 +68,11 @@ TRANSCRIPT is an OpenAI chat-completions message list (assistant "tool_calls" an
 Consecutive assistant entries are one message. Each user message starts a turn.
 Tool schemas are not needed: every recorded tool accepts any JSON object and
 returns its recorded result; a name loopware cannot register ("Final Answer") is
-replayed, and matched by policies, under a safe alias ("Final_Answer"). Turns share
-one conversation, so repeat counts carry over (--separate-turns resets them).
+replayed, and matched by policies, under a safe alias ("Final_Answer"). With
+--tools, the agent's real tools are offered instead (their handlers never run):
+arguments are checked against their schemas and a name none of them has is an
+unknown tool, as live. Turns share one conversation, so repeat counts carry over
+(--separate-turns resets them).
 
 The policy is the built-in options below and/or -m targets; with neither, every
 call is allowed and the report says so. The same engine is a Python API:
@@ -90,6 +96,15 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE:ATTR",
         help=_MIDDLEWARE_HELP,
+    )
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="the agent's real tools (repeatable: a Tool, a list of tools, a ToolRegistry, or a "
+        "zero-argument factory returning one): recorded calls are checked against their names "
+        "and schemas; their handlers never run",
     )
     parser.add_argument("--json", action="store_true", help="print a machine-readable report")
     parser.add_argument(
@@ -146,12 +161,21 @@ def run_replay(
             _error(str(exc), err)
             return EXIT_BAD_TARGET
         sources.append(spec)
+    tools: list[Tool[Any]] | None = None
+    if args.tools is not None:
+        try:
+            tools = [t for spec in args.tools for t in resolve_tools(spec)]
+        except LoopError as exc:
+            _error(str(exc), err)
+            return EXIT_BAD_TARGET
     transcript = read_transcript(args.transcript)
     print_issues(transcript, err)
     if transcript.unreadable:
         return EXIT_BAD_INPUT
     try:
-        report = replay(transcript, items, separate_turns=args.separate_turns, sources=sources)
+        report = replay(
+            transcript, items, separate_turns=args.separate_turns, sources=sources, tools=tools
+        )
     except LoopError as exc:  # the items cannot be composed into a runner
         _error(str(exc), err)
         return EXIT_BAD_TARGET

@@ -1,18 +1,24 @@
-"""Rendering a `ReplayReport` for a terminal, and transcript issues as compiler-style lines."""
+"""Rendering a `ReplayReport` for a terminal, and transcript issues as compiler-style lines.
+
+Each call reads its record's verdict, and every decision and tool decision is labelled by
+``loopware_cli/_labels.py``, as ``loopware run`` labels them.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from ._labels import describe, describe_tool
 from ._replay_policy import POLICY_SUGGESTION
 
 if TYPE_CHECKING:
     from middleware.transcripts import (
         CallOutcome,
-        Decision,
         ReplayReport,
         TranscriptIssue,
+        TurnDecision,
         TurnOutcome,
     )
 
@@ -51,7 +57,7 @@ def format_issue(issue: TranscriptIssue, source: str) -> str:
     return f"{where}: {issue.code}: {index}{issue.message}"
 
 
-def _call_lines(outcome: CallOutcome, style: Style) -> list[str]:
+def _call_lines(outcome: CallOutcome, style: Style, labels: Mapping[str, str]) -> list[str]:
     call = outcome.call
     verdict = style.verdict(f"{outcome.verdict:<11}", key=outcome.verdict)
     where = style.paint(f"messages[{call.message_index}]", "dim")
@@ -62,43 +68,61 @@ def _call_lines(outcome: CallOutcome, style: Style) -> list[str]:
     notes: list[str] = []
     if outcome.alias is not None:
         notes.append(f"replayed as {outcome.alias} ({call.tool!r} cannot be a tool name)")
-    if outcome.stored is not None and outcome.ran is False and outcome.refused:
+    if outcome.ran is False:
         notes.append("never ran: refused before its handler")
     if outcome.offered is False:
         notes.append("the tool was not offered to the model on this step")
-    if outcome.error is not None and outcome.verdict == "failed":
+    if outcome.error is not None and outcome.ran:
         notes.append(f"replayed call failed: {short(outcome.error, _ARGS_WIDTH)}")
     lines.extend(f"{_INDENT}{style.paint(note, 'dim')}" for note in notes)
-    lines.extend(f"{_INDENT}{d.describe()}" for d in outcome.decisions)
+    lines.extend(f"{_INDENT}{describe(d, labels, style.verdict)}" for d in outcome.decisions)
+    lines.extend(
+        f"{_INDENT}then: tool {describe_tool(d, labels, style.verdict)}"
+        for d in outcome.tool_decisions
+    )
     return lines
 
 
-def _decision_line(decision: Decision) -> str:
-    tool = f"{decision.tool} " if decision.tool else ""
-    return f"  {decision.where()}: {tool}{decision.describe()}"
+def _decision_line(decision: TurnDecision, style: Style, labels: Mapping[str, str]) -> str:
+    return f"  {decision.where()}: tool {describe_tool(decision.decision, labels, style.verdict)}"
 
 
-def _turn_lines(outcome: TurnOutcome, style: Style) -> list[str]:
+def _end_line(outcome: TurnOutcome, style: Style) -> str:
+    status = style.verdict(outcome.status, key="failed" if outcome.status != "completed" else "ok")
+    end = f"  turn {outcome.turn.index} {status} after {outcome.iterations} iteration(s)"
+    if outcome.error_message:
+        end += f": {outcome.error_message}"
+    return end
+
+
+def _turn_lines(outcome: TurnOutcome, style: Style, labels: Mapping[str, str]) -> list[str]:
+    """The turn's calls in order, each tool decision after the call it followed, then its end.
+
+    A turn that ended early is shown ending where it did: after the last call it reached,
+    before the calls it never got to.
+    """
     turn = outcome.turn
     source = f"messages[{turn.message_index}]" if turn.message_index is not None else "continued"
     said = f'"{short(turn.input, _TEXT_WIDTH)}"' if turn.input else "(no user message)"
     lines = ["", style.paint(f"turn {turn.index}", "bold", "cyan") + f"  {source}  user: {said}"]
-    after: dict[int | None, list[Decision]] = {}
+    after: dict[int | None, list[TurnDecision]] = {}
     for decision in outcome.decisions:
         after.setdefault(decision.after_call, []).append(decision)
-    lines.extend(_decision_line(d) for d in after.pop(None, ()))
+    lines.extend(_decision_line(d, style, labels) for d in after.pop(None, ()))
+    ended = outcome.status != "completed"
+    if ended and outcome.after_call is None:
+        lines.append(_end_line(outcome, style))
     for call in outcome.calls:
-        lines.extend(_call_lines(call, style))
-        lines.extend(_decision_line(d) for d in after.pop(call.call.index, ()))
+        lines.extend(_call_lines(call, style, labels))
+        lines.extend(_decision_line(d, style, labels) for d in after.pop(call.call.index, ()))
+        if ended and call.call.index == outcome.after_call:
+            lines.append(_end_line(outcome, style))
     for rest in after.values():  # after a call the turn does not list (never, but never lost)
-        lines.extend(_decision_line(d) for d in rest)
-    if turn.answer is None and outcome.status == "completed":
+        lines.extend(_decision_line(d, style, labels) for d in rest)
+    if turn.answer is None and not ended:
         lines.append(f"  {style.paint('(the recording ends before a final answer)', 'dim')}")
-    status = style.verdict(outcome.status, key="failed" if outcome.status != "completed" else "ok")
-    end = f"  turn {turn.index} {status} after {outcome.iterations} iteration(s)"
-    if outcome.error_message:
-        end += f": {outcome.error_message}"
-    lines.append(end)
+    if not ended:
+        lines.append(_end_line(outcome, style))
     return lines
 
 
@@ -118,7 +142,7 @@ def render_report(report: ReplayReport, style: Style) -> str:
         if names:
             lines.append(f"    {stage}: {' -> '.join(names)}")
     for turn in report.turns:
-        lines.extend(_turn_lines(turn, style))
+        lines.extend(_turn_lines(turn, style, report.labels))
     counts = ", ".join(f"{n} {style.verdict(v)}" for v, n in report.counts().items())
     lines.append("")
     lines.append(

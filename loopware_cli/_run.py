@@ -16,17 +16,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Final, TextIO
 
+from middleware.transcripts import policy_labels
 from pipeline import (
     ChatModel,
-    IterationEnd,
-    Log,
     LoopError,
     ModelAuthenticationError,
     ModelRequest,
     ModelResponse,
     ModelTextDelta,
     Tool,
-    ToolCallStored,
     ToolLoopExecutor,
     TurnRunner,
 )
@@ -36,7 +34,7 @@ from ._live import LiveOutput
 from ._resolve import resolve_middleware, resolve_tools
 from ._style import Style
 
-__all__ = ["EXIT_MODEL", "RunOptions", "run_turn"]
+__all__ = ["EXIT_MODEL", "RunOptions", "run_model_turn", "run_turn"]
 
 EXIT_MODEL: Final = 5
 """``run``: the model cannot be used (no API key, a refused key, an unknown model spec)."""
@@ -101,7 +99,6 @@ def run_turn(options: RunOptions, out: TextIO, err: TextIO | None = None) -> int
         5 when the model cannot be used (no key, refused key, bad spec).
     """
     err = sys.stderr if err is None else err
-    style = Style.for_stream(out, plain=options.plain)
     variable = _missing_key(options.model)
     if variable is not None:
         print(
@@ -111,10 +108,24 @@ def run_turn(options: RunOptions, out: TextIO, err: TextIO | None = None) -> int
         )
         return EXIT_MODEL
     try:
-        model = _Offered(infer_model(options.model))
+        model = infer_model(options.model)
     except LoopError as exc:
         print(f"loopware run: error: {exc}", file=err)
         return EXIT_MODEL
+    return run_model_turn(options, model, out, err)
+
+
+def run_model_turn(options: RunOptions, chat_model: ChatModel, out: TextIO, err: TextIO) -> int:
+    """Run one turn as ``options`` say against ``chat_model``, printing to ``out``.
+
+    What `run_turn` does once the model string is resolved (``options.model`` is not read).
+
+    Returns:
+        0 when the turn completed, 1 when it failed or was aborted, 4 for a bad ``module:attr``,
+        5 when the provider refused the key.
+    """
+    style = Style.for_stream(out, plain=options.plain)
+    model = _Offered(chat_model)
     try:
         tools: list[Tool[object]] = [t for spec in options.tools for t in resolve_tools(spec)]
         items = [m for spec in options.middleware for m in resolve_middleware(spec)]
@@ -128,10 +139,7 @@ def run_turn(options: RunOptions, out: TextIO, err: TextIO | None = None) -> int
     except LoopError as exc:
         print(f"loopware run: error: {exc}", file=err)
         return 4
-    live = LiveOutput(out, style, model.at, _labels(items))
-    runner.on(Log, live.on_log)
-    runner.on(ToolCallStored, live.on_stored)
-    runner.on(IterationEnd, live.on_iteration_end)
+    LiveOutput(out, style, model.at, policy_labels(items)).observe(runner)
     streamed: list[str] = []
 
     def stream(event: ModelTextDelta) -> None:
@@ -164,21 +172,3 @@ def run_turn(options: RunOptions, out: TextIO, err: TextIO | None = None) -> int
             return EXIT_MODEL
         return 1
     return 0
-
-
-def _labels(items: list[object]) -> dict[str, str]:
-    """Name each built-in policy's decisions by what they mean."""
-    kinds = {
-        "ToolPolicy": "tool policy",
-        "RepetitionDetector": "repeat detected",
-        "ToolCallLimit": "limit reached",
-        "ApprovalGate": "approval",
-        "TokenBudget": "token budget",
-    }
-    labels: dict[str, str] = {}
-    for item in items:
-        label = kinds.get(type(item).__name__)
-        namespace = getattr(item, "namespace", None)
-        if label is not None and isinstance(namespace, str):
-            labels[namespace] = label
-    return labels

@@ -28,12 +28,17 @@ _VERDICT_COLOURS: Final = {
     "approved": "green",
     "ok": "green",
     "yes": "green",
+    "answered": "green",
     "warned": "yellow",
     "hidden": "yellow",
+    "withdrawn": "yellow",
     "denied": "red",
     "rejected": "red",
+    "invalid": "red",
     "failed": "red",
+    "aborted": "red",
     "no": "red",
+    "not_run": "dim",
     "not reached": "dim",
 }
 

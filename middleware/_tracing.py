@@ -14,7 +14,10 @@ them into one span tree per turn::
 Every span below the turn gets an explicit parent (concurrent turns interleave on one event
 loop, so the ambient context cannot be trusted); the turn span itself joins whatever span is
 current where the turn runs (a web request's span, say). Spans take their start and end times
-from the events. It needs OpenTelemetry: ``pip install 'loopware[otel]'``.
+from the events. What a tool span says about its call comes from the call's stored record
+(`ToolCallStored`): its verdict, whether it ran, each decision; a tool hidden or withdrawn is
+an event on the iteration's span (`ToolDecided`). It needs OpenTelemetry:
+``pip install 'loopware[otel]'``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pipeline import (
     Log,
     MessageStored,
     ToolCallStored,
+    ToolDecided,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -59,15 +63,16 @@ from ._tracing_spans import (
     LW_MIDDLEWARE_TOTAL_MS,
     LW_STAGE,
     LW_TOOL_CHECKSUM,
+    LW_TOOL_DECISION,
     LW_TURN_ID,
     LW_TURN_STATUS,
     ToolSpan,
     TurnSpans,
-    decision_attributes,
     error_of,
     message_json,
     timing_of,
     to_ns,
+    tool_decision_attributes,
 )
 
 if TYPE_CHECKING:
@@ -98,8 +103,10 @@ class Tracing:
     ``loopware.dispatch`` under it (``loopware.dispatch.id``, ``.status``, ``.iterations``);
     ``loopware.iteration`` per iteration (``loopware.iteration``); ``execute_tool <name>`` per
     tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``,
-    ``loopware.tool.checksum``), including calls refused before their handler ran (bad
-    arguments, unknown tool); and ``loopware.middleware <name>`` for each run of a middleware
+    ``loopware.tool.checksum``, and from the call's record ``loopware.tool.verdict``,
+    ``loopware.tool.ran`` and ``loopware.tool.duration_ms``), including calls refused before
+    their handler ran (denied, rejected, bad arguments, unknown tool); and
+    ``loopware.middleware <name>`` for each run of a middleware
     registered with ``timed=True`` (``loopware.middleware.name``, ``loopware.stage``,
     ``loopware.middleware.self_ms`` / ``.total_ms``). Middleware registered without
     ``timed=True`` get no span: their timing log is what the span is built from.
@@ -108,8 +115,11 @@ class Tracing:
     ``_OTHER`` when a failed call's text names none): a reported error
     (`ErrorReported`, also recorded as an ``exception`` event) on the span of its stage, a failed
     turn on the turn span, a nacked dispatch on the dispatch span, an error tool call on its
-    tool span. An aborted turn is not an error. ``policy.decision`` logs become span events on
-    the iteration (or turn) span. A turn that ends early still ends every span it opened
+    tool span. An aborted turn is not an error. Each decision on a call's record is a
+    ``loopware.decision`` event on its tool span (``loopware.decision.policy``, ``.action``,
+    ``.reason``, ``.when``); each decision about a tool (`ToolDecided`: hidden, withdrawn) is a
+    ``loopware.tool_decision`` event on the iteration (or turn) span, with the tool's name and
+    the call that led to it. A turn that ends early still ends every span it opened
     (those get ``loopware.incomplete=True``), and nothing is kept once a turn has ended.
 
     Args:
@@ -184,6 +194,7 @@ class Tracing:
         events.on(ToolExecutionStart, self._on_tool_start)
         events.on(ToolExecutionEnd, self._on_tool_end)
         events.on(ToolCallStored, self._on_call_stored)
+        events.on(ToolDecided, self._on_tool_decided)
         events.on(ErrorReported, self._on_error)
         events.on(Log, self._on_log)
         if self._capture:
@@ -342,6 +353,16 @@ class Tracing:
             ToolSpan(span).finish(self._fail, call, self._capture, end_ns)
         state.spanned.add(call.id)
 
+    def _on_tool_decided(self, event: ToolDecided) -> None:
+        state = self._turns.get(event.turn_id)
+        if state is None:
+            return
+        state.inner_span().add_event(
+            LW_TOOL_DECISION,
+            tool_decision_attributes(event.decision),
+            timestamp=to_ns(event.timestamp),
+        )
+
     # -- errors, logs, messages --------------------------------------------------------------
     def _on_error(self, event: ErrorReported) -> None:
         state = self._turns.get(event.turn_id)
@@ -357,18 +378,8 @@ class Tracing:
         self._fail(span, *error_of(error, ""))
 
     def _on_log(self, event: Log) -> None:
-        kind = event.kind
-        if kind == "middleware.timing":
+        if event.kind == "middleware.timing":
             self._middleware_span(event)
-        elif kind == "policy.decision":
-            state = self._turns.get(event.turn_id)
-            if state is None:
-                return
-            state.inner_span().add_event(
-                "policy.decision",
-                decision_attributes(event.payload),
-                timestamp=to_ns(event.timestamp),
-            )
 
     def _middleware_span(self, event: Log) -> None:
         state = self._turns.get(event.turn_id)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from pipeline import LoopError, SpooledArtifact, ToolCall
+from pipeline import Decision, LoopError, SpooledArtifact, ToolCall, ToolDecision
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -36,6 +36,11 @@ __all__ = [
     "GEN_AI_TOOL_CALL_RESULT",
     "GEN_AI_TOOL_NAME",
     "GEN_AI_TOOL_TYPE",
+    "LW_DECISION",
+    "LW_DECISION_ACTION",
+    "LW_DECISION_POLICY",
+    "LW_DECISION_REASON",
+    "LW_DECISION_WHEN",
     "LW_DISPATCH_ID",
     "LW_DISPATCH_ITERATIONS",
     "LW_DISPATCH_STATUS",
@@ -46,6 +51,10 @@ __all__ = [
     "LW_MIDDLEWARE_TOTAL_MS",
     "LW_STAGE",
     "LW_TOOL_CHECKSUM",
+    "LW_TOOL_DECISION",
+    "LW_TOOL_DURATION_MS",
+    "LW_TOOL_RAN",
+    "LW_TOOL_VERDICT",
     "LW_TURN_ID",
     "LW_TURN_STATUS",
     "Fail",
@@ -57,6 +66,7 @@ __all__ = [
     "message_json",
     "timing_of",
     "to_ns",
+    "tool_decision_attributes",
 ]
 
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -81,18 +91,24 @@ LW_MIDDLEWARE_NAME: Final = "loopware.middleware.name"
 LW_MIDDLEWARE_SELF_MS: Final = "loopware.middleware.self_ms"
 LW_MIDDLEWARE_TOTAL_MS: Final = "loopware.middleware.total_ms"
 LW_TOOL_CHECKSUM: Final = "loopware.tool.checksum"
+LW_TOOL_VERDICT: Final = "loopware.tool.verdict"
+"""The call's verdict (`ToolCall.verdict`), on its tool span."""
+LW_TOOL_RAN: Final = "loopware.tool.ran"
+"""Whether the call's handler ran (`ToolCall.ran`), on its tool span."""
+LW_TOOL_DURATION_MS: Final = "loopware.tool.duration_ms"
+"""How long the handler ran (`ToolCall.duration_ms`), on its tool span when it ran."""
 LW_INCOMPLETE: Final = "loopware.incomplete"
 """Set (True) on a span that its turn ended before its own end event arrived."""
 
-_DECISION_KEYS: Final = (
-    ("policy", "loopware.policy.name"),
-    ("action", "loopware.policy.action"),
-    ("reason", "loopware.policy.reason"),
-    ("tool", GEN_AI_TOOL_NAME),
-    ("call_id", GEN_AI_TOOL_CALL_ID),
-    ("checksum", LW_TOOL_CHECKSUM),
-    ("iteration", LW_ITERATION),
-)
+LW_DECISION: Final = "loopware.decision"
+"""The name of a span event for one `Decision` about a call, on the call's tool span."""
+LW_TOOL_DECISION: Final = "loopware.tool_decision"
+"""The name of a span event for one `ToolDecision` (a tool hidden or withdrawn), on the span
+of the iteration (or the turn) it was taken in."""
+LW_DECISION_POLICY: Final = "loopware.decision.policy"
+LW_DECISION_ACTION: Final = "loopware.decision.action"
+LW_DECISION_REASON: Final = "loopware.decision.reason"
+LW_DECISION_WHEN: Final = "loopware.decision.when"
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
 _MAX_DESCRIPTION: Final = 1024
@@ -117,13 +133,26 @@ def message_json(role: str, text: str, *, finish_reason: str | None = None) -> s
     return json.dumps([message], ensure_ascii=False)
 
 
-def decision_attributes(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Span event attributes for a ``policy.decision`` log payload (missing values skipped)."""
-    attributes: dict[str, Any] = {}
-    for key, name in _DECISION_KEYS:
-        value = payload.get(key)
-        if isinstance(value, str | int | float):  # bool is an int; None is skipped
-            attributes[name] = value
+def decision_attributes(decision: Decision) -> dict[str, Any]:
+    """The attributes of a `LW_DECISION` span event: who decided what, why, and when."""
+    return {
+        LW_DECISION_POLICY: decision.policy,
+        LW_DECISION_ACTION: decision.action,
+        LW_DECISION_REASON: decision.reason,
+        LW_DECISION_WHEN: decision.when,
+    }
+
+
+def tool_decision_attributes(decision: ToolDecision) -> dict[str, Any]:
+    """The attributes of a `LW_TOOL_DECISION` span event (the call id when a call led to it)."""
+    attributes: dict[str, Any] = {
+        GEN_AI_TOOL_NAME: decision.tool,
+        LW_DECISION_POLICY: decision.policy,
+        LW_DECISION_ACTION: decision.action,
+        LW_DECISION_REASON: decision.reason,
+    }
+    if decision.call_id is not None:
+        attributes[GEN_AI_TOOL_CALL_ID] = decision.call_id
     return attributes
 
 
@@ -176,9 +205,19 @@ class ToolSpan:
         return f"ToolSpan(running={self.end_ns is None}, failed={self.failed})"
 
     def finish(self, fail: Fail, call: ToolCall, capture: bool, end_ns: int) -> None:
-        """End the span with its stored call: the call id, the result, a failure."""
+        """End the span with its stored record.
+
+        The call id, its verdict, whether it ran and for how long, each decision (a
+        `LW_DECISION` event), the result when payloads are captured, and a failure.
+        """
         span = self.span
         span.set_attribute(GEN_AI_TOOL_CALL_ID, call.id)
+        span.set_attribute(LW_TOOL_VERDICT, call.verdict)
+        span.set_attribute(LW_TOOL_RAN, call.ran)
+        if call.duration_ms is not None:
+            span.set_attribute(LW_TOOL_DURATION_MS, call.duration_ms)
+        for decision in call.decisions:
+            span.add_event(LW_DECISION, decision_attributes(decision), timestamp=end_ns)
         if capture:
             result = _result_text(call)
             if result is not None:

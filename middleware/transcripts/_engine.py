@@ -2,10 +2,13 @@
 
 Every recorded tool name becomes a permissive `Tool` (any JSON object is valid) whose handler
 returns the recorded result of that call; a name loopware cannot register (``Final Answer``)
-is replayed under a safe alias. Every recorded turn runs through one `TurnRunner` with a
-`ToolLoopExecutor` over a model that proposes exactly the recorded calls, each under an id unique
-in the transcript. What the stack decided is read back from ``policy.decision`` `Log` events
-(matched to calls by id) and from the ``<namespace>.decisions`` lists in the final stash.
+is replayed under a safe alias. Given the agent's real ``tools``, the replay offers those
+instead (their names and argument schemas, handlers that return the recorded results): a
+recorded call to a name none of them has is an unknown tool, and arguments are validated as
+they were live. Every recorded turn runs through one `TurnRunner` with a `ToolLoopExecutor`
+over a model that proposes exactly the recorded calls, each under an id unique in the
+transcript. What the stack decided is each call's stored record (`ToolCallStored`: its
+verdict, ``ran`` and decisions) and the `ToolDecided` events (tools hidden or withdrawn).
 
 Turns share one conversation (so ``tool_call_count`` sees earlier turns, as a deployed agent with
 a conversation store would) unless ``separate_turns`` is set. Time and memory grow with the
@@ -25,13 +28,13 @@ from pipeline import (
     DispatchContext,
     InvalidToolError,
     IterationStart,
-    Log,
     MemoryStore,
     ModelRequest,
     ModelResponse,
     Stash,
     Tool,
     ToolCallStored,
+    ToolDecided,
     ToolDownstreamError,
     ToolExecutionStart,
     ToolLoopExecutor,
@@ -67,7 +70,11 @@ class _AnyArgs(BaseModel):
 
 
 def policy_labels(middleware: Sequence[object]) -> dict[str, str]:
-    """Map each built-in policy's stash namespace to what its decisions mean."""
+    """Map each built-in policy's name (its namespace) to what its decisions mean.
+
+    ``{"loopware.limit": "limit reached", ...}`` for the `ToolCallLimit`, `RepetitionDetector`,
+    `ToolPolicy`, `ApprovalGate`, `IterationBudget` and `TokenBudget` in ``middleware``.
+    """
     labels: dict[str, str] = {}
     for item in middleware:
         label = _LABELS.get(type(item).__name__)
@@ -100,22 +107,30 @@ class _Replayer:
 
     __slots__ = ("aliases", "model", "runner", "running")
 
-    def __init__(self, transcript: Transcript, middleware: Sequence[object]) -> None:
+    def __init__(
+        self,
+        transcript: Transcript,
+        middleware: Sequence[object],
+        real: Sequence[Tool[Any]] | None = None,
+    ) -> None:
         self.model = _ScriptedSteps()
         self.running: RecordedCall | None = None
         """The recorded call whose handler is about to run (calls run one at a time)."""
         self.aliases: dict[str, str] = {}
-        names = list(dict.fromkeys(c.tool for turn in transcript.turns for c in turn.calls))
-        taken = set(names)
         tools: list[Tool[Any]] = []
-        for name in names:
-            try:
-                tools.append(self._tool(name, name))
-            except InvalidToolError:
-                alias = tool_alias(name, taken)
-                taken.add(alias)
-                self.aliases[name] = alias
-                tools.append(self._tool(alias, name))
+        if real is not None:
+            tools = [self._standing_in(t) for t in real]
+        else:
+            names = list(dict.fromkeys(c.tool for turn in transcript.turns for c in turn.calls))
+            taken = set(names)
+            for name in names:
+                try:
+                    tools.append(self._tool(name, name))
+                except InvalidToolError:
+                    alias = tool_alias(name, taken)
+                    taken.add(alias)
+                    self.aliases[name] = alias
+                    tools.append(self._tool(alias, name))
         self.runner = TurnRunner(
             executor=ToolLoopExecutor(self.model),
             tools=tools,
@@ -128,7 +143,7 @@ class _Replayer:
         self.runner.on(IterationStart, self._on_iteration)
         self.runner.on(ToolCallStored, self._on_stored)
         self.runner.on(ToolExecutionStart, self._on_execution)
-        self.runner.on(Log, self._on_log)
+        self.runner.on(ToolDecided, self._on_tool_decided)
 
     def __repr__(self) -> str:
         return f"_Replayer({self.runner!r}, aliases={self.aliases!r})"
@@ -142,8 +157,13 @@ class _Replayer:
             handler=self._handler_for(name),
         )
 
-    def _handler_for(self, name: str) -> Callable[[_AnyArgs, DispatchContext, Stash], str]:
-        def replayed(args: _AnyArgs, ctx: DispatchContext, meta: Stash) -> str:
+    def _standing_in(self, real: Tool[Any]) -> Tool[Any]:
+        """``real`` (its name, schema, artifact class) with the replay's handler."""
+        handler = self._handler_for(real.name)
+        return real.with_handler(lambda _handler: handler)
+
+    def _handler_for(self, name: str) -> Callable[[Any, DispatchContext, Stash], str]:
+        def replayed(args: Any, ctx: DispatchContext, meta: Stash) -> str:
             call, self.running = self.running, None
             text = NO_RESULT if call is None or call.result is None else call.result
             if call is not None and call.result_is_error:
@@ -173,23 +193,19 @@ class _Replayer:
 
     def _on_execution(self, event: ToolExecutionStart) -> None:
         script = self._current(event.turn_id)
-        self.running = None if script is None else script.running(event.call_id)
+        self.running = None if script is None else script.recorded(event.call_id)
 
-    def _on_log(self, event: Log) -> None:
-        if event.kind == "policy.decision":
-            script = self._current(event.turn_id)
-            if script is not None:
-                script.on_decision(event.payload)
+    def _on_tool_decided(self, event: ToolDecided) -> None:
+        script = self._current(event.turn_id)
+        if script is not None:
+            script.on_tool_decided(event.decision)
 
-    async def replay_turn(
-        self, turn: RecordedTurn, conversation_id: str | None, labels: Mapping[str, str]
-    ) -> TurnOutcome:
+    async def replay_turn(self, turn: RecordedTurn, conversation_id: str | None) -> TurnOutcome:
         script = self.model.script = TurnScript(turn, self.aliases)
         try:
             result = await self.runner.run(turn.input, conversation_id=conversation_id)
         finally:
             self.model.script = None
-        script.add_stash_decisions(result.stash)
         error = result.errors[0] if result.status == "failed" and result.errors else None
         return TurnOutcome(
             turn=turn,
@@ -197,8 +213,9 @@ class _Replayer:
             error_code=getattr(error, "code", None) if error is not None else None,
             error_message=str(error) if error is not None else None,
             iterations=result.iterations,
-            decisions=tuple(d.labelled(labels) for d in script.loose),
-            calls=script.outcomes(labels),
+            decisions=tuple(script.loose),
+            calls=script.outcomes(),
+            after_call=script.last_reached,
         )
 
 
@@ -208,20 +225,21 @@ async def replay_async(
     *,
     separate_turns: bool = False,
     sources: Sequence[str] = (),
+    tools: Sequence[Tool[Any]] | None = None,
 ) -> ReplayReport:
     """Replay every readable turn of ``transcript`` through ``middleware`` (see `replay`)."""
     if not isinstance(transcript, Transcript):
         transcript = read_transcript(transcript)
     items = list(middleware)
-    replayer = _Replayer(transcript, items)
-    labels = policy_labels(items)
+    replayer = _Replayer(transcript, items, None if tools is None else list(tools))
     conversation_id = None if separate_turns else "replay"
-    turns = [await replayer.replay_turn(turn, conversation_id, labels) for turn in transcript.turns]
+    turns = [await replayer.replay_turn(turn, conversation_id) for turn in transcript.turns]
     return ReplayReport(
         transcript=transcript,
         middleware=tuple(sources) if sources else tuple(repr(m) for m in items),
         pipelines=replayer.runner.describe_pipelines(),
         turns=tuple(turns),
+        labels=policy_labels(items),
     )
 
 
@@ -231,6 +249,7 @@ def replay(
     *,
     separate_turns: bool = False,
     sources: Sequence[str] = (),
+    tools: Sequence[Tool[Any]] | None = None,
 ) -> ReplayReport:
     """Replay a recorded conversation through a middleware stack, offline.
 
@@ -243,10 +262,15 @@ def replay(
         middleware: Middleware sets and instances, as ``TurnRunner(middleware=...)`` takes.
         separate_turns: Run each turn on its own instead of as one conversation.
         sources: How the middleware was named (for the report; default: each item's repr).
+        tools: The agent's real tools, to replay against their names and argument schemas
+            (their handlers never run: each returns the recorded result); None (the default)
+            offers every recorded name with any JSON object as its arguments.
 
     Returns:
-        A `ReplayReport`: a verdict per recorded call (``allowed``, ``hidden``, ``denied``,
-        ``rejected``, ``failed``, ``not reached``...), with the decisions behind it.
+        A `ReplayReport`: per recorded call, the record the replay stored and its verdict
+        (``allowed``, ``denied``, ``rejected``, ``invalid``..., as ``loopware run`` and the
+        audit log name it; ``not reached`` when the turn ended first), with the decisions
+        behind it and the tools its outcome hid.
 
     Raises:
         InvalidRunnerConfigError: the middleware cannot be composed into a runner.
@@ -261,5 +285,7 @@ def replay(
             "replay() cannot be called from a running event loop: await replay_async() there"
         )
     return asyncio.run(
-        replay_async(transcript, middleware, separate_turns=separate_turns, sources=sources)
+        replay_async(
+            transcript, middleware, separate_turns=separate_turns, sources=sources, tools=tools
+        )
     )

@@ -1,11 +1,20 @@
-"""What a replay found: decisions per recorded call and per turn, as values."""
+"""What a replay found: each recorded call's stored record and verdict, per turn, as values.
+
+A replayed call's verdict is its record's (`ToolCall.verdict`: ``allowed``, ``denied``,
+``rejected``, ``invalid``...), the word ``loopware run``, the audit log and tracing show for the
+same call; a recorded call the replayed turn never got to has no record and reads
+``not reached``. Decisions about tools (a tool hidden or withdrawn for the rest of the turn)
+are kept with the call whose outcome led to them, or with the turn, where they were taken.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+
+from pipeline import Decision, ToolDecision, Verdict
 
 if TYPE_CHECKING:
     from pipeline import ToolCall
@@ -13,94 +22,68 @@ if TYPE_CHECKING:
     from ._types import RecordedCall, RecordedTurn, Transcript
 
 __all__ = [
-    "FAILED",
     "NOT_REACHED",
+    "ORDER",
     "REFUSALS",
-    "SEVERITY",
     "CallOutcome",
-    "Decision",
     "ReplayReport",
+    "ReplayVerdict",
+    "TurnDecision",
     "TurnOutcome",
 ]
-
-SEVERITY: Final[Mapping[str, int]] = {
-    "allowed": 0,
-    "approved": 1,
-    "warned": 2,
-    "hidden": 3,
-    "rejected": 4,
-    "denied": 5,
-}
-"""How strong each policy action is; a call's verdict is its strongest decision."""
-
-REFUSALS: Final = frozenset({"denied", "rejected"})
-"""Verdicts that count as the stack refusing a call (exit status 1)."""
-
-FAILED: Final = "failed"
-"""The verdict of a call no policy refused whose replay failed (its recorded result was an error,
-its arguments were not valid JSON, ...)."""
 
 NOT_REACHED: Final = "not reached"
 """The verdict of a recorded call the replayed turn never got to (it ended earlier)."""
 
+ReplayVerdict: TypeAlias = Verdict | Literal["not reached"]
+"""A replayed call's verdict: its record's, or ``"not reached"`` when it has none."""
+
+ORDER: Final[tuple[str, ...]] = (
+    "allowed",
+    "approved",
+    "warned",
+    "answered",
+    "rejected",
+    "denied",
+    "invalid",
+    "failed",
+    "aborted",
+    "not_run",
+    NOT_REACHED,
+)
+"""The order verdicts are counted in (`ReplayReport.counts`)."""
+
+REFUSALS: Final = frozenset({"denied", "rejected"})
+"""Verdicts that count as the stack refusing a call (exit status 1)."""
+
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """One decision a policy took during the replay."""
+class TurnDecision:
+    """A decision about a tool that no recorded call led to, and where in the turn it was taken.
 
-    policy: str
-    """The policy's name (its stash namespace for the built-ins)."""
-    tool: str | None
-    """The tool it concerns, if any."""
-    action: str
-    """``allowed``, ``hidden``, ``denied``, ``approved``, ``rejected`` or ``warned``."""
-    reason: str
-    """Why, as the policy put it."""
-    iteration: int | None
-    """The iteration it was taken in (None in a turn stage)."""
-    label: str | None = None
-    """What kind of decision it is (``repeat detected``, ``limit reached``, ...), if known."""
-    after_call: int | None = None
-    """For a decision about no one call: the transcript index of the last recorded call the
-    turn had reached when it was taken (None: before any call of the turn)."""
-    at_iteration: int | None = None
-    """For a decision about no one call: the iteration it was taken in, or the last one
-    started (None: before the first model call)."""
+    A policy withdrawing a tool before the model ran, a limit hiding tools that appeared later.
+    """
 
-    def key(self) -> tuple[object, ...]:
-        """Identity used to avoid counting a decision seen both as a log and in the stash."""
-        return (self.tool, self.iteration, self.action, self.reason)
-
-    def labelled(self, labels: Mapping[str, str]) -> Decision:
-        """Return this decision with the label of its policy, when one is known."""
-        label = labels.get(self.policy)
-        return self if label is None else replace(self, label=label)
-
-    def describe(self) -> str:
-        """Return ``action: label: reason [policy]``."""
-        kind = f"{self.label}: " if self.label else ""
-        return f"{self.action}: {kind}{self.reason} [{self.policy}]"
+    decision: ToolDecision
+    """What was decided (the `ToolDecided` event's decision)."""
+    after_call: int | None
+    """The transcript index of the last recorded call the turn had reached when it was taken
+    (None: before any call of the turn)."""
+    at_iteration: int | None
+    """The iteration it was taken in, or the last one started (None: before the first model
+    call)."""
 
     def where(self) -> str:
-        """Where a turn-level decision was taken.
-
-        ``before the model``, or ``iteration N, after #K`` (``iteration N, before any call``
-        when the turn had reached none).
-        """
+        """``before the model``, or ``iteration N, after #K`` (``before any call``)."""
         if self.at_iteration is None and self.after_call is None:
             return "before the model"
         after = "before any call" if self.after_call is None else f"after #{self.after_call}"
         return f"iteration {self.at_iteration}, {after}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the decision as plain JSON data."""
+        """Return the decision and where it was taken as plain JSON data."""
         return {
-            "policy": self.policy,
-            "tool": self.tool,
-            "action": self.action,
-            "label": self.label,
-            "reason": self.reason,
-            "iteration": self.iteration,
+            **self.decision.as_dict(),
             "at_iteration": self.at_iteration,
             "after_call": self.after_call,
         }
@@ -108,24 +91,35 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
-    """What the stack did about one recorded call."""
+    """What the stack did about one recorded call: the record the replay stored for it."""
 
     call: RecordedCall
     """The recorded call."""
     stored: ToolCall | None
-    """The call as the replay stored it, or None when the turn never reached it."""
+    """The call's record as the replay stored it, or None when the turn never reached it."""
     offered: bool | None
     """Whether the tool was offered to the model on that step (None when not reached)."""
-    decisions: tuple[Decision, ...]
-    """Every decision about the call, in order."""
-    verdict: str
-    """The strongest decision's action, ``allowed`` when none, or ``not reached``."""
-    ran: bool | None = None
-    """Whether the replayed call's handler ran (False: refused before it ran; None: not
-    reached)."""
+    decisions: tuple[Decision, ...] = ()
+    """The record's decisions, in order; an oscillation's reason names the arguments of the two
+    calls rather than their checksums."""
+    tool_decisions: tuple[ToolDecision, ...] = ()
+    """Decisions about tools the call's outcome led to (the call that used up a limit hides its
+    tool), in order."""
     alias: str | None = None
     """The name the call was replayed under, when its recorded name cannot be a loopware tool
     name (``Final Answer`` runs as ``Final_Answer``); policies see this name."""
+
+    @property
+    def verdict(self) -> ReplayVerdict:
+        """The record's verdict (`ToolCall.verdict`), or ``"not reached"``."""
+        stored = self.stored
+        return NOT_REACHED if stored is None else stored.verdict
+
+    @property
+    def ran(self) -> bool | None:
+        """Whether the replayed call's handler ran (the record's ``ran``); None: not reached."""
+        stored = self.stored
+        return None if stored is None else stored.ran
 
     @property
     def refused(self) -> bool:
@@ -134,7 +128,7 @@ class CallOutcome:
 
     @property
     def error(self) -> str | None:
-        """The first line of the replayed call's error text, if it failed."""
+        """The first line of the replayed call's error text, if it is an error."""
         stored = self.stored
         if stored is None or not stored.is_error or not isinstance(stored.results, str):
             return None
@@ -157,9 +151,10 @@ class CallOutcome:
             "verdict": self.verdict,
             "offered": self.offered,
             "reached": self.stored is not None,
-            "ran": self.ran if self.stored is not None else None,
+            "ran": self.ran,
             "error": self.error,
             "decisions": [d.as_dict() for d in self.decisions],
+            "tool_decisions": [d.as_dict() for d in self.tool_decisions],
         }
 
 
@@ -177,10 +172,14 @@ class TurnOutcome:
     """That error's text, if any."""
     iterations: int
     """How many iterations the replayed turn ran."""
-    decisions: tuple[Decision, ...]
-    """Decisions not about one recorded call (a tool removed before the model ran, say)."""
+    decisions: tuple[TurnDecision, ...]
+    """Decisions about tools no recorded call led to (a tool withdrawn before the model ran),
+    with where they were taken."""
     calls: tuple[CallOutcome, ...]
     """One outcome per recorded call of the turn, in order."""
+    after_call: int | None = None
+    """The transcript index of the last recorded call the turn reached (None: none): a turn
+    that ended early ended after it."""
 
     def as_dict(self, *, calls: bool = True) -> dict[str, Any]:
         """Return the outcome as plain JSON data (without ``calls`` when ``calls`` is False)."""
@@ -193,6 +192,7 @@ class TurnOutcome:
             "error_code": self.error_code,
             "error": self.error_message,
             "iterations": self.iterations,
+            "after_call": self.after_call,
             "decisions": [d.as_dict() for d in self.decisions],
         }
         if calls:
@@ -212,6 +212,9 @@ class ReplayReport:
     """The replay runner's resolved stage order (``describe_pipelines()``)."""
     turns: tuple[TurnOutcome, ...]
     """One outcome per recorded turn."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """What each policy's decisions mean, by the policy's name (``loopware.limit``: ``limit
+    reached``; see `policy_labels`)."""
 
     def __repr__(self) -> str:
         """A short summary (a report can hold 100,000 calls)."""
@@ -233,8 +236,8 @@ class ReplayReport:
         )
 
     def counts(self) -> dict[str, int]:
-        """How many calls got each verdict, in severity order (only verdicts that occur)."""
-        rank = {verdict: i for i, verdict in enumerate((*SEVERITY, FAILED, NOT_REACHED))}
+        """How many calls got each verdict, in `ORDER` (only verdicts that occur)."""
+        rank = {verdict: i for i, verdict in enumerate(ORDER)}
         found: dict[str, int] = {}
         for call in self.calls:
             found[call.verdict] = found.get(call.verdict, 0) + 1
@@ -248,6 +251,7 @@ class ReplayReport:
             "messages": transcript.message_count,
             "middleware": list(self.middleware),
             "pipelines": self.pipelines,
+            "labels": dict(self.labels),
         }
 
     def _tail(self) -> dict[str, Any]:

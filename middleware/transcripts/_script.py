@@ -1,21 +1,32 @@
-"""One recorded turn being replayed: its scripted model steps and what the events told."""
+"""One recorded turn being replayed: its scripted model steps and the records it left.
+
+What the stack decided is read from the records the replay stored (`ToolCallStored`: the
+verdict, ``ran`` and the decisions of each call) and from `ToolDecided` (tools hidden or
+withdrawn), never rebuilt from logs or the stash.
+"""
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Final
 
-from pipeline import ModelRequest, ModelResponse, ProposedToolCall, ToolCall
+from pipeline import (
+    Decision,
+    ModelRequest,
+    ModelResponse,
+    ProposedToolCall,
+    ToolCall,
+    ToolDecision,
+)
 
 from ._names import argument_difference
-from ._outcome import FAILED, NOT_REACHED, SEVERITY, CallOutcome, Decision
+from ._outcome import CallOutcome, TurnDecision
 from ._types import RecordedCall, RecordedTurn
 
-__all__ = ["TurnScript", "stash_decisions"]
+__all__ = ["TurnScript"]
 
-_REFUSING: Final = frozenset({"hidden", "rejected", "denied"})
 _OSCILLATION: Final = re.compile(
     r"two calls of (?P<tool>.+?) with different arguments \((?P<a>[0-9a-f]{8}) and "
     r"(?P<b>[0-9a-f]{8})\)"
@@ -23,29 +34,25 @@ _OSCILLATION: Final = re.compile(
 
 
 class TurnScript:
-    """The recorded turn's model (one step per `complete`) and the decisions heard about it.
+    """The recorded turn's model (one step per `complete`) and the records it left.
 
     Keeps nothing per request: for each step it notes only whether each proposed call's tool was
     offered, so a long turn costs memory in proportion to its calls, not to its calls squared.
-    Every lookup (a call by replay id, a stored call by checksum) is a dict access.
+    Every lookup (a call by replay id, arguments by checksum prefix) is a dict access.
     """
 
     __slots__ = (
         "aliases",
-        "by_checksum",
         "by_id",
         "calls",
-        "decisions",
         "iteration",
         "last_reached",
         "loose",
         "offered",
         "prefixes",
-        "ran",
-        "reached_iteration",
-        "seen",
         "step",
         "stored",
+        "tools",
         "turn",
         "turn_id",
     )
@@ -61,15 +68,12 @@ class TurnScript:
         self.iteration: int | None = None
         self.offered: dict[int, bool] = {}
         self.stored: dict[int, ToolCall] = {}
-        self.reached_iteration: dict[int, int | None] = {}
-        self.by_checksum: dict[str, int] = {}
         self.prefixes: dict[str, str] = {}
         """First 8 characters of a checksum -> the arguments of a call that had it."""
-        self.ran: set[int] = set()
-        self.decisions: dict[int, list[Decision]] = {}
-        self.loose: list[Decision] = []
+        self.tools: dict[int, list[ToolDecision]] = {}
+        """Tool decisions by the index of the recorded call whose outcome led to them."""
+        self.loose: list[TurnDecision] = []
         self.last_reached: int | None = None
-        self.seen: Counter[tuple[object, ...]] = Counter()
 
     def __repr__(self) -> str:
         return f"TurnScript(turn={self.turn.index}, step={self.step}, stored={len(self.stored)})"
@@ -91,140 +95,61 @@ class TurnScript:
             proposed.append(ProposedToolCall(c.replay_id, name, c.arguments))
         return ModelResponse(text=step.text, tool_calls=tuple(proposed))
 
-    def running(self, call_id: str) -> RecordedCall | None:
-        """The recorded call a handler is about to run for, marked as run."""
-        call = self.by_id.get(call_id)
-        if call is not None:
-            self.ran.add(call.index)
-        return call
+    def recorded(self, call_id: str) -> RecordedCall | None:
+        """The recorded call replayed under ``call_id``, if it is one."""
+        return self.by_id.get(call_id)
 
     def on_stored(self, call: ToolCall) -> None:
-        """Map a stored call back to its recorded call (a re-stored one is refreshed)."""
+        """Keep a stored call's record under its recorded call (a re-stored one replaces it)."""
         recorded = self.by_id.get(call.id)
         if recorded is None:
             return  # stored by middleware, not by the recorded script
         index = recorded.index
         self.stored[index] = call
-        self.reached_iteration.setdefault(index, self.iteration)
-        self.by_checksum[call.checksum] = index
-        self.prefixes[call.checksum[:8]] = recorded.arguments
+        for checksum in (call.checksum, call.validated_checksum):
+            if checksum is not None:
+                self.prefixes.setdefault(checksum[:8], recorded.arguments)
         if self.last_reached is None or index > self.last_reached:
             self.last_reached = index
 
-    def on_decision(self, payload: Mapping[str, Any]) -> None:
-        """A ``policy.decision`` log: attach it to its call, or keep it where it happened."""
-        call_id = _opt_str(payload.get("call_id"))
-        checksum = _opt_str(payload.get("checksum"))
+    def on_tool_decided(self, decision: ToolDecision) -> None:
+        """Keep a tool decision with the recorded call that led to it, or where it was taken."""
+        call_id = decision.call_id
         recorded = self.by_id.get(call_id) if call_id is not None else None
-        if recorded is not None and checksum is not None:
-            self.prefixes.setdefault(checksum[:8], recorded.arguments)
-        decision = Decision(
-            policy=str(payload.get("policy") or "?"),
-            tool=_opt_str(payload.get("tool")),
-            action=str(payload.get("action") or "?"),
-            reason=self._readable(str(payload.get("reason") or "")),
-            iteration=_opt_int(payload.get("iteration")),
-        )
-        self.seen[decision.key()] += 1
         if recorded is not None:
-            self.decisions.setdefault(recorded.index, []).append(decision)
+            self.tools.setdefault(recorded.index, []).append(decision)
         else:
-            self._attach(decision, checksum)
+            self.loose.append(TurnDecision(decision, self.last_reached, self.iteration))
 
-    def _readable(self, reason: str) -> str:
+    def _readable(self, decision: Decision) -> Decision:
         """Name the arguments that distinguish two oscillating calls of one tool."""
-        match = _OSCILLATION.search(reason)
+        match = _OSCILLATION.search(decision.reason)
         if match is None:
-            return reason
+            return decision
         first, second = self.prefixes.get(match["a"]), self.prefixes.get(match["b"])
         if first is None or second is None:
-            return reason
+            return decision
         a, b = argument_difference(first, second)
-        return reason.replace(match[0], f"two calls of {match['tool']}: {a} and {b}")
+        reason = decision.reason.replace(match[0], f"two calls of {match['tool']}: {a} and {b}")
+        return replace(decision, reason=reason)
 
-    def _attach(self, decision: Decision, checksum: str | None) -> None:
-        index = self.by_checksum.get(checksum) if checksum is not None else None
-        if index is not None and (
-            decision.iteration is None or self.reached_iteration.get(index) == decision.iteration
-        ):
-            self.decisions.setdefault(index, []).append(decision)
-            return
-        at = decision.iteration if decision.iteration is not None else self.iteration
-        self.loose.append(
-            Decision(
-                decision.policy,
-                decision.tool,
-                decision.action,
-                decision.reason,
-                decision.iteration,
-                after_call=self.last_reached,
-                at_iteration=at,
-            )
-        )
-
-    def add_stash_decisions(self, stash: Mapping[str, Any]) -> None:
-        """Add decisions recorded only in the stash (middleware that logs none)."""
-        for namespace, entry in stash_decisions(stash, ""):
-            decision = Decision(
-                policy=namespace,
-                tool=_opt_str(entry.get("tool")),
-                action=str(entry.get("action") or "?"),
-                reason=str(entry.get("reason") or ""),
-                iteration=_opt_int(entry.get("iteration")),
-            )
-            key = decision.key()
-            if self.seen[key] > 0:  # already reported by its policy.decision log
-                self.seen[key] -= 1
-            else:
-                self._attach(decision, _opt_str(entry.get("checksum")))
-
-    def outcomes(self, labels: Mapping[str, str]) -> tuple[CallOutcome, ...]:
+    def outcomes(self) -> tuple[CallOutcome, ...]:
         """One outcome per recorded call of the turn, in order."""
         result: list[CallOutcome] = []
         for call in self.calls:
             alias = self.aliases.get(call.tool)
             stored = self.stored.get(call.index)
             if stored is None:
-                result.append(CallOutcome(call, None, None, (), NOT_REACHED, None, alias))
+                result.append(CallOutcome(call, None, None, alias=alias))
                 continue
-            decisions = tuple(d.labelled(labels) for d in self.decisions.get(call.index, ()))
-            strongest = max((d.action for d in decisions), key=_severity, default="allowed")
-            verdict = FAILED if stored.is_error and strongest not in _REFUSING else strongest
             result.append(
                 CallOutcome(
                     call,
                     stored,
                     self.offered.get(call.index),
-                    decisions,
-                    verdict,
-                    call.index in self.ran,
+                    tuple(self._readable(d) for d in stored.decisions),
+                    tuple(self.tools.get(call.index, ())),
                     alias,
                 )
             )
         return tuple(result)
-
-
-def _severity(action: str) -> int:
-    return SEVERITY.get(action, 0)
-
-
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def stash_decisions(node: object, path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every ``<namespace>.decisions`` entry of a stash, with its namespace."""
-    if not isinstance(node, Mapping):
-        return
-    for key, value in node.items():
-        here = f"{path}.{key}" if path else str(key)
-        if key == "decisions" and isinstance(value, list) and path:
-            for entry in value:
-                if isinstance(entry, Mapping) and "action" in entry:
-                    yield path, entry
-        else:
-            yield from stash_decisions(value, here)

@@ -12,7 +12,7 @@ import pytest
 from loopware_cli._demo import run_demo
 from loopware_cli._main import main
 from loopware_cli._style import Style
-from middleware import SqliteAuditSink
+from middleware import AuditRow, SqliteAuditSink
 
 EXPECTED = """\
 loopware demo: a scripted support-agent turn (no network, no API keys)
@@ -23,7 +23,7 @@ stack, outermost first:
   AuditLog(SqliteAuditSink(...))       hash-chained audit rows in AUDIT
 
 user: Hi, I was charged twice for order NW-20417 ($64.90 each time). Can you refund the duplicate charge?
-  policy shell_exec removed from the turn: denied - tool policy: matches deny pattern 'shell*'
+  tool shell_exec withdrawn - tool policy: matches deny pattern 'shell*' [loopware.policy]
 iteration 0  offered: lookup_order, search_kb, issue_refund, send_email
   lookup_order {"order_id": "NW-20417"}
     result: {"order_id": "NW-20417", "customer_id": "cus_3310", "status": "delivered", "total": 6...
@@ -39,15 +39,17 @@ iteration 2  offered: lookup_order, search_kb, issue_refund, send_email
 iteration 3  offered: lookup_order, search_kb, issue_refund, send_email
   search_kb {"query": "duplicate charge refund"}
     result: KB-112 Duplicate charges: refund the later payment in full. No approval under $200.
-    decision: hidden - repeat detected: identical call made 3 times (threshold 3)
+    decision: allowed
+    then: tool search_kb hidden - repeat detected: the same call would be made 3 times (threshold 3) [loopware.repetition]
 iteration 4  offered: lookup_order, issue_refund, send_email
   shell_exec {"command": "psql -c \\"select * from payments where order_id = 'NW-20...
-    error: E_TOOL_NOT_FOUND: unknown tool 'shell_exec'; available tools: lookup_order, issue_ref...
-    decision: denied - tool policy: matches deny pattern 'shell*'
+    error: E_TOOL_UNAVAILABLE: tool 'shell_exec' is no longer available in this turn (loopware.p...
+    decision: denied - tool policy: the tool was withdrawn: matches deny pattern 'shell*' [loopware.policy]
 iteration 5  offered: lookup_order, issue_refund, send_email
   issue_refund {"payment_id": "pay_8842", "amount": 64.9, "reason": "duplicate charge"}
     result: {"refund_id": "re_5521", "payment_id": "pay_8842", "status": "pending"}
-    decision: hidden - limit reached: 1 of 1 calls allowed
+    decision: allowed
+    then: tool issue_refund hidden - limit reached: its limit of 1 runs per turn is used up [loopware.limit]
 iteration 6  offered: lookup_order, send_email
   send_email {"customer_id": "cus_3310", "template": "refund_done"}
     result: queued
@@ -57,11 +59,11 @@ assistant: Done: I refunded the duplicate charge of $64.90 (payment pay_8842). A
 
 summary
   turn            completed in 8 iterations, N ms
-  tool calls      7 (1 failed)
+  tool calls      7 (6 allowed, 1 denied)
   repeats caught  1 (search_kb)
-  tools hidden    2 (search_kb, issue_refund)
-  calls denied    1 (shell_exec)
-  audit rows      11 in AUDIT (4 allowed, 1 denied, 2 hidden)
+  tool decisions  3 (shell_exec withdrawn, search_kb hidden, issue_refund hidden)
+  calls not run   1 (shell_exec denied)
+  audit rows      ROWS
   audit verified  yes
 audit file: AUDIT (temporary; --audit PATH keeps it where you say)
 done in N ms
@@ -73,6 +75,29 @@ def audit_path_in(out: str) -> str:
     match = re.search(r"^audit file: (\S+)", out, re.MULTILINE)
     assert match is not None, out
     return match[1]
+
+
+AUDIT_LINE = re.compile(r"^  audit rows      (\d+) in (\S+) \((.*)\)$", re.MULTILINE)
+
+
+def audit_line(out: str) -> tuple[int, str, dict[str, int]]:
+    """The summary's audit line: the row count, the file, and the rows by kind."""
+    match = AUDIT_LINE.search(out)
+    assert match is not None, out
+    kinds = {}
+    for part in match[3].split(", "):
+        n, kind = part.split(" ", 1)
+        kinds[kind] = int(n)
+    return int(match[1]), match[2], kinds
+
+
+def audit_rows(path: str | Path) -> list[AuditRow]:
+    sink = SqliteAuditSink(path)
+    try:
+        assert sink.verify() is None
+        return sink.rows()
+    finally:
+        sink.close()
 
 
 class FakeTerminal(io.StringIO):
@@ -101,33 +126,42 @@ def test_demo_prints_the_turn_and_summary(
     status = main(["demo"])
     out = capsys.readouterr().out
     assert status == 0
-    out = out.replace(audit_path_in(out), "AUDIT")
+    out = AUDIT_LINE.sub("  audit rows      ROWS", out.replace(audit_path_in(out), "AUDIT"))
     assert re.sub(r"\d+ ms", "N ms", out) == EXPECTED
 
 
+def test_the_summary_adds_up_and_reads_the_audit_file_it_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The audit line counts the file's rows by kind (the parts sum to the whole), one row per
+    call: as many call rows as the summary's tool calls, one per call id of the script."""
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    total, path, kinds = audit_line(out)
+    assert path == audit_path_in(out)
+    rows = audit_rows(path)
+    assert total == len(rows) == sum(kinds.values())
+    assert kinds["calls"] == 7
+    assert "  tool calls      7 (6 allowed, 1 denied)" in out.splitlines()
+    calls = [str(r.entry.call_id) for r in rows if r.entry.kind == "tool_call"]
+    assert sorted(calls) == [f"call_{n}" for n in range(1, 8)]
+    assert rows[-1].entry.kind == "turn"
+
+
 def test_demo_audit_file_verifies_and_is_recreated_each_run(tmp_path: Path) -> None:
-    """Running twice on one --audit path leaves one fresh, intact chain of call rows and 1 turn
-    row."""
+    """Running twice on one --audit path leaves one fresh, intact chain (the second run's rows
+    only, ending with its turn row)."""
     path = tmp_path / "audit.sqlite"
-    for _ in range(2):
-        assert run_demo(io.StringIO(), audit_path=str(path)) == 0
-    sink = SqliteAuditSink(path)
-    try:
-        rows = sink.rows()
-        assert sink.verify() is None
-    finally:
-        sink.close()
-    assert [r.entry.kind for r in rows] == ["tool_call"] * 10 + ["turn"]
-    final = {r.entry.call_id: r.entry.decision for r in rows if r.entry.kind == "tool_call"}
-    assert list(final.values()) == [
-        "allowed",
-        "allowed",
-        "allowed",
-        "hidden",
-        "denied",
-        "hidden",
-        "allowed",
-    ]
+    once = io.StringIO()
+    assert run_demo(once, audit_path=str(path)) == 0
+    first = audit_rows(path)
+    twice = io.StringIO()
+    assert run_demo(twice, audit_path=str(path)) == 0
+    rows = audit_rows(path)
+    assert len(rows) == len(first) == audit_line(twice.getvalue())[0]
+    assert [r.entry.kind for r in rows].count("turn") == 1
+    assert rows[-1].entry.kind == "turn"
+    assert rows[0].entry.turn_id != first[0].entry.turn_id
 
 
 def test_demo_fails_with_status_1_when_the_audit_does_not_verify(
@@ -223,8 +257,4 @@ def test_demo_audit_option_writes_where_asked(
     out = capsys.readouterr().out
     assert f"audit file: {target}" in out.splitlines()
     assert audit_path_in(out) == str(target)
-    sink = SqliteAuditSink(target)
-    try:
-        assert len(sink.rows()) == 11
-    finally:
-        sink.close()
+    assert len(audit_rows(target)) == audit_line(out)[0]

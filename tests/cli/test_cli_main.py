@@ -86,10 +86,10 @@ def test_pipelines_prints_every_stage_in_order(capsys: pytest.CaptureFixture[str
         "  2. ToolCallLimit.reserve",
         "dispatch_output:",
         "  1. ToolPolicy.enforce",
-        "  2. ToolCallLimit.count",
+        "  2. ToolCallLimit.tally",
         "turn_output:",
         "  1. ToolPolicy.enforce_late",
-        "  2. ToolCallLimit.count_late",
+        "  2. ToolCallLimit.tally_late",
     ]
 
 
@@ -100,8 +100,8 @@ def test_pipelines_json_is_describe_pipelines(capsys: pytest.CaptureFixture[str]
         "turn_input": ["ToolPolicy.restrict"],
         "dispatch_input": [],
         "tool_call": ["ToolPolicy.deny_call", "ToolCallLimit.reserve"],
-        "dispatch_output": ["ToolPolicy.enforce", "ToolCallLimit.count"],
-        "turn_output": ["ToolPolicy.enforce_late", "ToolCallLimit.count_late"],
+        "dispatch_output": ["ToolPolicy.enforce", "ToolCallLimit.tally"],
+        "turn_output": ["ToolPolicy.enforce_late", "ToolCallLimit.tally_late"],
     }
 
 

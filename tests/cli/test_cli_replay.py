@@ -27,8 +27,12 @@ def replay_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, di
     return status, json.loads(captured.out), captured.err
 
 
-def decisions(call: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    return [(d["policy"], d["action"], d["label"]) for d in call["decisions"]]
+def decisions(call: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(d["policy"], d["action"]) for d in call["decisions"]]
+
+
+def hid(call: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(d["tool"], d["action"], d["policy"]) for d in call["tool_decisions"]]
 
 
 def summary(report: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -39,36 +43,37 @@ def summary(report: dict[str, Any]) -> list[tuple[Any, ...]]:
     ]
 
 
-REP = ("loopware.repetition", "hidden", "repeat detected")
+REP = "loopware.repetition"
+REPEATED = "the same call would be made 3 times (threshold 3)"
 
 
 def test_coding_agent_loop_hides_the_repeated_command(capsys: pytest.CaptureFixture[str]) -> None:
-    """The third identical pytest run hides run_command; later repeats would never have run."""
+    """The third identical pytest run runs and hides run_command; the later repeats are denied
+    by the hiding policy, never run, and say why."""
     status, report, err = replay_json(
         capsys, str(DATA / "coding_agent_loop.json"), "--middleware", f"{STACKS}:coding_stack"
     )
     assert (status, err) == (1, "")  # the recorded calls to the hidden tool would be refused
     assert report["format"] == "openai"
-    refused = ("registry", "denied", None)
+    assert report["labels"] == {REP: "repeat detected"}
     assert summary(report) == [
         (0, "read_file", "allowed", True, []),
         (1, "run_command", "allowed", True, []),
         (2, "edit_file", "allowed", True, []),
         (3, "run_command", "allowed", True, []),
-        (4, "run_command", "hidden", True, [REP]),
-        (5, "run_command", "denied", False, [refused]),
-        (6, "run_command", "denied", False, [refused]),
+        (4, "run_command", "allowed", True, []),
+        (5, "run_command", "denied", False, [(REP, "denied")]),
+        (6, "run_command", "denied", False, [(REP, "denied")]),
         (7, "run_command", "allowed", True, []),  # the next turn offers the tool again
     ]
     calls = report["turns"][0]["calls"]
     assert [c["ran"] for c in calls] == [True, True, True, True, True, False, False]
-    assert calls[4]["decisions"][0]["reason"] == "identical call made 3 times (threshold 3)"
-    assert calls[5]["decisions"][0]["reason"] == "the tool is hidden in this turn"
+    assert [hid(c) for c in calls] == [[], [], [], [], [("run_command", "hidden", REP)], [], []]
+    assert calls[4]["tool_decisions"][0]["reason"] == REPEATED
+    assert calls[5]["decisions"][0]["reason"] == f"the tool was hidden: {REPEATED}"
+    assert calls[5]["error"].startswith("Error: E_TOOL_UNAVAILABLE: tool 'run_command' is no")
     assert [t["status"] for t in report["turns"]] == ["completed", "completed"]
-    assert report["summary"] == {
-        "calls": 8,
-        "verdicts": {"allowed": 5, "hidden": 1, "denied": 2},
-    }
+    assert report["summary"] == {"calls": 8, "verdicts": {"allowed": 6, "denied": 2}}
 
 
 def test_support_agent_denied_shell_and_duplicate_refund(
@@ -80,23 +85,28 @@ def test_support_agent_denied_shell_and_duplicate_refund(
     )
     assert status == 1
     assert report["format"] == "anthropic"
-    policy = ("loopware.policy", "denied", "tool policy")
+    policy = ("loopware.policy", "denied")
     assert summary(report) == [
         (0, "lookup_order", "allowed", True, []),
         (1, "search_kb", "allowed", True, []),
         (2, "shell_exec", "denied", False, [policy]),
         (3, "issue_refund", "allowed", True, []),
-        (4, "issue_refund", "denied", True, [("loopware.limit", "denied", "limit reached")]),
+        (4, "issue_refund", "denied", True, [("loopware.limit", "denied")]),
         (5, "send_email", "not reached", None, []),
         (6, "update_address", "allowed", True, []),
     ]
     first, second = report["turns"]
     assert (first["status"], first["error_code"]) == ("failed", "E_POLICY_VIOLATION")
-    assert first["calls"][2]["error"].startswith("Error: E_TOOL_NOT_FOUND: unknown tool")
-    assert first["calls"][4]["decisions"][0]["reason"] == "2 of 1 calls allowed"
-    # shell_exec is removed before the model runs, in every turn
+    assert first["calls"][2]["error"].startswith("Error: E_TOOL_UNAVAILABLE: tool 'shell_exec'")
+    assert [c["ran"] for c in first["calls"]] == [True, True, False, True, False, None]
+    limit = "the limit of 1 runs of 'issue_refund' per turn is used up"
+    assert first["calls"][4]["decisions"][0]["reason"] == limit
+    assert first["after_call"] == 4  # the nack ended the turn after the second refund
+    # shell_exec is withdrawn before the model runs, in every turn
     for turn in (first, second):
-        assert [(d["tool"], d["action"]) for d in turn["decisions"]] == [("shell_exec", "denied")]
+        assert [(d["tool"], d["action"], d["after_call"]) for d in turn["decisions"]] == [
+            ("shell_exec", "withdrawn", None)
+        ]
     assert second["status"] == "completed"
     assert report["refused"] is True
 
@@ -116,8 +126,8 @@ def test_research_agent_stays_within_limits(capsys: pytest.CaptureFixture[str]) 
         (5, "web_search", "allowed", True, []),
     ]
     assert report["pipelines"]["dispatch_output"] == [
-        "RepetitionDetector.check",
-        "ToolCallLimit.count",
+        "RepetitionDetector.settle",
+        "ToolCallLimit.tally",
     ]
     assert [c["message_index"] for c in report["turns"][0]["calls"]] == [2, 4, 4, 7, 9, 11]
     assert [c["line"] for c in report["turns"][0]["calls"]] == [3, 5, 5, 8, 10, 12]
@@ -136,22 +146,31 @@ def test_text_report_lists_each_call_with_its_verdict(capsys: pytest.CaptureFixt
         line.startswith("  #2   denied      shell_exec {") and line.endswith("messages[5]")
         for line in lines
     )
-    assert "                   the tool was not offered to the model on this step" in lines
+    indent = " " * 19
+    assert f"{indent}the tool was not offered to the model on this step" in lines
     assert (
-        "                   denied: limit reached: 2 of 1 calls allowed [loopware.limit]" in lines
-    )
-    assert any(line.startswith("  #5   not reached send_email") for line in lines)
-    assert (
-        "  turn 0 failed after 5 iteration(s): E_POLICY_VIOLATION: limit: issue_refund: "
-        "2 of 1 calls allowed"
+        f"{indent}denied - limit reached: the limit of 1 runs of 'issue_refund' per turn is used "
+        "up [loopware.limit]"
     ) in lines
+    assert (
+        "  before the model: tool shell_exec withdrawn - tool policy: matches deny pattern "
+        "'shell*' [loopware.policy]"
+    ) in lines
+    end = lines.index(
+        "  turn 0 failed after 5 iteration(s): E_POLICY_VIOLATION: loopware.limit: issue_refund: "
+        "the limit of 1 runs of 'issue_refund' per turn is used up"
+    )
+    not_reached = next(i for i, line in enumerate(lines) if line.startswith("  #5   not reached"))
+    refund = next(i for i, line in enumerate(lines) if line.startswith("  #4   denied      "))
+    assert refund < end < not_reached  # the turn ends where it ended: after #4, before #5
     assert lines[-1] == "summary: 7 tool call(s): 4 allowed, 2 denied, 1 not reached"
 
 
-def test_stash_only_decisions_of_a_custom_set_are_reported(
+def test_a_custom_sets_decisions_are_read_from_the_records(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A Middleware set that records decisions in the stash but logs none is still heard."""
+    """A Middleware set's own ``ctx.warn`` is on the call's record, so replay reports it as
+    the built-ins' decisions are: the verdict and the decision itself."""
     status, report, _ = replay_json(
         capsys, str(DATA / "support_agent_denied.json"), "-m", f"{STACKS}:shell_watch"
     )
@@ -161,15 +180,12 @@ def test_stash_only_decisions_of_a_custom_set_are_reported(
     assert report["turns"][0]["calls"][2]["decisions"] == [
         {
             "policy": "watch.shell",
-            "tool": "shell_exec",
             "action": "warned",
-            "label": None,
             "reason": "shell access from a support agent",
-            "iteration": 2,
-            "at_iteration": None,
-            "after_call": None,
+            "when": "before",
         }
     ]
+    assert report["turns"][0]["calls"][2]["ran"] is True
 
 
 def test_several_middleware_options_compose_in_order(capsys: pytest.CaptureFixture[str]) -> None:
@@ -187,12 +203,12 @@ def test_several_middleware_options_compose_in_order(capsys: pytest.CaptureFixtu
     assert report["pipelines"]["tool_call"] == [
         "ToolPolicy.deny_call",
         "ToolCallLimit.reserve",
-        "RepetitionDetector.block",
+        "RepetitionDetector.watch",
     ]
     assert report["pipelines"]["dispatch_output"] == [
-        "RepetitionDetector.check",
+        "RepetitionDetector.settle",
         "ToolPolicy.enforce",
-        "ToolCallLimit.count",
+        "ToolCallLimit.tally",
     ]
     calls = report["turns"][0]["calls"]
     assert [c["verdict"] for c in calls][4:] == ["denied"] * 3
@@ -218,8 +234,10 @@ def test_turns_share_one_conversation_unless_separate(
     _, separate, _ = replay_json(
         capsys, str(path), "-m", f"{STACKS}:coding_stack", "--separate-turns"
     )
-    # shared: the 3rd search hides the tool; the 4th would be refused, never run
-    assert [c[2] for c in summary(shared)] == ["allowed", "allowed", "hidden", "denied"]
+    # shared: the 3rd search runs and hides the tool; the 4th would be refused, never run
+    assert [c[2] for c in summary(shared)] == ["allowed", "allowed", "allowed", "denied"]
+    calls = [c for t in shared["turns"] for c in t["calls"]]
+    assert [len(c["tool_decisions"]) for c in calls] == [0, 0, 1, 0]
     assert [c[2] for c in summary(separate)] == ["allowed"] * 4
 
 
@@ -227,7 +245,7 @@ def test_recorded_results_are_returned_to_the_matching_parallel_calls(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two calls proposed together each get their own recorded result, and a recorded error
-    result (Anthropic is_error) makes the replayed call fail."""
+    result (Anthropic is_error) makes the replayed call fail: it ran, it was allowed."""
     messages = [
         {"role": "user", "content": "compare"},
         {
@@ -251,9 +269,9 @@ def test_recorded_results_are_returned_to_the_matching_parallel_calls(
     status, report, _ = replay_json(capsys, str(path))
     calls = report["turns"][0]["calls"]
     assert status == 0
-    assert [(c["id"], c["error"]) for c in calls] == [
-        ("a", "Error: E_TOOL_DOWNSTREAM_ERROR: 404"),
-        ("b", None),
+    assert [(c["id"], c["error"], c["verdict"], c["ran"]) for c in calls] == [
+        ("a", "Error: E_TOOL_DOWNSTREAM_ERROR: 404", "allowed", True),
+        ("b", None, "allowed", True),
     ]
 
 
@@ -301,24 +319,30 @@ def test_replay_without_middleware_allows_everything(capsys: pytest.CaptureFixtu
     assert report["summary"]["verdicts"] == {"allowed": 8}
 
 
-def test_a_calls_verdict_is_its_strongest_decision_in_any_order(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("stack", "verdict", "ran"),
+    [("warned_then_approved", "approved", True), ("warned_then_rejected", "rejected", False)],
+    ids=["approved", "rejected"],
+)
+def test_a_calls_verdict_is_its_records_whatever_several_policies_decided(
+    stack: str, verdict: str, ran: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A call first hidden (repeat) then denied (policy) is reported denied, with both reasons."""
+    """A repeated shell call is warned about, then approved (or rejected): both decisions are
+    listed in the order taken, and the verdict is the record's (an approval outranks a warning;
+    a rejection settles the call)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "dig"}]
-    for n in range(3):
+    for n in range(2):
         messages += [
             {"role": "assistant", "tool_calls": [{"id": f"s{n}", "type": "function", "function": {
                 "name": "shell_exec", "arguments": '{"cmd": "ls"}'}}]},
-            {"role": "tool", "tool_call_id": f"s{n}", "content": "refused"},
-        ]
-    messages.append({"role": "assistant", "content": "giving up"})
+            {"role": "tool", "tool_call_id": f"s{n}", "content": "a.py"},
+        ]  # fmt: skip
+    messages.append({"role": "assistant", "content": "done"})
     path = tmp_path / "shell.json"
     path.write_text(json.dumps(messages))
-    status, report, _ = replay_json(
-        capsys, str(path), "-m", f"{STACKS}:hiding_shell_repeats", "-m", f"{STACKS}:support_stack"
-    )
-    calls = report["turns"][0]["calls"]
-    assert status == 1
-    assert [c["verdict"] for c in calls] == ["denied"] * 3
-    assert [d[1] for d in decisions(calls[2])] == ["hidden", "denied"]
+    status, report, _ = replay_json(capsys, str(path), "-m", f"{STACKS}:{stack}")
+    first, second = report["turns"][0]["calls"]
+    assert (first["verdict"], second["verdict"], second["ran"]) == (verdict, verdict, ran)
+    assert [d[1] for d in decisions(first)] == [verdict]
+    assert [d[1] for d in decisions(second)] == ["warned", verdict]
+    assert status == (1 if verdict == "rejected" else 0)

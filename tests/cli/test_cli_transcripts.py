@@ -78,7 +78,7 @@ def test_non_json_tool_arguments_name_the_message_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Broken arguments are the model's errors: reported with their message and line, replayed
-    as sent (they fail), exit status 6."""
+    as sent (they are invalid), exit status 6."""
     messages = [
         {"role": "user", "content": "look up two things"},
         {"role": "assistant", "tool_calls": [call("c1", "search", '{"q": "a"}')]},
@@ -103,10 +103,14 @@ def test_non_json_tool_arguments_name_the_message_and_line(
     calls = json.loads(captured.out)["turns"][0]["calls"]
     assert [c["id"] for c in calls] == ["c1", "c2", "c3"]
     assert calls[0]["error"] is None
-    bad = "Error: E_INVALID_TOOL_ARGS: the arguments for 'search'"
-    assert calls[1]["error"].startswith(f"{bad} are not valid JSON")
-    assert calls[2]["error"].startswith(f"{bad} must be a JSON object")
-    assert [c["verdict"] for c in calls] == ["allowed", "failed", "failed"]
+    invalid = "Error: E_INVALID_TOOL_ARGS: the arguments for 'search'"
+    assert calls[1]["error"].startswith(f"{invalid} are not valid JSON")
+    assert calls[2]["error"].startswith(f"{invalid} must be a JSON object")
+    assert [(c["verdict"], c["ran"]) for c in calls] == [
+        ("allowed", True),
+        ("invalid", False),
+        ("invalid", False),
+    ]
 
 
 def test_a_bad_jsonl_line_is_skipped_and_named(

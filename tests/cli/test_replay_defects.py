@@ -73,11 +73,11 @@ def test_an_approval_rejection_is_reported_rejected_even_when_call_ids_repeat(
     assert status == 1
 
 
-def test_a_mid_turn_decision_is_shown_where_it_happened(
+def test_a_turn_ended_mid_way_is_shown_ending_where_it_happened(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An iteration budget spent at iteration 2 is printed after the last call that ran, not
-    under "before the model" at the top of the turn."""
+    """An iteration budget spent at iteration 2 ends the turn after the last call that ran: the
+    turn's end is printed there, before the calls it never reached, not after them."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "dig"}]
     for n in range(4):
         messages += step(call(f"c{n}", "search", json.dumps({"q": n})))
@@ -90,8 +90,33 @@ def test_a_mid_turn_decision_is_shown_where_it_happened(
     second = next(i for i, line in enumerate(lines) if line.startswith("  #1 "))
     third = next(i for i, line in enumerate(lines) if line.startswith("  #2 "))
     assert second < budget < third
-    assert "iteration 2" in lines[budget]
-    assert "after #1" in lines[budget]
+    assert lines[budget].startswith("  turn 0 failed after ")
+    assert "E_POLICY_VIOLATION" in lines[budget]
+    assert lines[third].startswith("  #2   not reached search")
+
+
+def test_a_tool_hidden_mid_turn_is_shown_under_the_call_that_hid_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The search that uses up its limit runs (allowed) and the tool it hid is listed under
+    it, not under the turn; the next search is denied, and says the tool was hidden."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "dig"}]
+    for n in range(2):
+        messages += step(call(f"c{n}", "search", json.dumps({"q": n})))
+    messages.append({"role": "assistant", "content": "done"})
+    status = main(["replay", write(tmp_path, messages), "--limit", "search=1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 1
+    first = next(i for i, line in enumerate(lines) if line.startswith("  #0   allowed     search"))
+    assert lines[first + 1] == (
+        " " * 19 + "then: tool search hidden - limit reached: its limit of 1 runs per turn is "
+        "used up [loopware.limit]"
+    )
+    assert lines[first + 2].startswith("  #1   denied      search")
+    assert (
+        " " * 19 + "denied - limit reached: the tool was hidden: its limit of 1 runs per turn is "
+        "used up [loopware.limit]"
+    ) in lines[first + 3 :]
 
 
 def test_replay_memory_grows_linearly_with_calls_per_turn(tmp_path: Path) -> None:
@@ -276,7 +301,7 @@ def test_invalid_argument_json_is_a_model_error_with_its_own_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Bad argument JSON is what the model sent, not an unreadable file: status 6, the call
-    is replayed and fails as it did."""
+    is replayed as sent and is invalid, as it was live."""
     messages = [
         {"role": "user", "content": "x"},
         *step(call("c1", "search", '{"q": ')),
@@ -285,4 +310,5 @@ def test_invalid_argument_json_is_a_model_error_with_its_own_status(
     status, report, err = replay_json(capsys, write(tmp_path, messages))
     assert status == 6
     assert "E_TRANSCRIPT_ARGS" in err
-    assert verdicts(report) == [("search", "failed")]
+    assert verdicts(report) == [("search", "invalid")]
+    assert report["turns"][0]["calls"][0]["ran"] is False

@@ -56,19 +56,26 @@ def test_allow_denies_every_other_tool(capsys: pytest.CaptureFixture[str]) -> No
 def test_limit_hides_the_tool_at_its_limit_and_denies_later_calls(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """--limit issue_refund=1: the first refund reaches the limit (hidden), the second is denied."""
+    """--limit issue_refund=1: the first refund runs and uses up the limit, which hides the tool
+    (listed under it); the second is denied by the limit and never runs."""
     status, report, _ = replay_json(capsys, SUPPORT, "--limit", "issue_refund=1")
-    refunds = [v for tool, v in verdicts(report) if tool == "issue_refund"]
-    assert refunds == ["hidden", "denied"]
+    refunds = [c for t in report["turns"] for c in t["calls"] if c["tool"] == "issue_refund"]
+    assert [(c["verdict"], c["ran"]) for c in refunds] == [("allowed", True), ("denied", False)]
+    assert [(d["tool"], d["action"]) for d in refunds[0]["tool_decisions"]] == [
+        ("issue_refund", "hidden")
+    ]
+    assert refunds[1]["decisions"][0]["policy"] == "loopware.limit"
     assert status == 1
 
 
 def test_total_caps_all_calls_of_a_turn(capsys: pytest.CaptureFixture[str]) -> None:
-    """--total 2: the second call of a turn reaches the cap, every later one is denied."""
+    """--total 2: the second call of a turn reaches the cap and hides every tool, every later
+    one is denied."""
     status, report, _ = replay_json(capsys, CODING, "--total", "2")
-    first_turn = [c["verdict"] for c in report["turns"][0]["calls"]]
-    assert first_turn[:2] == ["allowed", "hidden"]
-    assert set(first_turn[2:]) == {"denied"}
+    calls = report["turns"][0]["calls"]
+    assert [c["verdict"] for c in calls[:2]] == ["allowed", "allowed"]
+    assert {d["action"] for d in calls[1]["tool_decisions"]} == {"hidden"}
+    assert {c["verdict"] for c in calls[2:]} == {"denied"}
     assert [c["verdict"] for c in report["turns"][1]["calls"]] == ["allowed"]
     assert status == 1
 
@@ -104,8 +111,11 @@ def test_window_alone_turns_on_oscillation_detection(
     file.write_text(json.dumps(messages))
     status, report, _ = replay_json(capsys, str(file), "--window", "4")
     assert [v for _, v in verdicts(report)] == ["allowed"] * 3 + ["denied"]
-    reason = report["turns"][0]["calls"][3]["decisions"][0]["reason"]
-    assert '{"path": "a.py"} and {"path": "b.py"}' in reason
+    call = report["turns"][0]["calls"][3]
+    assert [(d["policy"], d["action"]) for d in call["decisions"]] == [
+        ("loopware.repetition", "denied")
+    ]
+    assert '{"path": "a.py"} and {"path": "b.py"}' in call["decisions"][0]["reason"]
     assert report["middleware"] == ["--window 4"]
     assert status == 1
 
@@ -175,7 +185,7 @@ def test_help_documents_the_policy_flags_and_every_exit_status(
 def test_a_refusal_wins_over_model_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Bad argument JSON alone exits 6; with a denied call as well, 1."""
+    """Bad argument JSON alone exits 6 (the call is invalid); with a denied call as well, 1."""
     messages = [
         {"role": "user", "content": "x"},
         {"role": "assistant", "tool_calls": [
@@ -191,6 +201,9 @@ def test_a_refusal_wins_over_model_errors(
     assert main(["replay", str(file)]) == 6
     assert main(["replay", str(file), "--deny", "shell"]) == 1
     capsys.readouterr()
+    status, report, _ = replay_json(capsys, str(file), "--deny", "shell")
+    assert status == 1
+    assert verdicts(report) == [("search", "invalid"), ("shell", "denied")]
 
 
 def test_many_identical_issues_are_counted_not_repeated(

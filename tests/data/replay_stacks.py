@@ -6,8 +6,6 @@ attribute is a zero-argument factory, as ``--middleware`` accepts.
 
 from __future__ import annotations
 
-from typing import Any
-
 from middleware import (
     ApprovalGate,
     IterationBudget,
@@ -16,7 +14,14 @@ from middleware import (
     ToolCallLimit,
     ToolPolicy,
 )
-from pipeline import DispatchContext, ModelResponse, ToolLoopExecutor, TurnRunner, tool
+from pipeline import (
+    ModelResponse,
+    ToolCallContext,
+    ToolCallNext,
+    ToolLoopExecutor,
+    TurnRunner,
+    tool,
+)
 from pipeline.testing import ScriptedModel
 
 NOT_MIDDLEWARE = 42
@@ -47,24 +52,17 @@ def research_stack() -> list[object]:
 
 
 shell_watch = Middleware("shell_watch")
-"""A custom set that records a ``warned`` decision in the stash only (no ``policy.decision`` log)
-for every call to a ``shell*`` tool, so replay must read decisions from the stash too."""
+"""A custom set that lets every call to a ``shell*`` tool run with a ``warned`` decision of its
+own (policy ``watch.shell``), so replay must read a custom middleware's decisions from the
+records, as it does the built-ins'."""
 
 
-@shell_watch.dispatch_output
-def flag_shell(ctx: DispatchContext) -> None:
-    """Record a warning for each shell call of this iteration under ``watch.shell.decisions``."""
-    for call in ctx.new_tool_calls:
-        if call.tool.startswith("shell"):
-            entry: dict[str, Any] = {
-                "tool": call.tool,
-                "checksum": call.checksum,
-                "iteration": ctx.iteration,
-                "action": "warned",
-                "reason": "shell access from a support agent",
-            }
-            decisions: list[Any] = ctx.stash.get("watch.shell.decisions", [])
-            ctx.stash.set("watch.shell.decisions", [*decisions, entry])
+@shell_watch.tool_call
+async def flag_shell(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+    """Warn about a shell call, then let it run."""
+    if ctx.tool_name.startswith("shell"):
+        ctx.warn("shell access from a support agent", policy="watch.shell")
+    await call_next()
 
 
 def needs_arguments(threshold: int) -> RepetitionDetector:
@@ -110,3 +108,19 @@ def per_turn_refund_limit() -> list[object]:
 def oscillation() -> list[object]:
     """Catch an A-B-A-B alternation among the last four calls."""
     return [RepetitionDetector(threshold=10, window=4)]
+
+
+def warned_then_approved() -> list[object]:
+    """Warn about a repeated call, and approve every shell call."""
+    return [
+        RepetitionDetector(threshold=2, on_repeat="warn"),
+        ApprovalGate(["shell*"], approver=lambda gate: True),
+    ]
+
+
+def warned_then_rejected() -> list[object]:
+    """Warn about a repeated call, and reject every shell call."""
+    return [
+        RepetitionDetector(threshold=2, on_repeat="warn"),
+        ApprovalGate(["shell*"], approver=lambda gate: False),
+    ]

@@ -79,9 +79,12 @@ async def test_a_real_client_runs_a_turn_with_policies_against_a_local_server() 
     assert result.output == "Refunds take five days to reach your card."
     assert searches == ["refunds"]
     denied, searched = result.tool_calls
-    assert denied.is_error
-    assert "unknown tool 'shell'" in str(denied.results)
-    assert not searched.is_error
+    assert (denied.verdict, denied.ran, denied.is_error) == ("denied", False, True)
+    assert str(denied.results).startswith(
+        "Error: E_TOOL_UNAVAILABLE: tool 'shell' is no longer available in this turn "
+        "(loopware.policy: matches deny pattern 'shell')"
+    )
+    assert (searched.verdict, searched.ran, searched.is_error) == ("allowed", True, False)
     third = server.requests[2]["messages"]
     assistant = [m for m in third if m["role"] == "assistant"]
     tool_messages = [m for m in third if m["role"] == "tool"]
@@ -133,7 +136,8 @@ async def test_aborting_a_turn_cancels_the_request_in_flight() -> None:
 
 
 async def test_loopware_run_prints_a_real_turn(tmp_path: Path) -> None:
-    """`loopware run` drives the local server: the answer, each policy decision, the usage."""
+    """`loopware run` drives the local server: the answer, each call labelled with its record's
+    verdict (the refused shell call reads denied, never allowed), the usage."""
     (tmp_path / "support_tools.py").write_text(
         "from middleware import ToolPolicy\n"
         "from tests.e2e.test_openai_compatible_server import search, shell\n"
@@ -166,7 +170,15 @@ async def test_loopware_run_prints_a_real_turn(tmp_path: Path) -> None:
     text = out.decode()
     assert process.returncode == 0, err.decode()
     assert "assistant: Refunds take five days to reach your card." in text
-    assert "shell" in text
+    lines = text.splitlines()
+    withdrawn = "tool shell withdrawn - tool policy: matches deny pattern 'shell' [loopware.policy]"
+    assert f"  {withdrawn}" in lines
+    decisions = [line.strip() for line in lines if line.startswith("    decision: ")]
+    assert decisions == [
+        "decision: denied - tool policy: the tool was withdrawn: matches deny pattern 'shell' "
+        "[loopware.policy]",
+        "decision: allowed",
+    ]
     assert "tokens        36 in (0 cached), 15 out (0 reasoning)" in text
     assert json.loads(json.dumps(server.requests[0]["messages"][-1]))["content"] == (
         "How long do refunds take?"

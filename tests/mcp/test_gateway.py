@@ -25,7 +25,10 @@ pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters
 
+from loopware_cli._gateway import Gateway, call_result, forwarded
+from loopware_cli._gateway_config import GatewayConfig, UpstreamConfig
 from middleware.audit import JsonlAuditSink
+from pipeline import Decision, ToolCall
 from tests.mcp.conftest import fixture_command, logged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,13 +123,17 @@ async def test_denied_limited_and_invalid_calls_never_reach_the_upstream(
         assert texts(echo) == "hi"
         secret = await client.call_tool("fx_secret", {})
         assert secret.is_error
-        assert "unknown tool 'fx_secret'" in texts(secret)
+        assert texts(secret).startswith(
+            "Error: E_TOOL_UNAVAILABLE: tool 'fx_secret' is no longer available in this turn "
+            "(loopware.policy: matches deny pattern 'fx_secret')"
+        )
         invalid = await client.call_tool("fx_echo", {"text": 5})
         assert invalid.is_error
         assert "E_INVALID_TOOL_ARGS" in texts(invalid)
         counts = [await client.call_tool("fx_count", {}) for _ in range(3)]
         assert [texts(c) for c in counts[:2]] == ["2", "3"]
-        assert counts[2].is_error  # the limit of two
+        assert counts[2].is_error  # the limit of two hid the tool
+        assert texts(counts[2]).startswith("Error: E_TOOL_UNAVAILABLE: tool 'fx_count'")
         picture = await client.call_tool("fx_picture", {})
         assert [b.type for b in picture.content] == ["text", "image"]  # the upstream's own result
         failed = await client.call_tool("fx_fail", {})
@@ -139,9 +146,9 @@ async def test_denied_limited_and_invalid_calls_never_reach_the_upstream(
     rows = rows_by_call(audit)
     assert len(rows) == 8  # every call, allowed or denied
     assert {r["conversation"] for r in rows.values()} == {"stdio"}
-    decisions = [(r["tool"], r["decision"], r["is_error"]) for r in rows.values()]
-    assert ("fx_secret", "denied", True) in decisions
-    assert ("fx_count", "denied", True) in decisions
+    errors = [(r["tool"], r["is_error"]) for r in rows.values()]
+    assert ("fx_secret", True) in errors
+    assert ("fx_count", True) in errors
 
 
 async def test_repeating_a_call_is_blocked_before_it_is_forwarded(
@@ -150,7 +157,10 @@ async def test_repeating_a_call_is_blocked_before_it_is_forwarded(
     async with stdio_gateway(write_config(tmp_path, call_log)) as client:
         results = [await client.call_tool("fx_echo", {"text": "same"}) for _ in range(3)]
     assert [r.is_error for r in results] == [False, False, True]
-    assert "identical call" in texts(results[2])
+    assert texts(results[2]) == (
+        "Error: E_CALL_DENIED: loopware.repetition denied the call to 'fx_echo': the same call "
+        "would be made 3 times (threshold 3); it was not run"
+    )
     assert len(logged(call_log)) == 2
 
 
@@ -213,9 +223,12 @@ timeout = 30
         refused = await client.call_tool("fx_echo", {"text": "rm -rf /"})
     assert texts(ok) == "hello"
     assert refused.is_error
+    assert texts(refused).startswith(
+        "Error: E_CALL_REJECTED: loopware.approval rejected the call to 'fx_echo': "
+    )
+    assert texts(refused).endswith("; it was not run")
     assert [c["args"]["text"] for c in logged(call_log)] == ["hello"]
-    decisions = {r["decision"] for r in rows_by_call(tmp_path / "audit.jsonl").values()}
-    assert {"approved", "rejected"} <= decisions
+    assert len(rows_by_call(tmp_path / "audit.jsonl")) == 2
 
 
 class _Approvals(BaseHTTPRequestHandler):
@@ -351,3 +364,99 @@ def test_an_upstream_that_cannot_start_exits_1(tmp_path: Path) -> None:
 def test_a_bad_http_address_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli("--config", str(tmp_path / "missing.toml"), "--http", "nowhere")
     assert done.returncode == 2
+
+
+# -- what the gateway answers, from the call's record (in process) --------------------------------
+
+LOOK_ALIKES = (
+    "FX_ECHO",
+    "fx_echo ",
+    "fx_\u0435cho",  # a Cyrillic ie for the e
+    "\uff46\uff58_echo",  # full width
+    "fx_echo\u200b",  # a zero-width space
+)
+"""Names a client may send for ``fx_echo`` (or the denied ``fx_secret``'s look-alike)."""
+
+
+@asynccontextmanager
+async def in_process(call_log: Path) -> AsyncIterator[Gateway]:
+    """A gateway in this process over the fixture server (no audit: that is the audit's test)."""
+    upstream = UpstreamConfig(name="fixture", server=tuple(fixture_command(call_log)), prefix="fx_")
+    gateway = Gateway(GatewayConfig(upstreams=(upstream,), deny=("fx_secret",)))
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.aclose()
+
+
+@pytest.mark.parametrize("name", [*LOOK_ALIKES, "FX_SECRET"])
+async def test_a_look_alike_name_is_never_forwarded_and_its_record_says_not_run(
+    name: str, call_log: Path
+) -> None:
+    """A look-alike of an offered (or a denied) tool is a name no tool has: its record reads
+    invalid, not run, decided by the registry; the answer is that record's error; the upstream
+    never hears of it. The real name is forwarded and reads allowed."""
+    async with in_process(call_log) as gateway:
+        record, raw = await gateway.call("client", name, {"text": "hi"})
+        real, real_raw = await gateway.call("client", "fx_echo", {"text": "hi"})
+    assert (record.ran, record.verdict, record.is_error) == (False, "invalid", True)
+    assert record.deciding is not None
+    assert record.deciding.policy == "loopware.registry"
+    assert raw is None
+    assert not forwarded(record)
+    answer = call_result(record, raw)
+    assert answer.is_error
+    assert texts(answer).startswith(f"Error: E_TOOL_NOT_FOUND: unknown tool {name!r}")
+    assert (real.ran, real.verdict, forwarded(real)) == (True, "allowed", True)
+    assert call_result(real, real_raw) is real_raw
+    assert [c["tool"] for c in logged(call_log)] == ["echo"]
+
+
+async def test_a_denied_tool_reads_denied_and_not_run(call_log: Path) -> None:
+    """The denied tool's own name: denied by the policy that withdrew it, never forwarded."""
+    async with in_process(call_log) as gateway:
+        record, raw = await gateway.call("client", "fx_secret", {})
+    assert (record.ran, record.verdict) == (False, "denied")
+    assert record.deciding is not None
+    assert record.deciding.policy == "loopware.policy"
+    assert (raw, forwarded(record)) == (None, False)
+    assert texts(call_result(record, raw)).startswith("Error: E_TOOL_UNAVAILABLE")
+    assert logged(call_log) == []
+
+
+@pytest.mark.parametrize(
+    ("decisions", "is_error", "sent"),
+    [
+        ((), False, "raw"),
+        ((Decision(policy="gate", action="approved", reason="ok"),), False, "raw"),
+        ((Decision(policy="note", action="warned", reason="odd"),), False, "raw"),
+        ((Decision(policy="cache", action="answered", reason="x", when="after"),), False, "text"),
+        ((Decision(policy="dlp", action="denied", reason="secret", when="after"),), True, "text"),
+    ],
+    ids=["allowed", "approved", "warned", "answered-after", "withheld-after"],
+)
+def test_the_upstreams_result_is_sent_only_when_the_record_says_it_stands(
+    decisions: tuple[Decision, ...], is_error: bool, sent: str
+) -> None:
+    """A call that ran keeps the upstream's own result unless a decision replaced or withheld it
+    after the run: then the client reads the record's text, as the model would."""
+    import mcp_types as types
+
+    raw = types.CallToolResult(content=[types.TextContent(type="text", text="upstream")])
+    record = ToolCall.completed(
+        id="c1",
+        tool="fx_echo",
+        args={"text": "hi"},
+        results="Error: withheld" if is_error else "from the record",
+        is_error=is_error,
+        ran=True,
+        decisions=decisions,
+    )
+    answer = call_result(record, raw)
+    if sent == "raw":
+        assert answer is raw
+    else:
+        assert answer is not raw
+        assert texts(answer) == record.results
+        assert answer.is_error is is_error

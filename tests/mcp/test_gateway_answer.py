@@ -78,6 +78,20 @@ def test_an_upstream_result_with_its_server_info_is_built_directly(
     assert sdk_steps == [], "the plain result took the SDK's steps"
 
 
+@pytest.mark.parametrize(("version", "modern"), ERAS, ids=[v for v, _ in ERAS])
+def test_a_meta_with_its_keys_in_another_order_is_written_in_its_own_order(
+    version: str, modern: bool
+) -> None:
+    """The remembered ``_meta`` is not reused for an equal one whose keys come in another
+    order (at any depth): each answer is the SDK runner's bytes."""
+    shaper = Shaper(STAMP)
+    for meta in ({"x": 0, "y": {"a": 1, "b": 2}}, {"y": {"a": 1, "b": 2}, "x": 0},
+                 {"x": 0, "y": {"b": 2, "a": 1}}):  # fmt: skip
+        result = types.CallToolResult(content=[], _meta=meta, is_error=False)
+        expected = to_json(Shaper(STAMP)._sdk_shape(result, version, modern))
+        assert to_json(shaper.shape(result, version, modern)) == expected
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [

@@ -18,12 +18,13 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from loopware_cli._gateway_fast import FastLane
+from pipeline import ToolCall
 from tests.mcp.test_gateway_fast import META, call, request
 
 
-class _Record:
-    is_error = False
-    results = "echoed"
+def _record(name: str, args: dict[str, Any]) -> ToolCall:
+    """The record of a call that was forwarded and ran (what the lane answers from)."""
+    return ToolCall.completed(id="c1", tool=name or "x", args=args, results="echoed", ran=True)
 
 
 class _Gateway:
@@ -38,7 +39,9 @@ class _Gateway:
         if name == "slow":
             await self.release.wait()
         text = str(args.get("text", ""))
-        return _Record(), types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return _record(name, args), types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)]
+        )
 
     def queue_call(self, key: str, name: str, args: dict[str, Any]) -> asyncio.Future[Any]:
         return asyncio.ensure_future(self.call(key, name, args))

@@ -84,9 +84,20 @@ async def test_git_server_under_a_policy_that_denies_commits_and_limits_status(r
     status, commit_call, status_again, diff = result.tool_calls
     assert not status.is_error
     assert "notes.txt" in text_of(status)
-    assert commit_call.is_error
-    assert "unknown tool 'repo_git_commit'" in text_of(commit_call)
-    assert status_again.is_error  # the limit of one status call
+    assert (commit_call.verdict, commit_call.ran) == ("denied", False)
+    assert text_of(commit_call).startswith(
+        "Error: E_TOOL_UNAVAILABLE: tool 'repo_git_commit' is no longer available in this turn "
+        "(loopware.policy: matches deny pattern 'repo_git_commit')"
+    )
+    # the limit of one status call hid the tool: the second is denied by the limit, not run
+    assert (status_again.verdict, status_again.ran) == ("denied", False)
+    assert status_again.deciding is not None
+    assert status_again.deciding.policy == "loopware.limit"
+    assert [(d.tool, d.action, d.call_id) for d in result.tool_decisions][-1] == (
+        "repo_git_status",
+        "hidden",
+        "s1",
+    )
     assert not diff.is_error
     assert "+second" in text_of(diff)
     assert git_log(repo) == before  # the denied commit never reached the server

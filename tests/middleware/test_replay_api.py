@@ -19,6 +19,7 @@ from middleware import (
     replay_async,
 )
 from middleware.transcripts import parse_transcript
+from pipeline import tool as as_tool
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -48,7 +49,9 @@ def test_replay_takes_a_path_data_or_a_transcript_and_agrees() -> None:
     ]
     assert all(isinstance(r, ReplayReport) for r in reports)
     first = [c.verdict for c in reports[0].calls]
-    assert first[:4] == ["allowed", "allowed", "allowed", "hidden"]
+    assert first[:6] == ["allowed", "allowed", "allowed", "allowed", "denied", "denied"]
+    hidden = [[(d.tool, d.action) for d in c.tool_decisions] for c in reports[0].calls]
+    assert hidden[3] == [("run_command", "hidden")]  # the second run uses up the limit
     assert all([c.verdict for c in r.calls] == first for r in reports)
     assert reports[0].middleware == (repr(stack[0]),)
 
@@ -204,3 +207,41 @@ def test_reprs_stay_short_for_large_reports() -> None:
     assert len(repr(report)) < 200
     assert len(repr(report.transcript)) < 200
     assert "turns=1" in repr(report)
+
+
+def test_replay_against_the_real_tools_checks_names_and_schemas_and_never_runs_them() -> None:
+    """With ``tools=``, a recorded call to a name none of them has is an unknown tool and
+    arguments failing a schema are invalid, as they were live; the others return their recorded
+    results through the real tool's schema, and the real handlers never run."""
+    ran: list[str] = []
+
+    @as_tool
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        ran.append(order_id)
+        return "live result"
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for cid, name, args in (
+        ("a", "lookup", {"order_id": "7"}),
+        ("b", "lookup", {"order_id": 7}),
+        ("c", "lookpu", {"order_id": "7"}),
+    ):
+        fn = {"name": name, "arguments": json.dumps(args)}
+        messages.append({"role": "assistant", "tool_calls": [{"id": cid, "function": fn}]})
+        messages.append({"role": "tool", "tool_call_id": cid, "content": f"recorded {cid}"})
+    messages.append({"role": "assistant", "content": "done"})
+    report = replay(messages, tools=[lookup])
+    assert [(c.verdict, c.ran, c.offered) for c in report.calls] == [
+        ("allowed", True, True),
+        ("invalid", False, True),
+        ("invalid", False, False),
+    ]
+    first, second, third = report.calls
+    assert first.stored is not None
+    assert first.stored.results == "recorded a"
+    assert (second.error or "").startswith("Error: E_INVALID_TOOL_ARGS")
+    assert (third.error or "").startswith("Error: E_TOOL_NOT_FOUND: unknown tool 'lookpu'")
+    assert ran == []
+    # without tools=, every recorded name is a permissive stand-in: nothing is invalid
+    assert [c.verdict for c in replay(messages).calls] == ["allowed"] * 3

@@ -4,9 +4,10 @@ Random conversations (turns of steps of one to three calls, a few tools and argu
 repeats happen, results answered in any order, some missing, some recorded as errors, some with
 arguments the model cut off) are written as OpenAI chat-completions or Anthropic messages, as
 data or as a JSON Lines file, and replayed. The report must list every generated call once, in
-order, under its own id and recorded result; a recorded error or bad arguments must be the only
-ways a call fails; and with ``RepetitionDetector(on_repeat="warn")`` the warned calls must be
-exactly those the test counts as repeats on its own.
+order, under its own id and recorded result; bad arguments must be the only calls that are
+invalid and never run, a recorded error the only error of a call that ran; and with
+``RepetitionDetector(on_repeat="warn")`` the warned calls must be exactly those the test counts
+as repeats on its own.
 """
 
 from __future__ import annotations
@@ -127,38 +128,21 @@ def _shuffled(n: int, order: list[int]) -> list[int]:
     return [rest.pop(order[i % len(order)] % len(rest)) for i in range(n)] if order else rest
 
 
-def model_steps(turns: list[list[list[Call]]], anthropic: bool) -> list[list[list[Call]]]:
-    """The steps replay sees: consecutive Anthropic assistant entries are one message, so a step
-    none of whose calls has a recorded result runs together with the next one."""
-    if not anthropic:
-        return turns
-    merged: list[list[list[Call]]] = []
-    for steps in turns:
-        out: list[list[Call]] = []
-        carry: list[Call] = []
-        for calls in steps:
-            carry = carry + calls
-            if any(c.result is not None for c in calls):
-                out.append(carry)
-                carry = []
-        if carry:
-            out.append(carry)
-        merged.append(out)
-    return merged
-
-
 def warned_by_count(turns: list[list[list[Call]]], threshold: int) -> list[bool]:
-    """Independently, as `RepetitionDetector` documents it: after each model step, every
-    distinct call of the step made at least ``threshold`` times in the conversation so far is
-    flagged once, on its first occurrence in the step."""
+    """Independently, as `RepetitionDetector` documents it: a call is warned about when it is
+    at least the ``threshold``-th identical call of the conversation (same tool, same
+    arguments), counting every call that got past its arguments (a call with bad arguments is
+    invalid: nobody judged it, and it counts for nothing)."""
     seen: Counter[tuple[str, str]] = Counter()
     flags = []
     for steps in turns:
         for calls in steps:
-            keys = [(c.tool, c.arguments) for c in calls]
-            seen.update(keys)
-            first = {key: i for i, key in reversed(list(enumerate(keys)))}
-            flags += [first[key] == i and seen[key] >= threshold for i, key in enumerate(keys)]
+            for c in calls:
+                if c.bad_args:
+                    flags.append(False)
+                    continue
+                seen[(c.tool, c.arguments)] += 1
+                flags.append(seen[(c.tool, c.arguments)] >= threshold)
     return flags
 
 
@@ -181,8 +165,8 @@ def test_replay_matches_an_independent_count_of_calls_and_repeats(
     order: list[int],
     threshold: int,
 ) -> None:
-    """Every generated call is replayed once, in order, with its own result; warnings for
-    repeats fall exactly on the calls the independent count names."""
+    """Every generated call is replayed once, in order, with its own result; its verdict is its
+    record's; warnings for repeats fall exactly on the calls the independent count names."""
     messages = (anthropic_messages if anthropic else openai_messages)(turns, order)
     if as_file:
         with tempfile.TemporaryDirectory() as folder:
@@ -203,13 +187,14 @@ def test_replay_matches_an_independent_count_of_calls_and_repeats(
     assert len({o.call.replay_id for o in outcomes}) == len(outcomes)
     assert [o.ran for o in outcomes] == [not c.bad_args for c in generated]
     assert all(o.offered for o in outcomes)
+    assert all(o.stored is not None and o.verdict == o.stored.verdict for o in outcomes)
     errors = [c.bad_args or (anthropic and c.error) for c in generated]
-    warned = warned_by_count(model_steps(turns, anthropic), threshold)
-    assert [o.verdict == "failed" for o in outcomes] == errors
+    assert [o.error is not None for o in outcomes] == errors
+    warned = warned_by_count(turns, threshold)
     assert [any(d.action == "warned" for d in o.decisions) for o in outcomes] == warned
     expected = [
-        "failed" if e else ("warned" if w else "allowed")
-        for e, w in zip(errors, warned, strict=True)
+        "invalid" if c.bad_args else ("warned" if w else "allowed")
+        for c, w in zip(generated, warned, strict=True)
     ]
     assert [o.verdict for o in outcomes] == expected
     assert [o.alias for o in outcomes] == [

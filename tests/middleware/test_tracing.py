@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from middleware import Middleware, RepetitionDetector, Tracing
+from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy, Tracing
 from pipeline import (
     CallNext,
     DispatchContext,
@@ -136,6 +136,11 @@ def attrs(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
+def decided(event: Any) -> dict[str, Any]:
+    """A span event's attributes."""
+    return dict(event.attributes or {})
+
+
 def ns(moment: datetime) -> int:
     return ((moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)) * 1000
 
@@ -223,7 +228,11 @@ async def test_a_scripted_turn_yields_exactly_the_expected_span_tree(traces: Tra
         "gen_ai.tool.call.id": "call_1",
         "loopware.turn.id": result.turn_id,
         "loopware.tool.checksum": result.tool_calls[0].checksum,
+        "loopware.tool.verdict": "allowed",
+        "loopware.tool.ran": True,
+        "loopware.tool.duration_ms": result.tool_calls[0].duration_ms,
     }
+    assert search_span.events == ()  # no decision was taken about the call
     look = traces.one("loopware.middleware watch.look")
     assert traces.parent_of(look) is first  # the second iteration acked in the executor
     assert attrs(look)["loopware.middleware.name"] == "watch.look"
@@ -366,17 +375,26 @@ async def test_a_failing_tool_sets_error_status_on_its_span_only(traces: Traces)
     [
         ("nope", "{}", "E_TOOL_NOT_FOUND"),
         ("explode", '{"n": "many"}', "E_INVALID_TOOL_ARGS"),
-        ("search", "{not json", "_OTHER"),
+        ("search", "{not json", "E_INVALID_TOOL_ARGS"),
     ],
     ids=["unknown-tool", "schema-error", "bad-json"],
 )
 async def test_calls_refused_before_their_handler_ran_get_an_error_span(
     traces: Traces, name: str, arguments: str, error_type: str
 ) -> None:
-    """A call stored as an error without running (no execution events) still gets a tool span."""
+    """A call stored as an error without running (no execution events) still gets a tool span,
+    which says it was invalid and never ran, and why (the loop's own decision)."""
     runner = runner_for(Tracing(traces.provider), [step(propose(name, arguments, "bad_1"))])
-    await runner.run("go")
+    result = await runner.run("go")
     span = traces.one(f"execute_tool {name}")
+    assert attrs(span)["loopware.tool.verdict"] == "invalid"
+    assert attrs(span)["loopware.tool.ran"] is False
+    assert "loopware.tool.duration_ms" not in attrs(span)
+    [decision] = span.events
+    assert decision.name == "loopware.decision"
+    recorded = result.tool_calls[0].decisions[0].as_dict()
+    assert decided(decision) == {f"loopware.decision.{k}": v for k, v in recorded.items()}
+    assert decided(decision)["loopware.decision.action"] == "invalid"
     parent = traces.parent_of(span)
     assert parent is not None
     assert parent.name == "loopware.iteration"
@@ -459,28 +477,101 @@ async def test_the_iteration_limit_nacks_the_dispatch_span(traces: Traces) -> No
 # -- policy decisions ---------------------------------------------------------------------------
 
 
-async def test_policy_decisions_become_events_on_the_iteration_span(traces: Traces) -> None:
-    """A ``policy.decision`` log is added to the current iteration span as a span event."""
-    same = propose("search", {"q": "again"}, "c")
+async def test_a_calls_decisions_become_events_on_its_tool_span(traces: Traces) -> None:
+    """Each decision on a call's record is a ``loopware.decision`` event on the call's span,
+    with the verdict and ``ran`` as attributes: a warned repeat ran, a blocked one did not."""
+    same = '{"q": "again"}'
     runner = runner_for(
         Tracing(traces.provider),
-        [step(same), step(ProposedToolCall(id="d", name="search", arguments='{"q": "again"}'))],
+        [step(propose("search", same, "c")), step(propose("search", same, "d"))],
         middleware=[RepetitionDetector(threshold=2, on_repeat="warn")],
     )
     result = await runner.run("repeat")
-    iterations = sorted(traces.named("loopware.iteration"), key=lambda s: s.start_time or 0)
-    assert [len(i.events) for i in iterations] == [0, 1, 0]
-    [decision] = iterations[1].events
-    assert decision.name == "policy.decision"
-    assert dict(decision.attributes or {}) == {
-        "loopware.policy.name": "loopware.repetition",
-        "loopware.policy.action": "warned",
-        "loopware.policy.reason": result.stash["loopware"]["repetition"]["decisions"][0]["reason"],
-        "gen_ai.tool.name": "search",
-        "gen_ai.tool.call.id": "d",
-        "loopware.tool.checksum": result.tool_calls[1].checksum,
-        "loopware.iteration": 1,
+    spans = {attrs(s)["gen_ai.tool.call.id"]: s for s in traces.named("execute_tool search")}
+    assert spans["c"].events == ()
+    [event] = spans["d"].events
+    warned = result.tool_calls[1].decisions[0]
+    assert event.name == "loopware.decision"
+    assert decided(event) == {
+        "loopware.decision.policy": "loopware.repetition",
+        "loopware.decision.action": "warned",
+        "loopware.decision.reason": warned.reason,
+        "loopware.decision.when": "before",
     }
+    assert (attrs(spans["d"])["loopware.tool.verdict"], attrs(spans["d"])["loopware.tool.ran"]) == (
+        "warned",
+        True,
+    )
+    assert spans["d"].status.status_code is StatusCode.UNSET
+    iterations = traces.named("loopware.iteration")
+    assert all(i.events == () for i in iterations)  # nothing was decided about a tool
+
+
+async def test_a_denied_call_span_says_denied_and_not_run(traces: Traces) -> None:
+    """A call a policy denied has an error span with the record's verdict, ``ran`` False and
+    the policy's decision as an event; its ``error.type`` is the code the model read."""
+    same = '{"q": "again"}'
+    runner = runner_for(
+        Tracing(traces.provider),
+        [step(propose("search", same, "c")), step(propose("search", same, "d"))],
+        middleware=[RepetitionDetector(threshold=2)],
+    )
+    result = await runner.run("repeat")
+    spans = {attrs(s)["gen_ai.tool.call.id"]: s for s in traces.named("execute_tool search")}
+    blocked = spans["d"]
+    assert (attrs(blocked)["loopware.tool.verdict"], attrs(blocked)["loopware.tool.ran"]) == (
+        "denied",
+        False,
+    )
+    assert attrs(blocked)["error.type"] == "E_CALL_DENIED"
+    assert blocked.status.status_code is StatusCode.ERROR
+    assert [decided(e)["loopware.decision.action"] for e in blocked.events] == ["denied"]
+    assert result.tool_calls[1].verdict == "denied"
+
+
+async def test_tool_decisions_become_events_on_the_iteration_span(traces: Traces) -> None:
+    """A limit hiding a tool is a ``loopware.tool_decision`` event on the iteration it was
+    taken in, naming the tool and the call that used the limit up; the next call to the tool
+    is denied, and its span says so."""
+    runner = runner_for(
+        Tracing(traces.provider),
+        [step(propose("search", {"q": "1"}, "c")), step(propose("search", {"q": "2"}, "d"))],
+        middleware=[ToolCallLimit({"search": 1})],
+    )
+    result = await runner.run("twice")
+    first, second, _ = sorted(traces.named("loopware.iteration"), key=lambda s: s.start_time or 0)
+    [event] = first.events
+    assert event.name == "loopware.tool_decision"
+    [hidden] = result.tool_decisions
+    assert decided(event) == {
+        "gen_ai.tool.name": "search",
+        "gen_ai.tool.call.id": "c",
+        "loopware.decision.policy": "loopware.limit",
+        "loopware.decision.action": "hidden",
+        "loopware.decision.reason": hidden.reason,
+    }
+    assert second.events == ()
+    spans = {attrs(s)["gen_ai.tool.call.id"]: s for s in traces.named("execute_tool search")}
+    assert attrs(spans["c"])["loopware.tool.verdict"] == "allowed"
+    assert attrs(spans["d"])["loopware.tool.verdict"] == "denied"
+    assert attrs(spans["d"])["error.type"] == "E_TOOL_UNAVAILABLE"
+
+
+async def test_a_tool_withdrawn_at_the_turns_start_is_an_event_on_the_turn_span(
+    traces: Traces,
+) -> None:
+    """`ToolPolicy` withdrawing a tool before any dispatch is an event on the turn span."""
+    runner = runner_for(
+        Tracing(traces.provider),
+        [ModelResponse(text="no tools needed")],
+        middleware=[ToolPolicy(deny=["explode"])],
+    )
+    await runner.run("hi")
+    [event] = traces.one("invoke_agent").events
+    assert event.name == "loopware.tool_decision"
+    assert decided(event)["gen_ai.tool.name"] == "explode"
+    assert decided(event)["loopware.decision.action"] == "withdrawn"
+    assert "gen_ai.tool.call.id" not in decided(event)
 
 
 # -- aborts and missing end events --------------------------------------------------------------
@@ -599,7 +690,7 @@ def test_events_of_unknown_turns_and_malformed_logs_are_ignored(traces: Traces) 
         TurnEnd(turn_id="t2", status="completed", duration_ms=1.0),
     )
     assert traces.tree() == [("invoke_agent", None)]
-    assert [e.name for e in traces.one("invoke_agent").events] == ["policy.decision"]
+    assert traces.one("invoke_agent").events == ()  # a log is never read as a decision
     assert tracing._turns == {}
 
 
