@@ -13,9 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from ._errors import LoopError, ToolDownstreamError
 from ._events import Event, ToolExecutionEnd, ToolExecutionStart
@@ -35,11 +33,13 @@ from ._tool_schema import ArgsSchema
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
 
+if TYPE_CHECKING:
+    from .models._tool_defs import ToolDescription
+
 __all__ = [
     "OnCollision",
     "Tool",
     "ToolContext",
-    "ToolDescription",
     "ToolHandler",
     "ToolOutput",
 ]
@@ -80,17 +80,6 @@ class ToolContext(Protocol):
     def emit(self, event: Event) -> None:
         """Emit an event synchronously."""
         ...
-
-
-class ToolDescription(TypedDict):
-    """What the model is told about a tool (plain JSON data)."""
-
-    name: str
-    """The tool's name."""
-    description: str
-    """What the tool does."""
-    input_schema: dict[str, Any]
-    """The JSON Schema of the tool's arguments."""
 
 
 class Tool(Generic[ArgsT]):
@@ -458,5 +447,5 @@ def _end(
     )
 
 
-for _public in (Tool, ToolContext, ToolDescription):
+for _public in (Tool, ToolContext):
     _public.__module__ = "pipeline"

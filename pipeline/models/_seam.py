@@ -12,9 +12,9 @@ from .._frozen import slot_setters
 from .._ids import new_id
 
 if TYPE_CHECKING:
-    from .._tool import ToolDescription
     from ..artifacts._envelope import ToolLookup
     from ..calls._toolcall import ToolCall
+    from ._tool_defs import ToolDescription
 
 __all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
 
