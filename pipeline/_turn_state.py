@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._stash import Stash
     from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
-    from .models._seam import Message
+    from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
 
