@@ -38,7 +38,6 @@ from ._stash import StashKey as StashKey
 from ._stash_snapshot import StashSnapshot as StashSnapshot
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
-from ._tool import ToolDescription as ToolDescription
 from ._tool import ToolOutput as ToolOutput
 from ._tool_decorator import tool as tool
 
@@ -139,6 +138,7 @@ from .models import infer_model as infer_model
 from .models import to_anthropic_tools as to_anthropic_tools
 from .models import to_gemini_tools as to_gemini_tools
 from .models import to_openai_tools as to_openai_tools
+from .models._tool_defs import ToolDescription as ToolDescription
 from .stages import CallNext as CallNext
 from .stages import DispatchStageFn as DispatchStageFn
 from .stages import EventObserver as EventObserver

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .artifacts._artifact import SpooledArtifact
     from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
-    from .models._seam import Message
+    from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
 
 __all__ = ["USAGE_PATH", "ContextLog", "TurnContext", "TurnView"]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._gate import Gate
     from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
-    from .models._seam import Message
+    from .models._message import Message
 
 __all__ = [
     "DispatchEnd",

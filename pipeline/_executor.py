@@ -15,7 +15,8 @@ from ._errors import TurnAbortedError
 from ._turn_state import uncancellable
 from .calls._outcome import DEFAULT_INLINE_LIMIT
 from .calls._toolcall import ToolCall
-from .models._seam import NO_USAGE, ChatModel, ProposedToolCall, new_message
+from .models._message import new_message
+from .models._seam import NO_USAGE, ChatModel, ProposedToolCall
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext

@@ -28,10 +28,13 @@ back.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from ._errors import InvalidToolError, ToolAlreadyRegisteredError
-from ._tool import ON_COLLISION_VALUES, OnCollision, Tool, ToolDescription
+from ._tool import ON_COLLISION_VALUES, OnCollision, Tool
+
+if TYPE_CHECKING:
+    from .models._tool_defs import ToolDescription
 
 __all__ = ["AckSource", "ToolRegistry", "ToolView"]
 

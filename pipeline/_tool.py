@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
-from typing_extensions import TypedDict
-
 from ._errors import LoopError, ToolDownstreamError
 from ._events import Event, ToolExecutionEnd, ToolExecutionStart
 from ._ids import new_id
@@ -36,13 +34,12 @@ from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
 
 if TYPE_CHECKING:
-    from ._dispatch import DispatchContext
+    from .models._tool_defs import ToolDescription
 
 __all__ = [
     "OnCollision",
     "Tool",
     "ToolContext",
-    "ToolDescription",
     "ToolHandler",
     "ToolOutput",
 ]
@@ -52,10 +49,16 @@ ArgsT = TypeVar("ArgsT")
 ToolOutput: TypeAlias = str | bytes | SpooledArtifact | Media | Sequence[Media]
 """What a handler returns: text, bytes, an artifact, one media item or a sequence of them."""
 
-ToolHandler: TypeAlias = Callable[
-    [ArgsT, "DispatchContext", Stash], "ToolOutput | Awaitable[ToolOutput]"
-]
-"""A handler: ``(args, ctx, meta) -> ToolOutput``, or an awaitable of it."""
+# ``ctx`` is Any on purpose: `Tool.run` hands the handler the context it was given, a
+# `DispatchContext` in a turn or any `ToolContext` in a test, so a handler may annotate it as
+# either. (`ToolContext` here would refuse handlers taking a `DispatchContext`; `DispatchContext`
+# would make the tool, a value below the registry, name the turn machinery above it:
+# docs/architecture.md, "The layers".)
+ToolHandler: TypeAlias = Callable[[ArgsT, Any, Stash], "ToolOutput | Awaitable[ToolOutput]"]
+"""A handler: ``(args, ctx, meta) -> ToolOutput``, or an awaitable of it.
+
+``ctx`` is the context the tool is run with: the turn's `DispatchContext` (or, in a test, any
+`ToolContext`). It is typed ``Any``, so annotate it in the handler as what you rely on."""
 
 OnCollision: TypeAlias = Literal["throw", "replace", "keep"]
 """How `ToolRegistry.merge` treats an incoming tool whose name is already taken."""
@@ -77,17 +80,6 @@ class ToolContext(Protocol):
     def emit(self, event: Event) -> None:
         """Emit an event synchronously."""
         ...
-
-
-class ToolDescription(TypedDict):
-    """What the model is told about a tool (plain JSON data)."""
-
-    name: str
-    """The tool's name."""
-    description: str
-    """What the tool does."""
-    input_schema: dict[str, Any]
-    """The JSON Schema of the tool's arguments."""
 
 
 class Tool(Generic[ArgsT]):
@@ -381,7 +373,6 @@ class Tool(Generic[ArgsT]):
                 raise not_json(name, "nested too deeply") from None
         if validated is None:
             validated = self._schema.validate(args)
-        handler_ctx: Any = ctx  # a turn passes its DispatchContext; tests any ToolContext
         listening = getattr(ctx, "listening", True)
         started_at = datetime.now(UTC) if listening else None
         if started_at is not None and _wants_start(ctx):
@@ -398,7 +389,7 @@ class Tool(Generic[ArgsT]):
             )
         start = perf_counter() if started_at is not None else 0.0
         try:
-            result = self._handler(validated, handler_ctx, self._meta)
+            result = self._handler(validated, ctx, self._meta)
             if self._is_async or (type(result) is not str and inspect.isawaitable(result)):
                 result = await cast("Awaitable[ToolOutput]", result)
         except BaseException as exc:
@@ -456,5 +447,5 @@ def _end(
     )
 
 
-for _public in (Tool, ToolContext, ToolDescription):
+for _public in (Tool, ToolContext):
     _public.__module__ = "pipeline"

@@ -36,7 +36,7 @@ from ._result import TurnResult
 from ._turn_state import uncancellable
 from .calls._arguments import UNNAMED
 from .calls._run import unrun_record
-from .models._seam import new_message
+from .models._message import new_message
 from .stores._store import TurnRecord
 
 if TYPE_CHECKING:

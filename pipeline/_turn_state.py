@@ -14,7 +14,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
 from ._events import (
@@ -37,19 +37,34 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._stash import Stash
     from .calls._decision import ToolDecision
-    from .calls._run import ToolCallContext
     from .calls._toolcall import ToolCall
-    from .models._seam import Message
+    from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
 
-__all__ = ["TurnState", "uncancellable"]
+__all__ = ["InterruptedRun", "TurnState", "uncancellable"]
 
 _CHECKSUM = attrgetter("checksum")
 _CALL_ID = attrgetter("id")
 _VALIDATED = attrgetter("validated_checksum")
 
 T = TypeVar("T")
+
+
+class InterruptedRun(Protocol):
+    """A call's run that an abort or a cancellation interrupted (a `ToolCallContext`).
+
+    The turn keeps it until the dispatch answers the call (`DispatchContext.abandoned_call`);
+    it needs only the call's id and the record that keeps what the run did, so the state does
+    not name the runs built on it (docs/architecture.md, "The layers").
+    """
+
+    call_id: str
+    """The provider's id of the call."""
+
+    def abandon(self, reason: str) -> ToolCall:
+        """The record of the call, with what the run did and an ``"aborted"`` decision."""
+        ...
 
 
 async def uncancellable(work: Awaitable[T]) -> T:
@@ -184,7 +199,7 @@ class TurnState:
         """Every decision about a tool taken in the turn, in order."""
         self.taken_tools: dict[str, ToolDecision] = {}
         """The latest decision that hid or withdrew each tool (what a later call to it reads)."""
-        self.interrupted: dict[str, ToolCallContext] = {}
+        self.interrupted: dict[str, InterruptedRun] = {}
         """Runs an abort or a cancellation interrupted, by call id (their records keep what
         they did: see `ToolCallContext.abandon`)."""
 
@@ -239,11 +254,11 @@ class TurnState:
         """Make ``registry`` the turn's registry, for every stage from now on."""
         self.tools = registry
 
-    def keep_interrupted(self, run: ToolCallContext) -> None:
+    def keep_interrupted(self, run: InterruptedRun) -> None:
         """Keep a run an abort or a cancellation interrupted (see `take_interrupted`)."""
         self.interrupted[run.call_id] = run
 
-    def take_interrupted(self, call_id: str) -> ToolCallContext | None:
+    def take_interrupted(self, call_id: str) -> InterruptedRun | None:
         """The interrupted run of ``call_id`` (once), to build its record from what it did."""
         return self.interrupted.pop(call_id, None)
 

@@ -20,7 +20,8 @@ from ._stash import Stash
 from ._tool import Tool
 from ._turn_state import TurnState
 from .calls._toolcall import ToolCall
-from .models._seam import Message, ModelRequest, ModelResponse
+from .models._message import Message
+from .models._seam import ModelRequest, ModelResponse
 from .stores._spool import MemorySpoolStore, SpoolStore
 from .stores._store import MemoryStore, TurnStore
 

@@ -4,6 +4,8 @@
   ``self``/``cls`` or inside the class that defines ``_field`` (another instance of it).
 * No import loop among the modules of a package: every import counts, lazy ones inside
   functions too, except those under ``if TYPE_CHECKING:``.
+* Counting the ``TYPE_CHECKING`` imports too, no cycle (strongly connected component) of a
+  package's modules is larger than `MAX_TYPED_CYCLE`: the layers of the docs hold for types too.
 * The packages depend one way: ``loopware_cli`` -> ``middleware`` -> ``pipeline``, each through
   the public names of the one below.
 """
@@ -20,12 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipeline", "middleware", "loopware_cli")
 
 
-def sources(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+def sources(package: str, root: Path = ROOT) -> list[Path]:
+    return sorted((root / package).rglob("*.py"))
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -121,15 +123,26 @@ def _runtime_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
     yield from walk(tree)
 
 
-def import_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (exact targets, lazy imports too)."""
-    modules = {module_name(p): p for p in sources(package)}
+def _all_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import in the module: lazy ones and those under ``if TYPE_CHECKING:`` too."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def import_graph(
+    package: str, *, type_checking: bool = False, root: Path = ROOT
+) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports (exact targets, lazy imports too).
+
+    With ``type_checking``, imports under ``if TYPE_CHECKING:`` count as well.
+    """
+    modules = {module_name(p, root): p for p in sources(package, root)}
     graph: dict[str, set[str]] = {name: set() for name in modules}
+    imports = _all_imports if type_checking else _runtime_imports
     for name, path in modules.items():
         is_package = path.name == "__init__.py"
         here = name if is_package else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in _runtime_imports(tree):
+        for node in imports(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -191,6 +204,57 @@ def test_no_import_loop_among_a_packages_modules(package: str) -> None:
 def test_the_loop_check_finds_a_loop() -> None:
     """The cycle finder is not vacuous."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# -- cycles of types -------------------------------------------------------------------------
+MAX_TYPED_CYCLE = 6
+"""The largest cycle allowed among a package's modules, ``TYPE_CHECKING`` imports counted.
+
+It is the knot of ``pipeline``'s tools and the values they make (docs/architecture.md, "The
+layers"): a `Tool`'s output may be a `SpooledArtifact`, whose ``forge_tools`` returns a
+`ToolRegistry` of `Tool` s, so ``_tool``, ``_registry`` and ``artifacts._artifact`` name each
+other, and with them every module on a path between them (``_tool_checks``, ``_events``,
+``calls._toolcall``). Every other cycle is a pair: a context and the context it creates, the turn
+and its dispatch loop, a middleware set and the decorators that register into it."""
+
+
+def oversized_cycles(graph: dict[str, set[str]], limit: int) -> list[list[str]]:
+    """The cycles of ``graph`` with more than ``limit`` modules."""
+    return [cycle for cycle in cycles(graph) if len(cycle) > limit]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_large_cycle_among_a_packages_modules_type_checking_imports_included(
+    package: str,
+) -> None:
+    """Counting ``TYPE_CHECKING`` imports, no cycle is larger than `MAX_TYPED_CYCLE` modules.
+
+    A type-only import is a dependency all the same: values sit below the machinery that uses
+    them, and a context never appears in a cycle with a value.
+    """
+    assert oversized_cycles(import_graph(package, type_checking=True), MAX_TYPED_CYCLE) == []
+
+
+def test_the_typed_cycle_check_counts_type_checking_imports_and_finds_a_large_cycle(
+    tmp_path: Path,
+) -> None:
+    """The check is not vacuous: a loop closed under TYPE_CHECKING is seen, one too large fails."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "a.py").write_text("from . import b\n", encoding="utf-8")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n",
+        encoding="utf-8",
+    )
+    assert cycles(import_graph("pkg", root=tmp_path)) == []
+    assert cycles(import_graph("pkg", type_checking=True, root=tmp_path)) == [["pkg.a", "pkg.b"]]
+
+    ring = [f"m{i}" for i in range(MAX_TYPED_CYCLE + 1)]
+    graph = {name: {ring[(i + 1) % len(ring)]} for i, name in enumerate(ring)}
+    assert oversized_cycles(graph, MAX_TYPED_CYCLE) == [sorted(ring)]
+    graph[ring[-1]] = set()  # opened: no cycle at all
+    assert oversized_cycles(graph, MAX_TYPED_CYCLE) == []
 
 
 # -- package direction -----------------------------------------------------------------------

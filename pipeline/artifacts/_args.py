@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .._errors import InvalidToolArgsError
 from ._grep import regex_module
-from ._json_tools import compile_jsonpath
+from ._jsonpath import compile_jsonpath
 from ._tokens import EncodingName
 
 __all__ = [

@@ -10,21 +10,36 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from time import monotonic
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from .._errors import InvalidToolArgsError, NotASpoolReaderError
 from ._cap import DEFAULT_MAX_RESULT_BYTES
 from ._toolmethod import DeferredToolMethods, ToolMethod, declared_tool_methods
 
 if TYPE_CHECKING:
+    # `forge_tools` returns a ToolRegistry (its public type), and its context hands out records:
+    # the one place an artifact names what sits above it (docs/architecture.md, "The layers").
     from .._registry import ToolRegistry
+    from ..calls._toolcall import ToolCall
     from ..stores._spool import SpoolReader
-    from ._forge import ArtifactContext
     from ._grep import GrepPattern
 
-__all__ = ["SpooledArtifact", "install_forger", "own_tool_methods"]
+__all__ = ["ArtifactContext", "SpooledArtifact", "install_forger", "own_tool_methods"]
 
-Forger = Callable[[type["SpooledArtifact"], "ArtifactContext"], "ToolRegistry"]
+
+class ArtifactContext(Protocol):
+    """What forging and forged handlers need of a context; `DispatchContext` satisfies it."""
+
+    def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
+        """Ids of this turn's stored calls whose result is an artifact of ``cls``."""
+        ...
+
+    def get_tool_call(self, call_id: str) -> ToolCall | None:
+        """The stored call with ``call_id``, or None."""
+        ...
+
+
+Forger = Callable[[type["SpooledArtifact"], ArtifactContext], "ToolRegistry"]
 """Builds the query tools of an artifact class for a turn (``pipeline/artifacts/_forge.py``)."""
 
 _forger: list[Forger] = []

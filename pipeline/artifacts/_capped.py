@@ -3,22 +3,56 @@
 Each streams lines from the artifact and stops once the next line would pass the cap (see
 ``_cap.py``); the note names the line range to ask for next. Without a cap the text is what
 `default_serialise` makes of the method's list (newline-joined, ``(empty list)`` when empty).
+
+The renderers read an artifact through `LineQueries`, the part of `SpooledArtifact`'s API they
+use: the artifact class names its tool methods (and so these renderers), so the renderers do not
+name the class back (docs/architecture.md, "The layers").
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from ._cap import clip, content_budget, finish, utf8_len
 
-if TYPE_CHECKING:
-    from ._artifact import SpooledArtifact
-
-__all__ = ["capped_cat", "capped_grep", "capped_head", "capped_tail"]
+__all__ = ["LineQueries", "capped_cat", "capped_grep", "capped_head", "capped_tail"]
 
 _EMPTY = "(empty list)"
+
+
+class LineQueries(Protocol):
+    """What the line tools' renderers read of an artifact; every `SpooledArtifact` has it."""
+
+    def lines(self, start: int = 0, end: int | None = None) -> Iterator[str]:
+        """Yield lines ``start`` to ``end`` (exclusive; None: to the end), streaming."""
+        ...
+
+    def line_range(
+        self, start: int | None = None, end: int | None = None
+    ) -> tuple[int, int | None]:
+        """Return the ``(first, stop)`` line indexes ``cat`` reads for ``start`` and ``end``."""
+        ...
+
+    def byte_length(self) -> int:
+        """Return the size of the body in bytes."""
+        ...
+
+    def line_count(self) -> int:
+        """Return the number of lines."""
+        ...
+
+    def iter_grep(
+        self,
+        pattern: str,
+        flags: str = "",
+        start_line: int = 0,
+        end_line: int | None = None,
+        max_matches: int | None = None,
+    ) -> Iterator[tuple[int, str]]:
+        """Yield ``(index, line)`` for each matching line, streaming, under grep's deadline."""
+        ...
 
 
 def _lines(lines: Iterable[str], first: int, cap: int, more: Callable[[int], str]) -> str:
@@ -55,7 +89,7 @@ def _cat_advice(stop: int | None) -> Callable[[int], str]:
 
 
 def capped_cat(
-    artifact: SpooledArtifact, cap: int, start: int | None = None, end: int | None = None
+    artifact: LineQueries, cap: int, start: int | None = None, end: int | None = None
 ) -> str:
     """Render ``artifact.cat(start, end)`` within ``cap`` bytes."""
     first, stop = artifact.line_range(start, end)
@@ -64,14 +98,14 @@ def capped_cat(
     return _lines(artifact.lines(first, stop), first, cap, _cat_advice(stop))
 
 
-def capped_head(artifact: SpooledArtifact, cap: int, n: int = 10) -> str:
+def capped_head(artifact: LineQueries, cap: int, n: int = 10) -> str:
     """Render ``artifact.head(n)`` within ``cap`` bytes."""
     if n <= 0:
         return _EMPTY
     return _lines(artifact.lines(0, n), 0, cap, _cat_advice(n))
 
 
-def capped_tail(artifact: SpooledArtifact, cap: int, n: int = 10) -> str:
+def capped_tail(artifact: LineQueries, cap: int, n: int = 10) -> str:
     """Render ``artifact.tail(n)`` within ``cap`` bytes: the last lines that fit, and a note."""
     if n <= 0 or artifact.byte_length() == 0:
         return _EMPTY
@@ -110,7 +144,7 @@ def _grep_again(line: int) -> str:
 
 
 def capped_grep(
-    artifact: SpooledArtifact,
+    artifact: LineQueries,
     cap: int,
     pattern: str,
     flags: str = "",

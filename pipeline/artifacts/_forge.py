@@ -25,37 +25,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import InvalidToolArgsError, InvalidToolError
 from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
-from ._artifact import SpooledArtifact, install_forger, own_tool_methods
+from ._artifact import ArtifactContext, SpooledArtifact, install_forger, own_tool_methods
 from ._cap import cap_text
 from ._toolmethod import ToolMethod
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..calls._toolcall import ToolCall
-
-__all__ = ["ArtifactContext", "ArtifactTool", "forge_tools"]
+__all__ = ["ArtifactTool", "forge_tools"]
 
 _GRACE = 0.25
 """Seconds a time-limited query's thread gets past its limit to report its own (clearer) error."""
-
-
-class ArtifactContext(Protocol):
-    """What forging and forged handlers need of a context; `DispatchContext` satisfies it."""
-
-    def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
-        """Ids of this turn's stored calls whose result is an artifact of ``cls``."""
-        ...
-
-    def get_tool_call(self, call_id: str) -> ToolCall | None:
-        """The stored call with ``call_id``, or None."""
-        ...
 
 
 class ArtifactTool(Tool[Any]):

@@ -38,7 +38,7 @@ from ._json_formats import (
     parse_json5,
     parse_lines,
 )
-from ._json_tools import compile_jsonpath
+from ._jsonpath import compile_jsonpath
 from ._toolmethod import DeferredToolMethods, ToolMethod
 
 if TYPE_CHECKING:

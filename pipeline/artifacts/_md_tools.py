@@ -2,20 +2,21 @@
 
 List results stop at the cap; the note names the ``start_line`` to ask for next (records carry
 their lines), or, for links and images (whose records have no line), how to narrow the range.
+The renderers read an artifact through `MarkdownQueries` (the part of
+`SpooledMarkdownArtifact`'s API they use), so they do not name the class that names them (see
+``_capped.py``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._cap import cap_items, clip, content_budget, finish, utf8_len
 
-if TYPE_CHECKING:
-    from ._md_artifact import SpooledMarkdownArtifact
-
 __all__ = [
+    "MarkdownQueries",
     "capped_ast",
     "capped_code_blocks",
     "capped_headings",
@@ -24,6 +25,44 @@ __all__ = [
     "capped_sections",
     "capped_text",
 ]
+
+
+class MarkdownQueries(Protocol):
+    """What the Markdown tools' renderers read of an artifact; `SpooledMarkdownArtifact` has it."""
+
+    def md_headings(
+        self, depth: int = 6, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
+        """List the headings up to ``depth`` starting on lines ``[start_line, end_line)``."""
+        ...
+
+    def md_sections(
+        self, depth: int = 6, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
+        """List the sections up to ``depth`` whose heading is on those lines."""
+        ...
+
+    def md_code_blocks(
+        self, lang: str | None = None, start_line: int = 0, end_line: int | None = None
+    ) -> list[dict[str, Any]]:
+        """List the code blocks (of ``lang``, if given) starting on those lines."""
+        ...
+
+    def md_links(self, start_line: int = 0, end_line: int | None = None) -> list[dict[str, Any]]:
+        """List the links starting on lines ``[start_line, end_line)``."""
+        ...
+
+    def md_images(self, start_line: int = 0, end_line: int | None = None) -> list[dict[str, Any]]:
+        """List the images starting on lines ``[start_line, end_line)``."""
+        ...
+
+    def md_blocks(self, start_line: int = 0, end_line: int | None = None) -> list[tuple[int, str]]:
+        """Return ``(first line, plain text)`` of each block starting on those lines."""
+        ...
+
+    def md_ast(self, start_line: int = 0, end_line: int | None = None) -> dict[str, Any]:
+        """Return the syntax tree of the top-level nodes starting on those lines."""
+        ...
 
 
 def _from_line(
@@ -39,7 +78,7 @@ def _from_line(
 
 
 def capped_headings(
-    artifact: SpooledMarkdownArtifact,
+    artifact: MarkdownQueries,
     cap: int,
     depth: int = 6,
     start_line: int = 0,
@@ -52,7 +91,7 @@ def capped_headings(
 
 
 def capped_sections(
-    artifact: SpooledMarkdownArtifact,
+    artifact: MarkdownQueries,
     cap: int,
     depth: int = 6,
     start_line: int = 0,
@@ -65,7 +104,7 @@ def capped_sections(
 
 
 def capped_code_blocks(
-    artifact: SpooledMarkdownArtifact,
+    artifact: MarkdownQueries,
     cap: int,
     lang: str | None = None,
     start_line: int = 0,
@@ -86,21 +125,21 @@ def _narrow(tool: str) -> Callable[[int], str]:
 
 
 def capped_links(
-    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+    artifact: MarkdownQueries, cap: int, start_line: int = 0, end_line: int | None = None
 ) -> str:
     """Render ``md_links`` within ``cap`` bytes."""
     return cap_items(artifact.md_links(start_line, end_line), cap, _narrow("artifact_md_links"))
 
 
 def capped_images(
-    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+    artifact: MarkdownQueries, cap: int, start_line: int = 0, end_line: int | None = None
 ) -> str:
     """Render ``md_images`` within ``cap`` bytes."""
     return cap_items(artifact.md_images(start_line, end_line), cap, _narrow("artifact_md_images"))
 
 
 def capped_text(
-    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+    artifact: MarkdownQueries, cap: int, start_line: int = 0, end_line: int | None = None
 ) -> str:
     """Render ``md_text`` within ``cap`` bytes, whole blocks; the note names the next line."""
     budget = content_budget(cap)
@@ -124,7 +163,7 @@ def capped_text(
 
 
 def capped_ast(
-    artifact: SpooledMarkdownArtifact, cap: int, start_line: int = 0, end_line: int | None = None
+    artifact: MarkdownQueries, cap: int, start_line: int = 0, end_line: int | None = None
 ) -> str:
     """Render ``md_ast`` within ``cap`` bytes: whole top-level nodes; the note names the next."""
     tree = artifact.md_ast(start_line, end_line)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .._dispatch_loop import Executor
     from .._stash import Stash
     from .._tool import Tool, ToolHandler, ToolOutput
-    from ..models._seam import ChatModel, Message, ModelRequest, ModelResponse
+    from ..models._message import Message
+    from ..models._seam import ChatModel, ModelRequest, ModelResponse
     from ..stores._store import TurnRecord, TurnStore
 
 __all__ = ["DurableModel", "DurableStore", "StashBinder", "durable_tool"]

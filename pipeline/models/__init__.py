@@ -13,8 +13,8 @@ import typing as _typing
 
 from .._history import HistoryView as HistoryView
 from ._infer import infer_model as infer_model
+from ._message import Message as Message
 from ._seam import ChatModel as ChatModel
-from ._seam import Message as Message
 from ._seam import ModelRequest as ModelRequest
 from ._seam import ModelResponse as ModelResponse
 from ._seam import ProposedToolCall as ProposedToolCall

@@ -18,9 +18,9 @@ from ._prefix import PrefixCache
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from .._tool import ToolDescription
     from ..artifacts._envelope import ToolLookup
     from ._prefix import ConversationStep
+    from ._tool_defs import ToolDescription
 
 __all__ = ["OpenAIBase"]
 

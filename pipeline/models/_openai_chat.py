@@ -46,10 +46,10 @@ from ._tool_defs import to_openai_tools
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionChunk
 
-    from .._tool import ToolDescription
     from ..artifacts._media import Media
     from ._prefix import ConversationStep
     from ._seam import ModelRequest
+    from ._tool_defs import ToolDescription
 
 __all__ = ["OpenAIChatModel"]
 

@@ -42,11 +42,11 @@ from ._seam import ModelResponse, ProposedToolCall, Usage
 from ._tool_defs import to_openai_tools
 
 if TYPE_CHECKING:
-    from .._tool import ToolDescription
     from ..artifacts._media import Media
     from ..calls._toolcall import ToolCall
     from ._prefix import ConversationStep
     from ._seam import ModelRequest
+    from ._tool_defs import ToolDescription
 
 __all__ = ["OpenAIResponsesModel"]
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ..calls._toolcall import ToolCall
-    from ._seam import Message, ModelRequest
+    from ._message import Message
+    from ._seam import ModelRequest
 
 __all__ = ["ConversationStep", "PrefixCache"]
 

@@ -1,63 +1,26 @@
-"""The model seam: messages, requests, responses and the `ChatModel` protocol."""
+"""The model seam: requests, responses and the `ChatModel` protocol.
+
+A `ModelRequest` is built from the turn's messages (``_message.py``), records and tools, so it
+sits above them; the machinery that builds one (`DispatchContext.model_request`) sits above it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from .._errors import InvalidToolCallError
 from .._frozen import slot_setters
-from .._ids import new_id
 
 if TYPE_CHECKING:
-    from .._tool import ToolDescription
     from ..artifacts._envelope import ToolLookup
     from ..calls._toolcall import ToolCall
+    from ._message import Message
+    from ._tool_defs import ToolDescription
 
-__all__ = ["ChatModel", "Message", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
+__all__ = ["ChatModel", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
-
-
-def _message_id() -> str:
-    return new_id("msg")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Message:
-    """One message of a conversation."""
-
-    role: Literal["user", "assistant"]
-    """Who said it."""
-    content: str
-    """The text."""
-    id: str = field(default_factory=_message_id)
-    """Unique id (generated when not given)."""
-    created_at: datetime = field(default_factory=_now)
-    """When the message was created (aware)."""
-    tool_call_ids: tuple[str, ...] = ()
-    """Ids of the tool calls an assistant message proposed, in order."""
-
-    def __post_init__(self) -> None:
-        """Reject a bad role, a non-string content, an empty id or a naive timestamp."""
-        if self.role not in ("user", "assistant"):
-            raise InvalidToolCallError(
-                f"message role must be 'user' or 'assistant', got {self.role!r}"
-            )
-        if not isinstance(self.content, str):
-            raise InvalidToolCallError("message content must be a string")
-        message_id: object = self.id  # typed str, but checked: callers may pass anything
-        if not isinstance(message_id, str) or not message_id:
-            raise InvalidToolCallError(f"message id must be a non-empty string, got {message_id!r}")
-        created_at: object = self.created_at
-        if not isinstance(created_at, datetime) or created_at.tzinfo is None:
-            raise InvalidToolCallError("message created_at must be a timezone-aware datetime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,36 +132,10 @@ class ChatModel(Protocol):
         ...
 
 
-_MESSAGE_SETTERS: Final = slot_setters(
-    Message, "role", "content", "id", "created_at", "tool_call_ids"
-)
 _REQUEST_SETTERS: Final = slot_setters(
     ModelRequest,
     *("system_prompt", "messages", "tool_calls", "tools", "turn_id", "tool_view", "on_text_delta"),
 )
-
-
-def new_message(
-    role: Literal["user", "assistant"], content: str, tool_call_ids: tuple[str, ...] = ()
-) -> Message:
-    """A new `Message` with a fresh id and timestamp, without the checks it cannot fail.
-
-    The loop's hot path (the executor makes one per iteration); ``role`` must be one of the
-    two and ``tool_call_ids`` strs.
-
-    Raises:
-        InvalidToolCallError: ``content`` is not a str (a model answered with something else).
-    """
-    if type(content) is not str and not isinstance(content, str):
-        raise InvalidToolCallError("message content must be a string")
-    message: Message = object.__new__(Message)
-    role_, text, id_, created_at, ids = _MESSAGE_SETTERS
-    role_(message, role)
-    text(message, content)
-    id_(message, new_id("msg"))
-    created_at(message, datetime.now(UTC))
-    ids(message, tool_call_ids)
-    return message
 
 
 def model_request(
@@ -223,5 +160,5 @@ def model_request(
     return request
 
 
-for _cls in (Message, ProposedToolCall, ModelRequest, ModelResponse, ChatModel, Usage):
+for _cls in (ProposedToolCall, ModelRequest, ModelResponse, ChatModel, Usage):
     _cls.__module__ = "pipeline"

@@ -1,8 +1,9 @@
-"""Provider wire shapes for tool definitions, rendered from `ToolDescription` values.
+"""`ToolDescription` (what the model is told about a tool) and its provider wire shapes.
 
-A `ToolDescription` is provider-neutral (a name, a description and a JSON Schema object); these
-functions turn a sequence of them into the shape each provider documents for its tools
-parameter. They copy, never mutate, the descriptions.
+A `ToolDescription` is provider-neutral (a name, a description and a JSON Schema object): a
+`Tool` describes itself with one and a `ModelRequest` carries them, so it sits below both (plain
+data, no import of either). The functions here turn a sequence of them into the shape each
+provider documents for its tools parameter. They copy, never mutate, the descriptions.
 """
 
 from __future__ import annotations
@@ -11,9 +12,21 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from .._tool import ToolDescription
+from typing_extensions import TypedDict
 
-__all__ = ["to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
+__all__ = ["ToolDescription", "to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
+
+
+class ToolDescription(TypedDict):
+    """What the model is told about a tool (plain JSON data)."""
+
+    name: str
+    """The tool's name."""
+    description: str
+    """What the tool does."""
+    input_schema: dict[str, Any]
+    """The JSON Schema of the tool's arguments."""
+
 
 # JSON Schema keywords outside the OpenAPI 3.0 subset that Gemini function declarations accept.
 _GEMINI_DROP = frozenset(
@@ -135,5 +148,5 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-for _fn in (to_openai_tools, to_anthropic_tools, to_gemini_tools):
-    _fn.__module__ = "pipeline"
+for _public in (ToolDescription, to_openai_tools, to_anthropic_tools, to_gemini_tools):
+    _public.__module__ = "pipeline"

@@ -17,7 +17,7 @@ from ._sqlite_codec import CALL_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, message_
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, AsyncCursor
 
-    from ..models._seam import Message
+    from ..models._message import Message
 
 __all__ = [
     "CALL_BYTEA",

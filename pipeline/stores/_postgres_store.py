@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from ..artifacts._artifact import SpooledArtifact
     from ..calls._toolcall import ToolCall
-    from ..models._seam import Message
+    from ..models._message import Message
     from ._spool import SpoolStore
     from ._store import TurnRecord
 

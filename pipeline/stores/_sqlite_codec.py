@@ -32,7 +32,7 @@ from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._media import Media
 from ..calls._decision import Decision
 from ..calls._toolcall import ToolCall
-from ..models._seam import Message
+from ..models._message import Message
 from ._body_refs import missing_body
 from ._spool import MemorySpoolReader
 from ._store import TurnRecord

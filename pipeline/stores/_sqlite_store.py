@@ -58,7 +58,7 @@ from ._sqlite_schema import migrate
 if TYPE_CHECKING:
     from ..artifacts._artifact import SpooledArtifact
     from ..calls._toolcall import ToolCall
-    from ..models._seam import Message
+    from ..models._message import Message
     from ._store import TurnRecord
 
 __all__ = ["SqliteStore"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .._events import TurnStatus
     from ..calls._toolcall import ToolCall
-    from ..models._seam import Message
+    from ..models._message import Message
 
 __all__ = ["MemoryStore", "TurnRecord", "TurnStore"]
 

@@ -22,7 +22,7 @@ from pipeline import (
 )
 from pipeline._json import tool_call_checksum
 from pipeline.calls._toolcall import build_record
-from pipeline.models._seam import new_message
+from pipeline.models._message import new_message
 from pipeline.testing import ScriptedModel, make_dispatch_context
 
 
