@@ -61,9 +61,10 @@ _BYTEA = frozenset(
         "reason",
         "error",
         "input",
+        "decisions",
     )
 )
-_VERSION = 1
+_VERSION = 2
 _LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
 _SCHEMA = (
     "CREATE SCHEMA IF NOT EXISTS loopware",
@@ -96,6 +97,8 @@ _HEAD = "SELECT count, hash FROM loopware.audit_chains WHERE chain = %s"
 def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
     fields = entry_to_fields(row.entry)
     fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
     out: list[Any] = [chain, row.index]
     for name in _COLUMNS:
         value = fields[name]
@@ -237,7 +240,13 @@ class PostgresAuditSink:
             if version < 1:
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (1)")
+            if version < 2:  # a call's row says whether its handler ran, and every decision
+                conn.execute(
+                    "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
+                    "ADD COLUMN decisions bytea"
+                )
+            for step in range(version + 1, _VERSION + 1):
+                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
             self._head = self._stored_head(conn, lock=False)
 
     def _stored_head(self, conn: psycopg.Connection[tuple[Any, ...]], *, lock: bool) -> AuditHead:

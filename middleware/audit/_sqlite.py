@@ -84,6 +84,8 @@ def _sql_text(value: object) -> object:
 def _sql_values(row: AuditRow) -> tuple[Any, ...]:
     fields = entry_to_fields(row.entry)
     fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
     return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
 
 
@@ -114,10 +116,13 @@ def row_from_values(values: Sequence[Any]) -> AuditRow | None:
                 fields[name] = bytes(value).decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
                 return None
-    flag = fields["is_error"]
+    flag, ran = fields["is_error"], fields["ran"]
     if type(flag) is not int or flag not in (0, 1):
         return None
+    if ran is not None and (type(ran) is not int or ran not in (0, 1)):
+        return None
     fields["is_error"] = bool(flag)
+    fields["ran"] = None if ran is None else bool(ran)
     index, prev_hash, digest = values[0], values[-2], values[-1]
     if not (isinstance(prev_hash, str) and isinstance(digest, str)):
         return None

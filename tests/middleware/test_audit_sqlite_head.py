@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from middleware import AuditEntry, AuditHead, SqliteAuditSink
-from middleware.audit._chain import GENESIS_HASH, entry_to_fields, row_hash
+from middleware.audit._chain import GENESIS_HASH, row_hash
+
+from ._old_rows import old_fields
 
 _FRAME = 24 + 4096  # a WAL frame: its header and one page (SQLite's default page size)
 
@@ -136,7 +138,7 @@ def _v1_file(path: Path, count: int, head: int) -> list[str]:
     conn.execute("INSERT INTO audit_migrations VALUES (1, datetime('now'))")
     prev, hashes = GENESIS_HASH, []
     for i in range(count):
-        fields = entry_to_fields(entry(i))
+        fields = old_fields(entry(i))
         digest = row_hash(i, fields, prev)
         fields["is_error"] = int(fields["is_error"])
         conn.execute("INSERT INTO audit_rows VALUES (?, " + ", ".join("?" * 16) + ", ?, ?)",
@@ -159,7 +161,7 @@ async def test_a_version_1_log_moves_its_head_into_the_rows(tmp_path: Path) -> N
             versions = [v for (v,) in conn.execute("SELECT version FROM audit_migrations")]
         conn.close()
         assert "audit_head" not in tables
-        assert versions == [1, 2]
+        assert versions == [1, 2, 3]
         assert table(path)[-1] == (4, None, 1, 4)
         assert sink.head() == AuditHead(4, hashes[-1])
         assert sink.verify() is None
