@@ -393,8 +393,21 @@ def canonical_row(
     it. A row with anything else (a lone surrogate, an unusual type or number) is built by
     ``canonical_json`` from `hashed_fields`.
     """
+    text = _common_row(entry, index, prev_hash, recorded_at)
+    return _any_row(entry, index, prev_hash) if text is None else text
+
+
+def _any_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
+    """`canonical_row`'s text of any row, by its definition."""
+    fields = {**hashed_fields(entry), "index": index, "prev_hash": prev_hash}
+    return canonical_json(fields).encode("utf-8")
+
+
+def _common_row(
+    e: AuditEntry, index: int, prev_hash: str, recorded_at: str | None
+) -> bytes | None:
+    """`canonical_row`'s text of a common row, written directly; None for any other row."""
     q = encode_basestring
-    e = entry
     try:
         if type(index) is not int or not 0 <= index <= _MAX_SAFE_INTEGER:
             raise TypeError(index)
@@ -434,8 +447,7 @@ def canonical_row(
         )
         return text.encode()  # a lone surrogate cannot be encoded: the slow way
     except (TypeError, KeyError, UnicodeEncodeError):
-        fields = {**hashed_fields(entry), "index": index, "prev_hash": prev_hash}
-        return canonical_json(fields).encode("utf-8")
+        return None
 
 
 _make = object.__new__
@@ -489,7 +501,9 @@ def seal_fields(
     Returns the rows; per row ``(index, *fields, prev_hash, hash)`` with the fields in
     `entry_to_fields` order, ``recorded_at`` as `iso_text` and ``is_error`` (and ``ran`` when
     set) as 0 or 1; the total size of their hash texts (about what they take in storage); and
-    whether every text was ASCII. The hash text is `canonical_row`'s.
+    whether every row is plain: its text ASCII and built the common way, so that no field holds
+    a lone surrogate or a value of an unusual type (a sink stores the values of other rows
+    with care). The hash text is `canonical_row`'s.
     """
     sha256 = hashlib.sha256
     rows: list[AuditRow] = []
@@ -499,7 +513,10 @@ def seal_fields(
     index, prev = head.count, head.hash
     for e in entries:
         recorded = iso_text(e.recorded_at)
-        data = canonical_row(e, index, prev, recorded)
+        data = _common_row(e, index, prev, recorded)
+        if data is None:  # canonical_json escapes a lone surrogate: its text may be ASCII
+            data = _any_row(e, index, prev)
+            ascii_only = False
         size += len(data)
         ascii_only = ascii_only and data.isascii()
         digest = sha256(data).hexdigest()

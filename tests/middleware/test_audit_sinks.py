@@ -381,19 +381,34 @@ def test_a_row_appended_after_a_torn_line_is_readable(tmp_path: Path) -> None:
     assert (last["index"], last["hash"], last["call_id"]) == (row.index, row.hash, "call-5")
 
 
-def test_text_with_lone_surrogates_is_kept_exactly(sinks: SinkBackend, tmp_path: Path) -> None:
-    """A row whose text holds lone surrogates (undecodable file names) is written and verifies."""
+@pytest.mark.parametrize("other", [" ✓", ""], ids=["with-other-non-ascii", "ascii-otherwise"])
+def test_text_with_lone_surrogates_is_kept_exactly(
+    sinks: SinkBackend, tmp_path: Path, other: str
+) -> None:
+    """A row whose text holds lone surrogates (undecodable file names) is written and verifies,
+    whether or not its other text is ASCII (the escaped surrogate is)."""
     sink = sinks.open(tmp_path)
     odd = AuditEntry(
         kind="turn",
         turn_id="t1",
         conversation_id="c\udcfe",
         recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
-        input="list report-\udcff.txt ✓",
+        input=f"list report-\udcff.txt{other}",
         error="E_X: bad \ud800",
     )
-    [row] = append(sink, [odd])
-    assert sink.rows() == [row]
-    assert sink.rows()[0].entry == odd
+    call = AuditEntry(
+        kind="tool_call",
+        turn_id="t1",
+        conversation_id=None,
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+        call_id="s\udc80",
+        tool="sea\ud800rch",
+        decision="invalid",
+        ran=False,
+        decisions='[{"reason":"bad \\ud800"}]',
+    )
+    rows = append(sink, [odd, call])
+    assert sink.rows() == rows
+    assert [r.entry for r in sink.rows()] == [odd, call]
     assert sink.verify() is None
     sink.close()
