@@ -22,11 +22,13 @@ from ._events import (
     Event,
     GateClosed,
     GateOpened,
+    Log,
     MessageStored,
     StageName,
     ToolCallStored,
     ToolDecided,
 )
+from ._stages import RecordAction, RecordChange
 from .artifacts._artifact import SpooledArtifact
 from .stores._store import MemoryStore
 
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
     from ._bus import EventBus
     from ._gate import Gate
     from ._onion import Onion
+    from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
+    from ._stages import RecordKeeper
     from ._stash import Stash
     from .calls._decision import ToolDecision
     from .calls._run import ToolCallContext
@@ -99,6 +103,7 @@ class TurnState:
         "input",
         "interrupted",
         "iterations",
+        "keeping",
         "messages",
         "new_calls",
         "open_gates",
@@ -132,6 +137,7 @@ class TurnState:
         tool_call_onion: Onion,
         system_prompt: str | None = None,
         conversation_id: str | None = None,
+        keeping: RecordKeeping | None = None,
     ) -> None:
         """Hold a fresh turn's parts (the runner builds one per ``run()``)."""
         self.turn_id = turn_id
@@ -146,8 +152,12 @@ class TurnState:
         turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
         self.spool = spool
         self.bus = bus
-        self.pending: set[asyncio.Task[Any]] = set()
-        """Tasks of async listeners, awaited before the turn returns."""
+        self.pending: set[asyncio.Future[Any]] = set()
+        """Tasks of async listeners, and record writes still running (`track_record`), awaited
+        before the turn returns."""
+        self.keeping = keeping
+        """The runner's record keepers (None when it has none): every change to the stored
+        calls goes through them (``pipeline/_record_keeping.py``)."""
         self.messages: list[Message] = []
         self.calls: list[ToolCall] = []
         self.by_id: dict[str, ToolCall] = {}
@@ -319,7 +329,11 @@ class TurnState:
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
     async def store_tool_call(self, call: ToolCall) -> None:
-        """Persist a completed call, then record it, index it and emit `ToolCallStored`."""
+        """Persist a completed call, then record it, index it and emit `ToolCallStored`.
+
+        The runner's record keepers keep their records of it with the store's write
+        (``pipeline/_record_keeping.py``).
+        """
         if call.id in self.by_id:
             raise InvalidToolCallError(
                 f"a tool call with id {call.id!r} is already stored in this turn; "
@@ -332,10 +346,14 @@ class TurnState:
                 f"conversation {self.conversation_id!r}; give each call a unique id",
                 call_id=call.id,
             )
-        if self.saves:
+        keeping = self.keeping
+        if keeping is not None or self.saves:
             self.shield += 1
             try:
-                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                if keeping is None:
+                    await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                else:
+                    await keeping.persist(self, self._change("stored", call))
                 self._add(call)
             finally:
                 self._unshield()
@@ -343,6 +361,17 @@ class TurnState:
             self._add(call)
         if self.bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
+
+    def _change(
+        self, action: RecordAction, call: ToolCall, previous: ToolCall | None = None
+    ) -> RecordChange:
+        return RecordChange(
+            action=action,
+            turn_id=self.turn_id,
+            conversation_id=self.conversation_id,
+            call=call,
+            previous=previous,
+        )
 
     def _add(self, call: ToolCall) -> None:
         """Record a stored call: in order, by id, counted, and among this iteration's."""
@@ -361,7 +390,10 @@ class TurnState:
             )
         self.shield += 1
         try:
-            await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            if self.keeping is None:
+                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            else:
+                await self.keeping.persist(self, self._change("amended", call, old))
             calls = list(self.calls)  # edit a copy: views handed out keep what they showed
             calls[calls.index(old)] = call
             self.calls = calls
@@ -382,7 +414,10 @@ class TurnState:
             return False
         self.shield += 1
         try:
-            await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            if self.keeping is None:
+                await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            else:
+                await self.keeping.persist(self, self._change("deleted", old))
             calls = list(self.calls)  # edit a copy: views handed out keep what they showed
             calls.remove(old)
             self.calls = calls
@@ -393,6 +428,53 @@ class TurnState:
         finally:
             self._unshield()
         return True
+
+    # -- records of record keepers -------------------------------------------------------------
+    def track_record(
+        self, write: Awaitable[object], keeper: RecordKeeper, change: RecordChange
+    ) -> None:
+        """Await a keeper's record write before the turn returns; report it if it fails.
+
+        A finished write is let go at once, so a long turn (a gateway session's) holds only
+        the writes still running.
+        """
+        future = asyncio.ensure_future(write)
+        if future.done():
+            self._record_done(future, keeper, change)
+            return
+        self.pending.add(future)
+        future.add_done_callback(lambda done: self._record_done(done, keeper, change))
+
+    def _record_done(
+        self, future: asyncio.Future[object], keeper: RecordKeeper, change: RecordChange
+    ) -> None:
+        self.pending.discard(future)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self.record_failed(keeper, change, exc)
+
+    def record_failed(self, keeper: RecordKeeper, change: RecordChange, exc: BaseException) -> None:
+        """Report a keeper's failed record of ``change`` as a `Log` warning (``record_error``)."""
+        name = type(keeper).__qualname__
+        self.emit(
+            Log(
+                turn_id=self.turn_id,
+                level="warning",
+                kind="record_error",
+                message=(
+                    f"record keeper {name} failed to keep the record of call "
+                    f"{change.call.id!r} ({change.action}): {type(exc).__name__}: {exc}"
+                ),
+                payload={
+                    "keeper": name,
+                    "call_id": change.call.id,
+                    "action": change.action,
+                    "error": repr(exc),
+                },
+            )
+        )
 
     def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
         """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).
