@@ -169,7 +169,7 @@ def _summary(
         )
     )
     denied = [d for d in _decisions(result, policy.namespace) if d.get("iteration") is not None]
-    final = {  # a call's last row is its final form (AuditLog writes a row per change)
+    final = {  # AuditLog writes one tool_call row per stored call, its verdict as decision
         row.entry.call_id: row.entry.decision
         for row in rows
         if row.entry.kind == "tool_call" and row.entry.decision is not None

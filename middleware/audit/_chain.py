@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pipeline import canonical_json
+from pipeline import TransactionWriter, canonical_json
 
 __all__ = [
     "DECISIONS",
@@ -32,6 +32,7 @@ __all__ = [
     "AuditKind",
     "AuditRow",
     "AuditSink",
+    "JointAuditSink",
     "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
@@ -221,6 +222,24 @@ class AuditSink(Protocol):
 
     def close(self) -> None:
         """Finish queued appends and release the storage."""
+        ...
+
+
+@runtime_checkable
+class JointAuditSink(AuditSink, Protocol):
+    """A sink that can also write rows inside a store's transaction on the same database.
+
+    `AuditLog` writes a call's row this way when the turn's store is a
+    ``pipeline.JointStore`` whose ``transaction_database`` is the sink's ``database``.
+    """
+
+    @property
+    def database(self) -> str | None:
+        """The database the rows go to, named as stores name theirs (None: no store's)."""
+        ...
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as the next rows, written by the store in its transaction."""
         ...
 
 

@@ -15,6 +15,11 @@ thread is busy are written in one transaction. Free text is stored as ``bytea`` 
 ``convert_from(column, 'UTF8')``. The tables live in the ``loopware`` schema beside
 `pipeline.stores.PostgresStore`'s, with their own ``audit_migrations``. psycopg is imported when
 a sink is created, never by ``import middleware`` (extra ``loopware[postgres]``).
+
+Rows can also be written inside a `PostgresStore`'s transaction on the same database
+(`PostgresAuditSink.joint`): the store runs the writer in the transaction that stores a call,
+so the call and its row commit together; the writer locks the chain's head row and chains its
+rows after it exactly as an append does (the same statements, sent on the store's connection).
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -42,6 +47,7 @@ from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.connection_async import AsyncConnection
 
 __all__ = ["PostgresAuditSink"]
 
@@ -92,6 +98,12 @@ _SELECT = (
 )
 _LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
 _HEAD = "SELECT count, hash FROM loopware.audit_chains WHERE chain = %s"
+_ENSURE = (
+    "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
+    "ON CONFLICT (chain) DO NOTHING"
+)
+"""Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
+_MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s"
 
 
 def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
@@ -109,6 +121,19 @@ def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
 
 
 _parse = row_from_values
+
+
+def _found_head(stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None) -> AuditHead:
+    """Where the next row goes, from the head row (``_HEAD``) and the last row (``_LAST``)."""
+    return _resume(
+        None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
+        None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
+    )
+
+
+def _database_of(info: Any) -> str:
+    """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
+    return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
 
 
 def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
@@ -151,10 +176,12 @@ class PostgresAuditSink:
         "_closed",
         "_conn",
         "_conninfo",
+        "_database",
         "_executor",
         "_head",
         "_lock",
         "_queued",
+        "_stale",
         "_timeout",
     )
 
@@ -181,6 +208,8 @@ class PostgresAuditSink:
         self._timeout = float(timeout)
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._head = AuditHead(0, GENESIS_HASH)
+        self._database: str | None = None
+        self._stale = False  # rows were written in a store's transaction since
         self._closed = False
         self._lock = threading.Lock()
         self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
@@ -200,6 +229,22 @@ class PostgresAuditSink:
         """The chain's name."""
         return self._chain
 
+    @property
+    def database(self) -> str | None:
+        """The database the sink writes to, as `PostgresStore` names its own (libpq's view)."""
+        return self._database
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as rows written in a `PostgresStore`'s transaction on the same database.
+
+        The store runs the writer with its transaction's ``AsyncConnection``: it locks the
+        chain's head row, chains the rows after it and moves it, committing with the store.
+        """
+        return _JointRows(self._chain, tuple(entries), self._written_elsewhere)
+
+    def _written_elsewhere(self) -> None:
+        self._stale = True
+
     # -- worker thread --------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         import psycopg
@@ -218,7 +263,9 @@ class PostgresAuditSink:
         import psycopg
 
         try:
-            self._migrate(self._connect())
+            conn = self._connect()
+            self._migrate(conn)
+            self._database = _database_of(conn.info)
         except psycopg.Error as exc:
             raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
 
@@ -258,19 +305,11 @@ class PostgresAuditSink:
         the second one starts after the lock is granted, so it sees the rows of the append
         that held the lock before.
         """
-        if lock:  # make sure there is a head row to lock (a new chain, or one deleted by hand)
-            conn.execute(
-                "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
-                "ON CONFLICT (chain) DO NOTHING",
-                (self._chain, GENESIS_HASH),
-            )
+        if lock:
+            conn.execute(_ENSURE, (self._chain, GENESIS_HASH))
         head = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
         tail = conn.execute(_LAST, (self._chain,))
-        stored, last = head.fetchone(), tail.fetchone()
-        return _resume(
-            None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
-            None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
-        )
+        return _found_head(head.fetchone(), tail.fetchone())
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         if not entries:
@@ -282,10 +321,7 @@ class PostgresAuditSink:
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, [_values(self._chain, row) for row in rows])
-            conn.execute(
-                "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s",
-                (head.count, head.hash, self._chain),
-            )
+            conn.execute(_MOVE, (head.count, head.hash, self._chain))
         self._head = head
         return rows
 
@@ -344,7 +380,16 @@ class PostgresAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as this sink last wrote or read it (keep a copy to anchor the chain)."""
-        return self._call(lambda: self._head)
+        return self._call(self._current_head)
+
+    def _current_head(self) -> AuditHead:
+        """The head as last written or read, read again if a store's transaction wrote rows."""
+        if self._stale:
+            self._stale = False  # before reading: a later joint write sets it again
+            conn = self._connect()
+            with conn.transaction():
+                self._head = self._stored_head(conn, lock=False)
+        return self._head
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
@@ -368,6 +413,44 @@ class PostgresAuditSink:
 
         self._executor.submit(last).result()
         self._executor.shutdown(wait=True)
+
+
+class _JointRows:
+    """A `TransactionWriter`: rows a `PostgresStore` writes in its transaction (see ``joint``).
+
+    The statements are the sink's own append's (`PostgresAuditSink._write`), sent with the
+    store's ``AsyncConnection`` on the store's event loop.
+    """
+
+    __slots__ = ("_chain", "_entries", "_settled")
+
+    def __init__(
+        self, chain: str, entries: tuple[AuditEntry, ...], settled: Callable[[], None]
+    ) -> None:
+        self._chain = chain
+        self._entries = entries
+        self._settled = settled
+
+    def __repr__(self) -> str:
+        return f"PostgresAuditSink.joint(chain={self._chain!r}, rows={len(self._entries)})"
+
+    async def write(self, connection: object) -> None:
+        """Lock the head row, chain the rows after it, move it (in the store's transaction)."""
+        # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
+        conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
+        chain = self._chain
+        await conn.execute(_ENSURE, (chain, GENESIS_HASH))
+        head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
+        tail = await conn.execute(_LAST, (chain,))
+        rows = seal(self._entries, _found_head(await head.fetchone(), await tail.fetchone()))
+        async with conn.cursor() as cur:
+            await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
+        await conn.execute(_MOVE, (rows[-1].index + 1, rows[-1].hash, chain))
+
+    def settle(self, committed: bool) -> None:
+        """Once committed, the sink reads its head again before handing it out."""
+        if committed:
+            self._settled()
 
 
 PostgresAuditSink.__module__ = "middleware"

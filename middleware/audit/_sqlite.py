@@ -18,6 +18,12 @@ The chain's head is kept in memory, read on opening; each append checks it in it
 transaction, under the write lock, at no extra cost (see ``SqliteAuditSink._append_locked``), and
 chains after what the file holds when another connection wrote since. In the file, the head is
 the last row of ``audit_rows`` (``middleware/audit/_sqlite_schema.py``).
+
+Rows can also be written inside another connection's transaction on the same file: a
+`SqliteStore` on it runs the sink's `SqliteAuditSink.joint` writer in the transaction that
+stores a call, so the call and its row commit together. Holding the write lock already, the
+writer chains after the head the file holds (`stored_head`); once it committed, the head in
+memory is read again before it is next handed out.
 """
 
 from __future__ import annotations
@@ -25,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -148,10 +154,12 @@ class SqliteAuditSink:
     __slots__ = (
         "_conn",
         "_cursor",
+        "_database",
         "_fast",
         "_fast_cursor",
         "_head",
         "_path",
+        "_stale",
         "_unchecked",
         "_writer",
     )
@@ -159,6 +167,9 @@ class SqliteAuditSink:
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
         """Open (or create) the chain; see the class docstring."""
         self._path = check_options("SqliteAuditSink", path, synchronous)
+        memory = self._path == ":memory:" or self._path.startswith("file::memory:")
+        self._database = None if memory else "sqlite:" + os.path.realpath(self._path)
+        self._stale = False  # rows were written in another connection's transaction since
         self._conn: sqlite3.Connection | None = None
         self._fast: sqlite3.Connection | None = None  # the calling thread's ("normal" only)
         self._cursor: sqlite3.Cursor | None = None  # one cursor per connection, reused
@@ -221,6 +232,47 @@ class SqliteAuditSink:
             fast.execute("PRAGMA synchronous = NORMAL")
             fast.execute("PRAGMA wal_autocheckpoint = 0")
             self._fast_cursor = fast.cursor()
+
+    @property
+    def database(self) -> str | None:
+        """``"sqlite:"`` and the file's real path, as `SqliteStore` names its database."""
+        return self._database
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as rows written in a `SqliteStore`'s transaction on the same file.
+
+        The store runs the writer with its transaction's cursor (holding the write lock): the
+        rows chain after the head the file holds and commit with the store's write.
+        """
+        entries = tuple(entries)
+        return _JointRows(lambda cur: self._write_in(cur, entries), self._written_elsewhere)
+
+    def _write_in(self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]) -> None:
+        """Write ``entries`` in the caller's transaction, which holds the write lock."""
+        rows, values, _ = _chain_values(entries, stored_head(cur))
+        head = new_head(rows[-1])
+        cur.execute(_SQL_DROP_HEAD)
+        _insert(cur, values)
+        cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+
+    def _written_elsewhere(self) -> None:
+        """Rows were committed by another connection: read the head again before handing it out.
+
+        (Appends check the head in memory against the file anyway.)
+        """
+        self._stale = True
+
+    def _current_head(self) -> AuditHead:
+        """The head as written so far, read from the file if rows were written elsewhere."""
+        if self._stale:
+            self._stale = False  # before reading: a later joint write sets it again
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                self._head = stored_head(conn)
+            finally:
+                conn.execute("COMMIT")
+        return self._head
 
     def _close(self) -> None:
         for conn in (self._fast, self._conn):
@@ -342,7 +394,7 @@ class SqliteAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
-        return self._writer.call(lambda: self._head)
+        return self._writer.call(self._current_head)
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
@@ -369,6 +421,32 @@ def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
         cur.execute(SQL_INSERT, values[0])
     else:
         cur.executemany(SQL_INSERT, values)
+
+
+class _JointRows:
+    """A `TransactionWriter`: rows a `SqliteStore` writes in its transaction (see ``joint``)."""
+
+    __slots__ = ("_settled", "_write")
+
+    def __init__(
+        self, write: Callable[[sqlite3.Cursor], None], settled: Callable[[], None]
+    ) -> None:
+        self._write = write
+        self._settled = settled
+
+    def __repr__(self) -> str:
+        return "SqliteAuditSink.joint(...)"
+
+    def write(self, connection: object) -> None:
+        """Write the rows with the store's cursor (on the store's worker thread)."""
+        if not isinstance(connection, sqlite3.Cursor):
+            raise TypeError(f"an SQLite audit writer needs an sqlite3.Cursor, not {connection!r}")
+        self._write(connection)
+
+    def settle(self, committed: bool) -> None:
+        """Once committed, the sink reads its head again before handing it out."""
+        if committed:
+            self._settled()
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
