@@ -9,9 +9,10 @@ and the store's write in the order `pipeline.stages.RecordKeeper` promises:
   awaited (write-ahead), so a process killed at any moment leaves no stored call without its
   record;
 - a store that is not durable: the records are started and awaited when the turn ends
-  (`TurnState.track_record`), so the turn never waits on them call by call.
+  (`RecordKeeping.track`), so the turn never waits on them call by call.
 
-A keeper's failing write is reported (`TurnState.record_failed`) and never stops the store's.
+A keeper's failing write is reported (`RecordKeeping.failed`: a `Log` warning of kind
+``"record_error"``) and never stops the store's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, cast
 
+from ._events import Log
 from ._stages import JointRecordKeeper, RecordKeeper
 from .stores._store import JointStore, is_durable
 
@@ -78,9 +80,9 @@ class RecordKeeping:
         if not self.durable:
             for keeper in self.keepers:
                 try:
-                    state.track_record(keeper.keep(change), keeper, change)
+                    self.track(state, keeper.keep(change), keeper, change)
                 except Exception as exc:  # a keeper must never break the turn
-                    state.record_failed(keeper, change, exc)
+                    self.failed(state, keeper, change, exc)
             await self._store_write(state, change, ())
             return
         joining = self._joining()
@@ -93,15 +95,72 @@ class RecordKeeping:
                 else:
                     ahead.append((keeper, keeper.keep(change)))
             except Exception as exc:
-                state.record_failed(keeper, change, exc)
+                self.failed(state, keeper, change, exc)
         if ahead:
             outcomes = await asyncio.gather(*(w for _, w in ahead), return_exceptions=True)
             for (keeper, _), outcome in zip(ahead, outcomes, strict=True):
                 if isinstance(outcome, Exception):
-                    state.record_failed(keeper, change, outcome)
+                    self.failed(state, keeper, change, outcome)
                 elif isinstance(outcome, BaseException):
                     raise outcome
         await self._store_write(state, change, writers)
+
+    def track(
+        self,
+        state: TurnState,
+        write: Awaitable[object],
+        keeper: RecordKeeper,
+        change: RecordChange,
+    ) -> None:
+        """Have the turn await a keeper's write before it returns; report it if it fails.
+
+        A finished write is let go at once, so a long turn (a gateway session's) holds only
+        the writes still running.
+        """
+        future = asyncio.ensure_future(write)
+        if future.done():
+            self._done(state, future, keeper, change)
+            return
+        state.pending.add(future)
+        future.add_done_callback(lambda done: self._done(state, done, keeper, change))
+
+    def _done(
+        self,
+        state: TurnState,
+        future: asyncio.Future[object],
+        keeper: RecordKeeper,
+        change: RecordChange,
+    ) -> None:
+        state.pending.discard(future)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self.failed(state, keeper, change, exc)
+
+    @staticmethod
+    def failed(
+        state: TurnState, keeper: RecordKeeper, change: RecordChange, exc: BaseException
+    ) -> None:
+        """Report a keeper's failed record of ``change`` as a `Log` warning (``record_error``)."""
+        name = type(keeper).__qualname__
+        state.emit(
+            Log(
+                turn_id=state.turn_id,
+                level="warning",
+                kind="record_error",
+                message=(
+                    f"record keeper {name} failed to keep the record of call "
+                    f"{change.call.id!r} ({change.action}): {type(exc).__name__}: {exc}"
+                ),
+                payload={
+                    "keeper": name,
+                    "call_id": change.call.id,
+                    "action": change.action,
+                    "error": repr(exc),
+                },
+            )
+        )
 
     @staticmethod
     async def _store_write(

@@ -22,7 +22,6 @@ from ._events import (
     Event,
     GateClosed,
     GateOpened,
-    Log,
     MessageStored,
     StageName,
     ToolCallStored,
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     from ._onion import Onion
     from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
-    from ._stages import RecordKeeper
     from ._stash import Stash
     from .calls._decision import ToolDecision
     from .calls._run import ToolCallContext
@@ -153,8 +151,8 @@ class TurnState:
         self.spool = spool
         self.bus = bus
         self.pending: set[asyncio.Future[Any]] = set()
-        """Tasks of async listeners, and record writes still running (`track_record`), awaited
-        before the turn returns."""
+        """Tasks of async listeners, and record keepers' writes still running
+        (`RecordKeeping`), awaited before the turn returns."""
         self.keeping = keeping
         """The runner's record keepers (None when it has none): every change to the stored
         calls goes through them (``pipeline/_record_keeping.py``)."""
@@ -428,53 +426,6 @@ class TurnState:
         finally:
             self._unshield()
         return True
-
-    # -- records of record keepers -------------------------------------------------------------
-    def track_record(
-        self, write: Awaitable[object], keeper: RecordKeeper, change: RecordChange
-    ) -> None:
-        """Await a keeper's record write before the turn returns; report it if it fails.
-
-        A finished write is let go at once, so a long turn (a gateway session's) holds only
-        the writes still running.
-        """
-        future = asyncio.ensure_future(write)
-        if future.done():
-            self._record_done(future, keeper, change)
-            return
-        self.pending.add(future)
-        future.add_done_callback(lambda done: self._record_done(done, keeper, change))
-
-    def _record_done(
-        self, future: asyncio.Future[object], keeper: RecordKeeper, change: RecordChange
-    ) -> None:
-        self.pending.discard(future)
-        if future.cancelled():
-            return
-        exc = future.exception()
-        if exc is not None:
-            self.record_failed(keeper, change, exc)
-
-    def record_failed(self, keeper: RecordKeeper, change: RecordChange, exc: BaseException) -> None:
-        """Report a keeper's failed record of ``change`` as a `Log` warning (``record_error``)."""
-        name = type(keeper).__qualname__
-        self.emit(
-            Log(
-                turn_id=self.turn_id,
-                level="warning",
-                kind="record_error",
-                message=(
-                    f"record keeper {name} failed to keep the record of call "
-                    f"{change.call.id!r} ({change.action}): {type(exc).__name__}: {exc}"
-                ),
-                payload={
-                    "keeper": name,
-                    "call_id": change.call.id,
-                    "action": change.action,
-                    "error": repr(exc),
-                },
-            )
-        )
 
     def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
         """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).

@@ -42,6 +42,7 @@ from ._chain import (
     seal,
     verify_rows,
 )
+from ._joint import JointRows
 from ._sqlite import row_from_values
 from ._sqlite_schema import SQL_COLUMNS
 
@@ -134,6 +135,23 @@ def _found_head(stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None) ->
 def _database_of(info: Any) -> str:
     """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
     return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
+
+
+async def _write_in(connection: object, chain: str, entries: Sequence[AuditEntry]) -> None:
+    """Append ``entries`` to ``chain`` in a `PostgresStore`'s transaction.
+
+    Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
+    statements, on the store's connection.
+    """
+    # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
+    conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
+    await conn.execute(_ENSURE, (chain, GENESIS_HASH))
+    head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
+    tail = await conn.execute(_LAST, (chain,))
+    rows = seal(entries, _found_head(await head.fetchone(), await tail.fetchone()))
+    async with conn.cursor() as cur:
+        await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
+    await conn.execute(_MOVE, (rows[-1].index + 1, rows[-1].hash, chain))
 
 
 def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
@@ -240,7 +258,12 @@ class PostgresAuditSink:
         The store runs the writer with its transaction's ``AsyncConnection``: it locks the
         chain's head row, chains the rows after it and moves it, committing with the store.
         """
-        return _JointRows(self._chain, tuple(entries), self._written_elsewhere)
+        chain, rows = self._chain, tuple(entries)
+        return JointRows(
+            f"PostgresAuditSink(chain={chain!r})",
+            lambda conn: _write_in(conn, chain, rows),
+            self._written_elsewhere,
+        )
 
     def _written_elsewhere(self) -> None:
         self._stale = True
@@ -413,44 +436,6 @@ class PostgresAuditSink:
 
         self._executor.submit(last).result()
         self._executor.shutdown(wait=True)
-
-
-class _JointRows:
-    """A `TransactionWriter`: rows a `PostgresStore` writes in its transaction (see ``joint``).
-
-    The statements are the sink's own append's (`PostgresAuditSink._write`), sent with the
-    store's ``AsyncConnection`` on the store's event loop.
-    """
-
-    __slots__ = ("_chain", "_entries", "_settled")
-
-    def __init__(
-        self, chain: str, entries: tuple[AuditEntry, ...], settled: Callable[[], None]
-    ) -> None:
-        self._chain = chain
-        self._entries = entries
-        self._settled = settled
-
-    def __repr__(self) -> str:
-        return f"PostgresAuditSink.joint(chain={self._chain!r}, rows={len(self._entries)})"
-
-    async def write(self, connection: object) -> None:
-        """Lock the head row, chain the rows after it, move it (in the store's transaction)."""
-        # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
-        conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
-        chain = self._chain
-        await conn.execute(_ENSURE, (chain, GENESIS_HASH))
-        head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
-        tail = await conn.execute(_LAST, (chain,))
-        rows = seal(self._entries, _found_head(await head.fetchone(), await tail.fetchone()))
-        async with conn.cursor() as cur:
-            await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
-        await conn.execute(_MOVE, (rows[-1].index + 1, rows[-1].hash, chain))
-
-    def settle(self, committed: bool) -> None:
-        """Once committed, the sink reads its head again before handing it out."""
-        if committed:
-            self._settled()
 
 
 PostgresAuditSink.__module__ = "middleware"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pipeline import InvalidMiddlewareConfigError, TransactionWriter
@@ -47,6 +47,7 @@ from ._chain import (
     seal_fields,
     verify_rows,
 )
+from ._joint import JointRows
 from ._sqlite_schema import (
     SQL_COLUMNS,
     SQL_INSERT,
@@ -245,10 +246,16 @@ class SqliteAuditSink:
         rows chain after the head the file holds and commit with the store's write.
         """
         entries = tuple(entries)
-        return _JointRows(lambda cur: self._write_in(cur, entries), self._written_elsewhere)
+        return JointRows(
+            f"SqliteAuditSink({self._path!r})",
+            lambda cur: self._write_in(cur, entries),
+            self._written_elsewhere,
+        )
 
-    def _write_in(self, cur: sqlite3.Cursor, entries: Sequence[AuditEntry]) -> None:
-        """Write ``entries`` in the caller's transaction, which holds the write lock."""
+    def _write_in(self, cur: object, entries: Sequence[AuditEntry]) -> None:
+        """Write ``entries`` in the store's transaction, which holds the write lock."""
+        if not isinstance(cur, sqlite3.Cursor):
+            raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
         rows, values, _ = _chain_values(entries, stored_head(cur))
         head = new_head(rows[-1])
         cur.execute(_SQL_DROP_HEAD)
@@ -421,32 +428,6 @@ def _insert(cur: sqlite3.Cursor, values: list[tuple[Any, ...]]) -> None:
         cur.execute(SQL_INSERT, values[0])
     else:
         cur.executemany(SQL_INSERT, values)
-
-
-class _JointRows:
-    """A `TransactionWriter`: rows a `SqliteStore` writes in its transaction (see ``joint``)."""
-
-    __slots__ = ("_settled", "_write")
-
-    def __init__(
-        self, write: Callable[[sqlite3.Cursor], None], settled: Callable[[], None]
-    ) -> None:
-        self._write = write
-        self._settled = settled
-
-    def __repr__(self) -> str:
-        return "SqliteAuditSink.joint(...)"
-
-    def write(self, connection: object) -> None:
-        """Write the rows with the store's cursor (on the store's worker thread)."""
-        if not isinstance(connection, sqlite3.Cursor):
-            raise TypeError(f"an SQLite audit writer needs an sqlite3.Cursor, not {connection!r}")
-        self._write(connection)
-
-    def settle(self, committed: bool) -> None:
-        """Once committed, the sink reads its head again before handing it out."""
-        if committed:
-            self._settled()
 
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

@@ -239,9 +239,13 @@ def _records(path: Path) -> list[str]:
     return found
 
 
-async def test_a_joint_keeper_writes_in_the_sqlite_stores_transaction(tmp_path: Path) -> None:
-    """SqliteStore runs the keeper's writer in the transaction of the call's write: both are
-    committed, and the writer is told so; nothing goes through ``keep``."""
+@pytest.mark.parametrize("wrapped", [False, True], ids=["sqlite", "durable-wrapper"])
+async def test_a_joint_keeper_writes_in_the_sqlite_stores_transaction(
+    tmp_path: Path, wrapped: bool
+) -> None:
+    """SqliteStore (also wrapped as a durable turn wraps it) runs the keeper's writer in the
+    transaction of the call's write: both are committed, and the writer is told so; nothing
+    goes through ``keep``."""
     path = tmp_path / "store.sqlite"
     keeper = SideTableKeeper(path)
     async with SqliteStore(path, synchronous="normal") as store:
@@ -250,7 +254,8 @@ async def test_a_joint_keeper_writes_in_the_sqlite_stores_transaction(tmp_path: 
         conn.close()
         assert isinstance(store, JointStore)
         assert store.transaction_database == keeper.database
-        await runner([keeper], [step("a"), step("b")], store=store).run("go")
+        used: JointStore = DurableStore(store) if wrapped else store
+        await runner([keeper], [step("a"), step("b")], store=used).run("go")
     assert _records(path) == ["a", "b"]
     assert keeper.settled == [("a", True), ("b", True)]
     assert keeper.kept == []
