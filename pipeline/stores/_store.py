@@ -129,7 +129,7 @@ class TransactionWriter(Protocol):
 
 
 @runtime_checkable
-class JointStore(Protocol):
+class JointStore(TurnStore, Protocol):
     """A `TurnStore` whose writes of a call can carry other writers' writes in one transaction.
 
     ``save_tool_call`` and ``delete_tool_call`` take ``writers``: `TransactionWriter`s written

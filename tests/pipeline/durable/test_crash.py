@@ -93,9 +93,9 @@ def test_turns_killed_mid_way_finish_on_another_worker_with_each_handler_run_at_
         rows = sink.rows()
         audited: dict[str, set[tuple[bool, str | None, bool | None]]] = {}
         for row in rows:
-            if row.entry.kind == "tool_call" and row.entry.call_id is not None:
-                e = row.entry
-                audited.setdefault(e.call_id, set()).add((e.is_error, e.decision, e.ran))
+            e, cid = row.entry, row.entry.call_id
+            if e.kind == "tool_call" and cid is not None:
+                audited.setdefault(cid, set()).add((e.is_error, e.decision, e.ran))
         for turn_id, conversation in turns.items():
             _, calls = asyncio.run(store.load_conversation(conversation))
             # every stored call has its row, saying what its record says (a re-run that
