@@ -99,7 +99,8 @@ class AuditEntry:
 
     A call gets exactly one ``tool_call`` row, written once from its stored record; nothing
     rewrites it. Changes made later are rows of their own kinds, so counting ``tool_call``
-    rows counts calls.
+    rows counts calls (a durable turn re-run after a crash stores its calls again and writes
+    the same rows again: count distinct call ids there).
 
     Example (the row of a call a policy refused; ``ran`` is False, the decision is the
     record's verdict and its deciding decision's policy and reason)::
