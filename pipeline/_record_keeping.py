@@ -87,13 +87,13 @@ class RecordKeeping:
             return
         joining = self._joining()
         writers: list[TransactionWriter] = []
-        ahead: list[tuple[RecordKeeper, Awaitable[object]]] = []
+        ahead: list[tuple[RecordKeeper, asyncio.Future[object]]] = []
         for i, keeper in enumerate(self.keepers):
             try:
                 if joining is not None and joining[i]:
                     writers.append(cast("JointRecordKeeper", keeper).joint(change))
                 else:
-                    ahead.append((keeper, keeper.keep(change)))
+                    ahead.append((keeper, asyncio.ensure_future(keeper.keep(change))))
             except Exception as exc:
                 self.failed(state, keeper, change, exc)
         if ahead:

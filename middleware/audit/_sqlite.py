@@ -246,27 +246,53 @@ class SqliteAuditSink:
         rows chain after the head the file holds and commit with the store's write.
         """
         entries = tuple(entries)
+        written: list[AuditHead] = []
         return JointRows(
             f"SqliteAuditSink({self._path!r})",
-            lambda cur: self._write_in(cur, entries),
-            self._written_elsewhere,
+            lambda cur: written.append(self._write_in(cur, entries)),
+            lambda: self._written_elsewhere(written),
         )
 
-    def _write_in(self, cur: object, entries: Sequence[AuditEntry]) -> None:
-        """Write ``entries`` in the store's transaction, which holds the write lock."""
+    def _write_in(self, cur: object, entries: Sequence[AuditEntry]) -> AuditHead:
+        """Write ``entries`` in the store's transaction, which holds the write lock.
+
+        As `_append_locked` does: the head in memory is a guess the file checks (the head row
+        turns into the first row only if it is that head); when it is not, nothing was written
+        and the rows chain after the head the file holds. A savepoint undoes a first row taken
+        whose other rows cannot go in (a file tampered with), as the rollback does there.
+        """
         if not isinstance(cur, sqlite3.Cursor):
             raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
-        rows, values, _ = _chain_values(entries, stored_head(cur))
+        old = self._head
+        rows, values, _ = _chain_values(entries, old)
         head = new_head(rows[-1])
-        cur.execute(_SQL_DROP_HEAD)
-        _insert(cur, values)
-        cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+        first = values[0]
+        cur.execute("SAVEPOINT loopware_audit")
+        try:
+            taken = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
+            if taken:
+                if len(values) > 1:
+                    cur.executemany(SQL_INSERT, values[1:])
+                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+        except sqlite3.IntegrityError:  # an index is taken
+            cur.execute("ROLLBACK TO loopware_audit")
+            taken = False
+        if not taken:
+            rows, values, _ = _chain_values(entries, stored_head(cur))
+            head = new_head(rows[-1])
+            cur.execute(_SQL_DROP_HEAD)
+            _insert(cur, values)
+            cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+        cur.execute("RELEASE loopware_audit")
+        return head
 
-    def _written_elsewhere(self) -> None:
+    def _written_elsewhere(self, written: list[AuditHead]) -> None:
         """Rows were committed by another connection: read the head again before handing it out.
 
-        (Appends check the head in memory against the file anyway.)
+        The head they left is the next write's guess (appends check it against the file).
         """
+        if written:
+            self._head = written[-1]
         self._stale = True
 
     def _current_head(self) -> AuditHead:

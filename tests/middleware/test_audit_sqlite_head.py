@@ -186,3 +186,54 @@ async def test_a_cut_version_1_log_stays_cut_after_its_head_moves(tmp_path: Path
         assert sink.verify() == 3
     finally:
         sink.close()
+
+
+async def test_rows_written_in_a_stores_transaction_chain_after_the_head_and_survive_tampering(
+    tmp_path: Path,
+) -> None:
+    """Rows a `SqliteStore` writes for the sink in its own transaction move the head as an
+    append does, and the sink hands out the head the file holds; a row forged after the head
+    (so the head in memory cannot be taken) never fails the store's write: the rows chain after
+    what the file holds and ``verify()`` still reports the forgery."""
+    import json
+
+    from middleware import AuditLog
+    from pipeline import (
+        ModelResponse,
+        ProposedToolCall,
+        SqliteStore,
+        ToolLoopExecutor,
+        TurnRunner,
+        tool,
+    )
+    from pipeline.testing import ScriptedModel
+
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        return q
+
+    def turn(*ids: str) -> TurnRunner:
+        steps = [ModelResponse(tool_calls=[ProposedToolCall(
+            id=i, name="search", arguments=json.dumps({"q": i}))]) for i in ids]
+        return TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[search],
+                          middleware=[AuditLog(sink)], store=store)
+
+    path = tmp_path / "shared.sqlite"
+    sink = SqliteAuditSink(path, synchronous="normal")
+    store = SqliteStore(path, synchronous="normal")
+    try:
+        await turn("a", "b").run("go")
+        assert [row[:2] for row in table(path)] == [(0, "a"), (1, "b"), (2, None), (3, None)]
+        assert sink.head().count == 3
+        assert sink.verify() is None
+        tamper(path, "INSERT INTO audit_rows (idx, kind, turn_id, prev_hash, hash, is_error) "
+                     "VALUES (4, 'turn', 'forged', 'x', 'y', 0)")
+        result = await turn("c").run("go")
+        assert result.status == "completed"
+        assert [c.id for c in await store.tool_calls_for_turn(result.turn_id)] == ["c"]
+        assert [row[1] for row in table(path) if row[1] is not None] == ["a", "b", "c"]
+        assert sink.verify() == 3  # the forged row, out of place, is found
+    finally:
+        store.close()
+        sink.close()

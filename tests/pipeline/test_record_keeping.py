@@ -328,3 +328,32 @@ def test_a_durable_wrapper_shares_its_stores_transactions(tmp_path: Path) -> Non
         assert SqliteStore(":memory:").transaction_database is None
     finally:
         inner.close()
+
+
+class Careless:
+    """A keeper that raises, or returns no awaitable, instead of writing."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def keep(self, change: RecordChange) -> Awaitable[object]:
+        if self.how == "raises":
+            raise RuntimeError("no disk")
+        return None  # type: ignore[return-value]  # the bug this test is about
+
+
+@pytest.mark.parametrize("how", ["raises", "returns-none"])
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "memory"])
+async def test_a_keeper_that_breaks_its_contract_is_reported_and_never_fails_the_turn(
+    how: str, durable: bool
+) -> None:
+    """``keep`` raising, or returning something that cannot be awaited: a ``record_error``
+    warning, and the turn completes with its call stored."""
+    store = LoggingStore([]) if durable else MemoryStore()
+    turn = runner([Careless(how)], [step("a")], store=store)
+    warnings: list[Log] = []
+    turn.on(Log, warnings.append)
+    result = await turn.run("go", conversation_id="c")
+    assert result.status == "completed"
+    assert [c.id for c in result.tool_calls] == ["a"]
+    assert [w.payload["keeper"] for w in warnings if w.kind == "record_error"] == ["Careless"]
