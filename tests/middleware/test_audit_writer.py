@@ -686,12 +686,14 @@ async def test_a_normal_sqlite_sink_keeps_its_wal_bounded(tmp_path: Path) -> Non
     write-ahead log does not grow without end."""
     sink = SqliteAuditSink(tmp_path / "audit.sqlite", synchronous="normal")
     try:
-        for i in range(3000):
+        for i in range(6000):
             await sink.append([entry(i)])
         wal = (tmp_path / "audit.sqlite-wal").stat().st_size
         assert sink.verify() is None
-        # 3,000 commits of 2-3 pages (4 KiB) each would leave over 24 MB without checkpoints.
-        assert wal < 8_000_000, wal
+        # Without checkpoints, 6,000 one-row commits leave 30 MB (1.2 pages of 4 KiB each).
+        # With them the log restarts after each complete one: 5-10 MB here, the top when the
+        # writer thread starts its checkpoint late (a busy process), so the margin is wide.
+        assert wal < 16_000_000, wal
     finally:
         sink.close()
 
