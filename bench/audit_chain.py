@@ -20,7 +20,7 @@ of, the head and the locking are left out). JSON Lines: every row serialised onc
 stdlib's C JSON encoder (one encoder, reused), the lines of one append written by one
 ``os.write`` to a file opened with ``O_APPEND`` (+ one ``fdatasync`` with ``full``). SQLite:
 one ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany`` for 100 rows) into the same
-table (``idx INTEGER PRIMARY KEY``, the same 18 columns) in a WAL database with the same
+table (``idx INTEGER PRIMARY KEY``, the same 20 columns) in a WAL database with the same
 ``synchronous`` and SQLite's automatic checkpoints (the sink checkpoints after as many pages,
 on its writer thread). It does its I/O on the event loop thread, blocking it (for the whole
 ``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
@@ -58,8 +58,14 @@ Sync = Literal["full", "normal"]
 _sync = getattr(os, "fdatasync", os.fsync)
 
 
+_APPROVED = canonical_json(
+    [{"policy": "loopware.approval", "action": "approved", "reason": "approved", "when": "before"}]
+)
+
+
 def entries(count: int) -> list[AuditEntry]:
-    """Tool-call entries shaped like real ones (canonical args, durations, decisions)."""
+    """Tool-call entries shaped like real ones (canonical args, durations, verdicts, ``ran``
+    and the decisions as `AuditLog` writes them)."""
     now = datetime.now(UTC)
     return [
         AuditEntry(
@@ -76,6 +82,8 @@ def entries(count: int) -> list[AuditEntry]:
             decision="allowed" if i % 5 else "approved",
             policy=None if i % 5 else "loopware.approval",
             reason=None if i % 5 else "approved",
+            ran=True,
+            decisions="[]" if i % 5 else _APPROVED,
         )
         for i in range(count)
     ]
@@ -85,13 +93,14 @@ def _values(e: AuditEntry) -> tuple[Any, ...]:
     return (
         e.kind, e.turn_id, e.conversation_id, e.recorded_at.isoformat(), e.call_id, e.tool,
         e.checksum, e.args, e.is_error, e.duration_ms, e.decision, e.policy, e.reason,
-        e.status, e.error, e.input,
+        e.status, e.error, e.input, e.ran, e.decisions,
     )
 
 
 _COLUMNS = (
     "kind", "turn_id", "conversation_id", "recorded_at", "call_id", "tool", "checksum", "args",
     "is_error", "duration_ms", "decision", "policy", "reason", "status", "error", "input",
+    "ran", "decisions",
 )
 
 

@@ -143,16 +143,22 @@ from .stages import CallNext as CallNext
 from .stages import DispatchStageFn as DispatchStageFn
 from .stages import EventObserver as EventObserver
 from .stages import EventSource as EventSource
+from .stages import JointRecordKeeper as JointRecordKeeper
 from .stages import MethodRegistration as MethodRegistration
 from .stages import MiddlewareProvider as MiddlewareProvider
 from .stages import MiddlewareSpec as MiddlewareSpec
+from .stages import RecordAction as RecordAction
+from .stages import RecordChange as RecordChange
+from .stages import RecordKeeper as RecordKeeper
 from .stages import Stage as Stage
 from .stages import ToolCallStageFn as ToolCallStageFn
 from .stages import TurnStageFn as TurnStageFn
+from .stores import JointStore as JointStore
 from .stores import MemorySpoolStore as MemorySpoolStore
 from .stores import MemoryStore as MemoryStore
 from .stores import SpoolReader as SpoolReader
 from .stores import SpoolStore as SpoolStore
+from .stores import TransactionWriter as TransactionWriter
 from .stores import TurnRecord as TurnRecord
 from .stores import TurnStore as TurnStore
 

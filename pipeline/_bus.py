@@ -105,7 +105,7 @@ class EventBus:
             found.sort(key=lambda item: item[0])
         return found
 
-    def emit(self, event: Event, pending: set[asyncio.Task[Any]] | None = None) -> None:
+    def emit(self, event: Event, pending: set[asyncio.Future[Any]] | None = None) -> None:
         """Deliver ``event``; async listeners' tasks are added to ``pending``."""
         if not self.listening:
             return
@@ -123,7 +123,7 @@ class EventBus:
                 self._report(event, handler, exc, pending)
 
     def _async_done(
-        self, task: asyncio.Future[Any], *, ev: Event, h: Listener, p: set[asyncio.Task[Any]]
+        self, task: asyncio.Future[Any], *, ev: Event, h: Listener, p: set[asyncio.Future[Any]]
     ) -> None:
         if task.cancelled():
             return
@@ -136,7 +136,7 @@ class EventBus:
         event: Event,
         handler: Listener,
         exc: BaseException,
-        pending: set[asyncio.Task[Any]] | None,
+        pending: set[asyncio.Future[Any]] | None,
     ) -> None:
         if isinstance(event, Log) and event.kind == "listener_error":
             return  # never report a failure to report a failure
@@ -153,7 +153,7 @@ class EventBus:
         )
 
 
-async def drain(pending: set[asyncio.Task[Any]]) -> None:
+async def drain(pending: set[asyncio.Future[Any]]) -> None:
     """Await every pending listener task, including ones scheduled while waiting."""
     while pending:
         batch = list(pending)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._onion import Onion
-from ._stages import STAGES, EventObserver, MiddlewareProvider, MiddlewareSpec, Stage
+from ._stages import (
+    STAGES,
+    EventObserver,
+    MiddlewareProvider,
+    MiddlewareSpec,
+    RecordKeeper,
+    Stage,
+)
 
 __all__ = ["build_onions", "resolve_item"]
 
@@ -30,10 +37,11 @@ def resolve_item(item: object) -> list[MiddlewareSpec]:
                 # the most-derived definition of the method wins
                 regs = getattr(getattr(type(item), attr), "__loopware_registrations__", regs)
                 specs.extend(reg.bind(item) for reg in regs)
-        if not specs and not isinstance(item, EventObserver):
+        if not specs and not isinstance(item, EventObserver | RecordKeeper):
             raise TypeError(
                 f"{item!r} is not middleware: pass a middleware.Middleware set or an instance "
-                "of a class whose methods are decorated with middleware stage decorators"
+                "of a class whose methods are decorated with middleware stage decorators (or "
+                "an event observer or record keeper)"
             )
     for spec in specs:
         if not _valid_spec(spec):

@@ -20,6 +20,7 @@ from ._errors import (
 from ._events import Event
 from ._executor import ToolLoopExecutor
 from ._ids import new_id
+from ._record_keeping import RecordKeeping, keepers_among
 from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
@@ -104,7 +105,9 @@ class TurnRunner:
         tools: The baseline tools; copied into every turn's registry, never mutated by a turn.
         middleware: ``middleware.Middleware`` sets and class-based middleware instances, the one
             way in for middleware: a plain ``async (ctx, call_next)`` function joins a set
-            (``policy.dispatch_output(fn)``) and the set is listed here.
+            (``policy.dispatch_output(fn)``) and the set is listed here. An item may also
+            observe the runner's events (`EventObserver`) and keep a record of every stored
+            call (`RecordKeeper`: written with the store's write, see its docstring).
         store: Where turns, messages and tool calls are persisted (default `MemoryStore`).
         spool: Where artifact bodies are written (default `MemorySpoolStore`).
         system_prompt: The system prompt handed to the executor's model.
@@ -122,6 +125,7 @@ class TurnRunner:
         "_baseline",
         "_bus",
         "_executor",
+        "_keeping",
         "_max_iterations",
         "_middleware",
         "_onions",
@@ -209,6 +213,8 @@ class TurnRunner:
         self._baseline = baseline
         self._middleware = tuple(items)
         self._store: TurnStore = store
+        keepers = keepers_among(items)
+        self._keeping = RecordKeeping(keepers, store) if keepers else None
         self._spool: SpoolStore = spool
         self._owns_spool = owns_spool
         self._system_prompt = system_prompt
@@ -267,6 +273,7 @@ class TurnRunner:
             tool_call_onion=self._onions["tool_call"],
             system_prompt=self._system_prompt,
             conversation_id=conversation_id,
+            keeping=self._keeping,
         )
         return Turn(
             state,

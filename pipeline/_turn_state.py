@@ -27,6 +27,7 @@ from ._events import (
     ToolCallStored,
     ToolDecided,
 )
+from ._stages import RecordAction, RecordChange
 from .artifacts._artifact import SpooledArtifact
 from .stores._store import MemoryStore
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ._bus import EventBus
     from ._gate import Gate
     from ._onion import Onion
+    from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
     from ._stash import Stash
     from .calls._decision import ToolDecision
@@ -114,6 +116,7 @@ class TurnState:
         "input",
         "interrupted",
         "iterations",
+        "keeping",
         "messages",
         "new_calls",
         "open_gates",
@@ -147,6 +150,7 @@ class TurnState:
         tool_call_onion: Onion,
         system_prompt: str | None = None,
         conversation_id: str | None = None,
+        keeping: RecordKeeping | None = None,
     ) -> None:
         """Hold a fresh turn's parts (the runner builds one per ``run()``)."""
         self.turn_id = turn_id
@@ -161,8 +165,12 @@ class TurnState:
         turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
         self.spool = spool
         self.bus = bus
-        self.pending: set[asyncio.Task[Any]] = set()
-        """Tasks of async listeners, awaited before the turn returns."""
+        self.pending: set[asyncio.Future[Any]] = set()
+        """Tasks of async listeners, and record keepers' writes still running
+        (`RecordKeeping`), awaited before the turn returns."""
+        self.keeping = keeping
+        """The runner's record keepers (None when it has none): every change to the stored
+        calls goes through them (``pipeline/_record_keeping.py``)."""
         self.messages: list[Message] = []
         self.calls: list[ToolCall] = []
         self.by_id: dict[str, ToolCall] = {}
@@ -368,7 +376,11 @@ class TurnState:
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
     async def store_tool_call(self, call: ToolCall) -> None:
-        """Persist a completed call, then record it, index it and emit `ToolCallStored`."""
+        """Persist a completed call, then record it, index it and emit `ToolCallStored`.
+
+        The runner's record keepers keep their records of it with the store's write
+        (``pipeline/_record_keeping.py``).
+        """
         if call.id in self.by_id:
             raise InvalidToolCallError(
                 f"a tool call with id {call.id!r} is already stored in this turn; "
@@ -381,10 +393,14 @@ class TurnState:
                 f"conversation {self.conversation_id!r}; give each call a unique id",
                 call_id=call.id,
             )
-        if self.saves:
+        keeping = self.keeping
+        if keeping is not None or self.saves:
             self.shield += 1
             try:
-                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                if keeping is None:
+                    await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                else:
+                    await keeping.persist(self, self._change("stored", call))
                 self._add(call)
             finally:
                 self._unshield()
@@ -392,6 +408,17 @@ class TurnState:
             self._add(call)
         if self.bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
+
+    def _change(
+        self, action: RecordAction, call: ToolCall, previous: ToolCall | None = None
+    ) -> RecordChange:
+        return RecordChange(
+            action=action,
+            turn_id=self.turn_id,
+            conversation_id=self.conversation_id,
+            call=call,
+            previous=previous,
+        )
 
     def _add(self, call: ToolCall) -> None:
         """Record a stored call: in order, by id, counted, and among this iteration's."""
@@ -410,7 +437,10 @@ class TurnState:
             )
         self.shield += 1
         try:
-            await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            if self.keeping is None:
+                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            else:
+                await self.keeping.persist(self, self._change("amended", call, old))
             calls = list(self.calls)  # edit a copy: views handed out keep what they showed
             calls[calls.index(old)] = call
             self.calls = calls
@@ -431,7 +461,10 @@ class TurnState:
             return False
         self.shield += 1
         try:
-            await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            if self.keeping is None:
+                await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            else:
+                await self.keeping.persist(self, self._change("deleted", old))
             calls = list(self.calls)  # edit a copy: views handed out keep what they showed
             calls.remove(old)
             self.calls = calls

@@ -1,7 +1,9 @@
 """The audit wing: `AuditLog` and its hash-chained sinks (SQLite, JSON Lines, PostgreSQL).
 
-`AuditLog` observes the runner's events (a short-circuiting middleware cannot skip it) and
-appends one chained row per completed tool call and per turn; `sink.verify()` names the first
+`AuditLog` is a record keeper and an event observer of the runner (a short-circuiting middleware
+cannot skip it): one chained row per stored tool call, written once from the stored record and
+with the store's write (in its transaction when they share a database), a row per change to a
+stored call and per decision about a tool, and one per turn; `sink.verify()` names the first
 broken row. See ``docs/architecture.md``.
 """
 

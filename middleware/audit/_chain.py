@@ -2,11 +2,12 @@
 
 Every row carries the hash of the row before it (``prev_hash``; the first row carries
 `GENESIS_HASH`) and its own ``hash``: the lowercase hex SHA-256 of the canonical JSON
-(``pipeline.canonical_json``) of its index, its entry's fields and ``prev_hash``. Editing a row
-breaks its own hash; deleting, inserting or reordering rows breaks the index or ``prev_hash`` of
-the first row out of place. A sink also keeps a head (row count and last hash) so that removing
-rows from the end is detected too; keep a copy of ``sink.head()`` elsewhere to detect a rewrite
-of the whole tail.
+(``pipeline.canonical_json``) of its index, its entry's fields and ``prev_hash``; the fields
+``ran`` and ``decisions`` count only when set (`OPTIONAL_FIELDS`), so rows written before they
+existed verify as they always did. Editing a row breaks its own hash; deleting, inserting or
+reordering rows breaks the index or ``prev_hash`` of the first row out of place. A sink also
+keeps a head (row count and last hash) so that removing rows from the end is detected too; keep
+a copy of ``sink.head()`` elsewhere to detect a rewrite of the whole tail.
 """
 
 from __future__ import annotations
@@ -17,22 +18,25 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pipeline import canonical_json
+from pipeline import TransactionWriter, canonical_json
 
 __all__ = [
     "DECISIONS",
     "GENESIS_HASH",
+    "OPTIONAL_FIELDS",
     "AuditDecision",
     "AuditEntry",
     "AuditHead",
     "AuditKind",
     "AuditRow",
     "AuditSink",
+    "JointAuditSink",
     "canonical_row",
     "entry_from_fields",
     "entry_to_fields",
+    "hashed_fields",
     "iso_text",
     "new_head",
     "new_row",
@@ -42,71 +46,132 @@ __all__ = [
     "verify_rows",
 ]
 
-AuditDecision = Literal["allowed", "warned", "approved", "hidden", "denied", "rejected"]
-"""What policy middleware decided about a call (``allowed`` when none said anything)."""
+AuditDecision = Literal[
+    "allowed",
+    "warned",
+    "approved",
+    "answered",
+    "denied",
+    "rejected",
+    "invalid",
+    "failed",
+    "aborted",
+    "not_run",
+    "hidden",
+    "withdrawn",
+]
+"""What a row's ``decision`` says: a call's verdict (``pipeline.calls.Verdict``: ``allowed``
+through ``not_run``) on call rows, or what was decided about a tool (``hidden``,
+``withdrawn``) on ``tool`` rows."""
 
 DECISIONS: tuple[AuditDecision, ...] = (
     "allowed",
     "warned",
     "approved",
-    "hidden",
+    "answered",
     "denied",
     "rejected",
+    "invalid",
+    "failed",
+    "aborted",
+    "not_run",
+    "hidden",
+    "withdrawn",
 )
-"""Every decision, weakest first: when several apply to one call, the last in this order wins."""
+"""Every word a row's ``decision`` may hold: the call verdicts, then the tool decisions. (Logs
+written before the verdicts kept ``hidden`` on call rows too; they still read and verify.)"""
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
 
 TurnStatus = Literal["completed", "failed", "aborted"]
 
-AuditKind = Literal["tool_call", "turn", "repair"]
+AuditKind = Literal["tool_call", "amended", "deleted", "tool", "turn", "repair"]
 """What a row records (see `AuditEntry.kind`)."""
 
-_KINDS = ("tool_call", "turn", "repair")
+_KINDS = ("tool_call", "amended", "deleted", "tool", "turn", "repair")
 _STATUSES = ("completed", "failed", "aborted")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """What one audit row records: a tool call, a finished turn, or a sink's repair."""
+    """What one audit row records: a call, a change to one, a tool decision, a turn, a repair.
+
+    A call gets exactly one ``tool_call`` row, written once from its stored record; nothing
+    rewrites it. Changes made later are rows of their own kinds, so counting ``tool_call``
+    rows counts calls (a durable turn re-run after a crash stores its calls again and writes
+    the same rows again: count distinct call ids there).
+
+    Example (the row of a call a policy refused; ``ran`` is False, the decision is the
+    record's verdict and its deciding decision's policy and reason)::
+
+        AuditEntry(kind="tool_call", turn_id="turn_…", conversation_id=None,
+                   recorded_at=…, call_id="c1", tool="shell", checksum="…",
+                   args='{"cmd":"ls"}', is_error=True, duration_ms=None,
+                   decision="denied", policy="loopware.policy",
+                   reason="matches deny pattern shell*", ran=False,
+                   decisions='[{"action":"denied","policy":"loopware.policy",'
+                             '"reason":"matches deny pattern shell*","when":"before"}]')
+    """
 
     kind: AuditKind
-    """``"tool_call"``: a call as stored, with the decision known then; a call gets another
-    row when it is stored again (mutated) or a later decision changes its decision, so the
-    **last** row of a call id is its final form. ``"turn"``: a finished turn. ``"repair"``: a
-    sink cut a torn tail left by a killed writer (``args`` says where and how much,
-    ``checksum`` is the SHA-256 of the cut bytes, ``turn_id`` is empty)."""
+    """What the row records:
+
+    - ``"tool_call"``: a stored call, from its record: ``decision`` is its verdict
+      (``ToolCall.verdict``), ``policy`` and ``reason`` those of the decision the verdict comes
+      from (None when none), ``ran`` whether the handler ran, ``decisions`` every decision
+      taken about it, ``duration_ms`` how long the handler ran. One row per call.
+    - ``"amended"``: a stored call replaced by ``mutate_tool_call``: the new form, with the
+      same fields as a ``tool_call`` row (the call's ``tool_call`` row stays as it was).
+    - ``"deleted"``: a stored call removed by ``delete_tool_call``: ``call_id``, ``tool``,
+      ``checksum`` and ``args`` of the record that was removed.
+    - ``"tool"``: a decision about a tool for the rest of the turn (``ToolDecided``):
+      ``tool``, ``decision`` (``"hidden"`` or ``"withdrawn"``), ``policy``, ``reason``, and
+      ``call_id`` of the call that led to it (None when none did). Never part of that call's
+      row.
+    - ``"turn"``: a finished turn.
+    - ``"repair"``: a sink cut a torn tail left by a killed writer (``args`` says where and how
+      much, ``checksum`` is the SHA-256 of the cut bytes, ``turn_id`` is empty).
+    """
     turn_id: str
     """The turn (empty for repair rows)."""
     conversation_id: str | None
     """The turn's conversation, if any."""
     recorded_at: datetime
-    """When the call was stored or decided, the turn ended or the repair was made (aware)."""
+    """When the row was made: the call stored, amended or deleted, the tool decided, the turn
+    ended or the repair made (timezone-aware)."""
     call_id: str | None = None
-    """The call's id (tool call rows)."""
+    """The call's id (call rows; on a ``tool`` row, the call that led to the decision)."""
     tool: str | None = None
-    """The tool's name (tool call rows)."""
+    """The tool's name (call and ``tool`` rows)."""
     checksum: str | None = None
-    """The call's checksum (tool call rows)."""
+    """The call's checksum (call rows)."""
     args: str | None = None
-    """The call's arguments as canonical JSON (tool call rows)."""
+    """The call's arguments as canonical JSON (call rows)."""
     is_error: bool = False
-    """The call failed; for a turn row, the turn failed."""
+    """The call's record is an error; for a turn row, the turn failed."""
     duration_ms: float | None = None
-    """How long the handler ran (tool call rows), or the turn lasted; None when unknown."""
+    """How long the handler ran (call rows: the record's ``duration_ms``, None when it did not
+    run), or the turn lasted."""
     decision: AuditDecision | None = None
-    """What policy middleware decided about the call (tool call rows)."""
+    """Call rows: the call's verdict; ``tool`` rows: ``"hidden"`` or ``"withdrawn"``."""
     policy: str | None = None
-    """The policy (middleware namespace) that took that decision, if any."""
+    """Who took the decision the row's ``decision`` comes from, if anybody did."""
     reason: str | None = None
-    """Why, as the policy put it."""
+    """Why, as that policy put it."""
     status: TurnStatus | None = None
     """How the turn ended (turn rows)."""
     error: str | None = None
     """The error that failed the turn, as ``"CODE: message"`` (turn rows)."""
     input: str | None = None
     """The user input (turn rows)."""
+    ran: bool | None = None
+    """Whether the handler ran (``tool_call`` and ``amended`` rows); None on other rows and on
+    rows written before the field existed."""
+    decisions: str | None = None
+    """Every decision taken about the call, in order, as the canonical JSON text of a list of
+    ``Decision.as_dict()`` (``tool_call`` and ``amended`` rows; ``"[]"`` when none was taken);
+    None on other rows and on rows written before the field existed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +226,26 @@ class AuditSink(Protocol):
         ...
 
 
+@runtime_checkable
+class JointAuditSink(AuditSink, Protocol):
+    """A sink that can also write rows inside a store's transaction on the same database.
+
+    `AuditLog` writes a call's row this way when the turn's store is a
+    ``pipeline.JointStore`` whose ``transaction_database`` is the sink's ``database``.
+    """
+
+    @property
+    def database(self) -> str | None:
+        """The database the rows go to, named as stores name theirs (None: no store's)."""
+        ...
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as the next rows, written by the store in its transaction."""
+        ...
+
+
 def entry_to_fields(entry: AuditEntry) -> dict[str, Any]:
-    """Return the entry's fields as plain data (``recorded_at`` in ISO 8601)."""
+    """Return the entry's fields as plain data (``recorded_at`` in ISO 8601), every field."""
     return {
         "kind": entry.kind,
         "turn_id": entry.turn_id,
@@ -180,7 +263,23 @@ def entry_to_fields(entry: AuditEntry) -> dict[str, Any]:
         "status": entry.status,
         "error": entry.error,
         "input": entry.input,
+        "ran": entry.ran,
+        "decisions": entry.decisions,
     }
+
+
+OPTIONAL_FIELDS = ("ran", "decisions")
+"""Fields a row's hash covers only when they are set: rows written before they existed (and
+rows of kinds that never set them) hash as they always did."""
+
+
+def hashed_fields(entry: AuditEntry) -> dict[str, Any]:
+    """The fields a row's hash is taken of: `entry_to_fields` without the unset optional ones."""
+    fields = entry_to_fields(entry)
+    for name in OPTIONAL_FIELDS:
+        if fields[name] is None:
+            del fields[name]
+    return fields
 
 
 _TEXT_FIELDS = ("turn_id",)
@@ -194,11 +293,12 @@ _OPTIONAL_TEXT_FIELDS = (
     "reason",
     "error",
     "input",
+    "decisions",
 )
 
 
 def entry_from_fields(fields: Mapping[str, Any]) -> AuditEntry:
-    """Re-create an entry from `entry_to_fields` output.
+    """Re-create an entry from `entry_to_fields` output (the optional fields may be absent).
 
     Raises:
         ValueError: a field is missing or has the wrong type (a corrupt or forged row).
@@ -218,6 +318,9 @@ def entry_from_fields(fields: Mapping[str, Any]) -> AuditEntry:
         raise ValueError(f"audit field 'status' is {status!r}")
     if not isinstance(fields.get("is_error"), bool):
         raise ValueError("audit field 'is_error' must be a boolean")
+    ran = fields.get("ran")
+    if ran is not None and not isinstance(ran, bool):
+        raise ValueError("audit field 'ran' must be a boolean or null")
     duration = fields.get("duration_ms")
     if duration is not None and (
         isinstance(duration, bool)
@@ -245,11 +348,13 @@ def entry_from_fields(fields: Mapping[str, Any]) -> AuditEntry:
         status=status,
         error=fields.get("error"),
         input=fields.get("input"),
+        ran=ran,
+        decisions=fields.get("decisions"),
     )
 
 
 def row_hash(index: int, fields: Mapping[str, Any], prev_hash: str) -> str:
-    """Return the hash of a row from its index, entry fields and previous hash."""
+    """Return a row's hash from its index, hashed fields (`hashed_fields`) and previous hash."""
     text = canonical_json({**fields, "index": index, "prev_hash": prev_hash})
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -290,49 +395,70 @@ _QUOTED = {
 }
 """The JSON text of every ``kind``, ``decision`` and ``status``: looked up, not escaped."""
 _quoted = _QUOTED.get
+_FLAGS: dict[object, str] = {True: "true", False: "false"}
 
 
 def canonical_row(
     entry: AuditEntry, index: int, prev_hash: str, recorded_at: str | None = None
 ) -> bytes:
-    """Return the UTF-8 canonical JSON that a row's hash is taken of, built once.
+    """Return the UTF-8 canonical JSON that a row's hash is taken of (the one implementation).
 
     ``recorded_at``: ``iso_text(entry.recorded_at)`` when the caller has it already.
 
-    Byte for byte ``canonical_json({**entry_to_fields(entry), "index": index, "prev_hash":
-    prev_hash})`` (the definition in the module docstring): strings go through the stdlib's
-    C string encoder, whose escapes are canonical JSON's for every string without a lone
-    surrogate; a row with anything else (a surrogate, an unusual type) is built the slow way.
+    Byte for byte ``canonical_json({**hashed_fields(entry), "index": index, "prev_hash":
+    prev_hash})`` (the definition in the module docstring). The common row is written
+    directly, its keys in canonical (sorted) order: strings go through the stdlib's C string
+    encoder, whose escapes are canonical JSON's for every string without a lone surrogate; a
+    float duration in the range where ``float.__repr__`` is JavaScript's text is written by
+    it. A row with anything else (a lone surrogate, an unusual type or number) is built by
+    ``canonical_json`` from `hashed_fields`.
     """
+    text = _common_row(entry, index, prev_hash, recorded_at)
+    return _any_row(entry, index, prev_hash) if text is None else text
+
+
+def _any_row(entry: AuditEntry, index: int, prev_hash: str) -> bytes:
+    """`canonical_row`'s text of any row, by its definition."""
+    fields = {**hashed_fields(entry), "index": index, "prev_hash": prev_hash}
+    return canonical_json(fields).encode("utf-8")
+
+
+def _common_row(
+    e: AuditEntry, index: int, prev_hash: str, recorded_at: str | None
+) -> bytes | None:
+    """`canonical_row`'s text of a common row, written directly; None for any other row."""
     q = encode_basestring
-    e = entry
     try:
         if type(index) is not int or not 0 <= index <= _MAX_SAFE_INTEGER:
             raise TypeError(index)
         a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
         r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
-        n = e.duration_ms
-        b: object = e.is_error  # typed bool; the text matches the definition whatever it holds
+        n, ds, rn = e.duration_ms, e.decisions, e.ran
         if n is None:
             m = "null"
         elif type(n) is float and 1e-4 <= abs(n) < 1e16 and not n.is_integer():
             m = float.__repr__(n)  # JavaScript's text for these (pipeline/_json.py)
         else:
             m = canonical_json(n)
+        b = _FLAGS[e.is_error]  # KeyError: not a bool (typed bool; the slow way writes it)
+        dt = "" if ds is None else ',"decisions":' + q(ds)
+        ra = "" if rn is None else ',"ran":' + _FLAGS[rn]
         text = (
             f'{{"args":{"null" if a is None else q(a)}'
             f',"call_id":{"null" if c is None else q(c)}'
             f',"checksum":{"null" if k is None else q(k)}'
             f',"conversation_id":{"null" if v is None else q(v)}'
             f',"decision":{"null" if d is None else _quoted(d) or q(d)}'
+            f"{dt}"
             f',"duration_ms":{m}'
             f',"error":{"null" if r is None else q(r)}'
             f',"index":{int.__repr__(index)}'
             f',"input":{"null" if i is None else q(i)}'
-            f',"is_error":{"true" if b is True else "false" if b is False else canonical_json(b)}'
+            f',"is_error":{b}'
             f',"kind":{_quoted(e.kind) or q(e.kind)}'
             f',"policy":{"null" if p is None else q(p)}'
             f',"prev_hash":{q(prev_hash)}'
+            f"{ra}"
             f',"reason":{"null" if o is None else q(o)}'
             f',"recorded_at":{q(iso_text(e.recorded_at) if recorded_at is None else recorded_at)}'
             f',"status":{"null" if s is None else _quoted(s) or q(s)}'
@@ -340,9 +466,8 @@ def canonical_row(
             f',"turn_id":{q(e.turn_id)}}}'
         )
         return text.encode()  # a lone surrogate cannot be encoded: the slow way
-    except (TypeError, UnicodeEncodeError):
-        fields = {**entry_to_fields(entry), "index": index, "prev_hash": prev_hash}
-        return canonical_json(fields).encode("utf-8")
+    except (TypeError, KeyError, UnicodeEncodeError):
+        return None
 
 
 _make = object.__new__
@@ -394,70 +519,38 @@ def seal_fields(
     """`seal`, also returning each new row's stored values, every field read once.
 
     Returns the rows; per row ``(index, *fields, prev_hash, hash)`` with the fields in
-    `entry_to_fields` order, ``recorded_at`` as `iso_text` and ``is_error`` as 0 or 1; the total
-    size of their hash texts (about what they take in storage); and whether every text was
-    ASCII. The hash text is `canonical_row`'s, built inline for the common row (a float
-    duration in the range whose text is ``float.__repr__``, or none; a boolean ``is_error``; a
-    safe index) and by `canonical_row` for any other.
+    `entry_to_fields` order, ``recorded_at`` as `iso_text` and ``is_error`` (and ``ran`` when
+    set) as 0 or 1; the total size of their hash texts (about what they take in storage); and
+    whether every row is plain: its text ASCII and built the common way, so that no field holds
+    a lone surrogate or a value of an unusual type (a sink stores the values of other rows
+    with care). The hash text is `canonical_row`'s.
     """
-    q = encode_basestring
-    quoted = _quoted
     sha256 = hashlib.sha256
     rows: list[AuditRow] = []
     values: list[tuple[Any, ...]] = []
     size = 0
     ascii_only = True
     index, prev = head.count, head.hash
-    escaped_prev = q(prev)[1:-1]  # then each row's own digest: hex, nothing to escape
     for e in entries:
-        a, c, k, v, d = e.args, e.call_id, e.checksum, e.conversation_id, e.decision
-        r, i, p, o, s, t = e.error, e.input, e.policy, e.reason, e.status, e.tool
-        n, kind, turn = e.duration_ms, e.kind, e.turn_id
-        b: Any = e.is_error  # typed bool; anything else takes canonical_row's way
-        at = e.recorded_at
-        recorded = iso_text(at)
-        data: bytes | None = None
-        if (
-            type(b) is bool
-            and (n is None or (type(n) is float and 1e-4 <= abs(n) < 1e16 and not n.is_integer()))
-            and type(index) is int
-            and 0 <= index <= _MAX_SAFE_INTEGER
-        ):
-            try:  # the text of canonical_row, whose docstring says why it is canonical JSON
-                # A datetime's own isoformat is digits and "-:T.+": nothing to escape.
-                escaped_at = recorded if type(at) is datetime else q(recorded)[1:-1]
-                data = (
-                    f'{{"args":{"null" if a is None else q(a)}'
-                    f',"call_id":{"null" if c is None else q(c)}'
-                    f',"checksum":{"null" if k is None else q(k)}'
-                    f',"conversation_id":{"null" if v is None else q(v)}'
-                    f',"decision":{"null" if d is None else quoted(d) or q(d)}'
-                    f',"duration_ms":{"null" if n is None else float.__repr__(n)}'
-                    f',"error":{"null" if r is None else q(r)}'
-                    f',"index":{int.__repr__(index)}'
-                    f',"input":{"null" if i is None else q(i)}'
-                    f',"is_error":{"true" if b else "false"}'
-                    f',"kind":{quoted(kind) or q(kind)}'
-                    f',"policy":{"null" if p is None else q(p)}'
-                    f',"prev_hash":"{escaped_prev}"'
-                    f',"reason":{"null" if o is None else q(o)}'
-                    f',"recorded_at":"{escaped_at}"'
-                    f',"status":{"null" if s is None else quoted(s) or q(s)}'
-                    f',"tool":{"null" if t is None else q(t)}'
-                    f',"turn_id":{q(turn)}}}'
-                ).encode()
-            except (TypeError, UnicodeEncodeError):
-                data = None
-        if data is None:
-            data = canonical_row(e, index, prev, recorded)
+        recorded = iso_text(e.recorded_at)
+        data = _common_row(e, index, prev, recorded)
+        if data is None:  # canonical_json escapes a lone surrogate: its text may be ASCII
+            data = _any_row(e, index, prev)
+            ascii_only = False
         size += len(data)
         ascii_only = ascii_only and data.isascii()
         digest = sha256(data).hexdigest()
         rows.append(new_row(index, e, prev, digest))
+        ran = e.ran
         values.append(
-            (index, kind, turn, v, recorded, c, t, k, a, int(b), n, d, p, o, s, r, i, prev, digest)
+            (
+                index, e.kind, e.turn_id, e.conversation_id, recorded, e.call_id, e.tool,
+                e.checksum, e.args, int(e.is_error), e.duration_ms, e.decision, e.policy,
+                e.reason, e.status, e.error, e.input, None if ran is None else int(ran),
+                e.decisions, prev, digest,
+            )
         )
-        index, prev, escaped_prev = index + 1, digest, digest
+        index, prev = index + 1, digest
     return rows, values, size, ascii_only
 
 

@@ -27,6 +27,7 @@ from pipeline import InvalidMiddlewareConfigError, canonical_json
 
 from ._chain import (
     GENESIS_HASH,
+    OPTIONAL_FIELDS,
     AuditEntry,
     AuditHead,
     AuditRow,
@@ -47,7 +48,9 @@ _KEPT_BYTES = 64 * 1024
 """A repair row keeps the cut bytes themselves (base64) up to this size; hash and length always."""
 _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
 
-_JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash"))
+_JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash")) - set(OPTIONAL_FIELDS)
+"""The keys every line has; a line has the `OPTIONAL_FIELDS` too when they are set."""
+_ALL_KEYS = _JSON_KEYS | set(OPTIONAL_FIELDS)
 
 if sys.platform != "win32":
     import fcntl
@@ -90,7 +93,7 @@ def _json_row(line: bytes) -> AuditRow | None:
         data = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(data, dict) or data.keys() != _JSON_KEYS:
+    if not isinstance(data, dict) or not _JSON_KEYS <= data.keys() <= _ALL_KEYS:
         return None
     index, prev_hash, digest = data.pop("index"), data.pop("prev_hash"), data.pop("hash")
     if type(index) is not int or not isinstance(prev_hash, str) or not isinstance(digest, str):

@@ -1,94 +1,70 @@
-"""`AuditLog`: a tamper-evident row per stored tool call (and per change of it) and per turn.
+"""`AuditLog`: one tamper-evident row per stored tool call, written once, from the stored record.
 
-`AuditLog` is an event observer, not a stage middleware: hand it to
-``TurnRunner(middleware=[...])`` and it subscribes to the runner's events, so no middleware can
-skip it by short-circuiting a stage. It reads:
+`AuditLog` is two things to the runner it is handed to (``TurnRunner(middleware=[...])``), and
+neither is a stage middleware, so no middleware can skip it by short-circuiting a stage:
 
-- ``ToolExecutionEnd``: how long each handler ran (matched to its call by call id);
-- ``ToolCallStored``: a call was persisted. Its row is appended **at once**, with the decision
-  known by then, so every stored call has a row as soon as the store returned (a process
-  killed later in the iteration keeps it), not only at the iteration's end;
-- ``Log`` records of kind ``"policy.decision"``: what policy middleware decided about a call,
-  matched by ``call_id`` when given, else by ``checksum`` (within the iteration). A decision
-  taken before the store (the ``tool_call`` stage) is part of the call's row. A decision
-  taken after it (``dispatch_output``: a repetition hide, a warning, a policy's record of a
-  custom executor's call) that changes the call's decision (at least as strong, in the order
-  of `DECISIONS`; ``allowed`` when nobody decided) appends the call's row again with the new
-  decision, stamped with the decision's time;
-- ``TurnEnd``: the turn's row.
+- a **record keeper** (``pipeline.stages.RecordKeeper``): the turn hands it every change to
+  its stored calls, and the row is written with the store's write. A call's row
+  (``kind="tool_call"``) is built from the record the store keeps: its verdict
+  (``ToolCall.verdict``) as ``decision``, the deciding decision's ``policy`` and ``reason``,
+  ``ran``, every decision (``decisions``), ``duration_ms``. With a durable store the row is
+  durable before ``store_tool_call`` returns: in the store's own transaction when the sink
+  writes to the store's database (``SqliteStore`` and ``SqliteAuditSink`` on one file,
+  ``PostgresStore`` and ``PostgresAuditSink`` on one database), else written (and awaited)
+  before the store's write. With a store that keeps nothing past the process (`MemoryStore`)
+  it is appended at once and awaited when the turn ends. A call replaced by
+  ``mutate_tool_call`` gets an ``"amended"`` row with its new form, one removed by
+  ``delete_tool_call`` a ``"deleted"`` row; the call's ``tool_call`` row is never written
+  again.
+- an **event observer**: ``TurnStart`` (the turn's input and conversation), ``ToolDecided``
+  (a ``kind="tool"`` row: a tool hidden or withdrawn, with the call that led to it) and
+  ``TurnEnd`` (the turn's row). These rows are appended at once; the ``TurnEnd`` listener
+  returns an awaitable that the runner awaits before ``run()`` returns, so they are written by
+  then.
 
-So a call has one row per change: stored, stored again (``mutate_tool_call``: the new form),
-decided. **The last row of a call id is the call's final form**; count distinct call ids to
-count calls. Every row is chained to the previous one by its hash (see ``sink.verify()``). The
-``TurnEnd`` listener returns an awaitable that the runner awaits before ``run()`` returns, so
-the turn's rows are written by then. Appends of concurrent turns go to the sink in event order
-and form one chain per sink.
+So counting ``tool_call`` rows counts stored calls, and a call's row says what its record says.
+(A durable turn re-run after a crash stores its calls again, idempotently, and so writes their
+rows again: the same row with a later ``recorded_at``; count distinct call ids there.)
+Every row is chained to the previous one by its hash (see ``sink.verify()``). Appends of
+concurrent turns go to the sink in the order they are made and form one chain per sink.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
 
 from pipeline import (
     EventSource,
     InvalidMiddlewareConfigError,
-    IterationEnd,
-    Log,
-    ToolCall,
-    ToolCallStored,
-    ToolExecutionEnd,
+    RecordChange,
+    ToolDecided,
+    TransactionWriter,
     TurnEnd,
     TurnStart,
     canonical_json,
 )
 
-from ._chain import DECISIONS, AuditDecision, AuditEntry, AuditRow, AuditSink
+from ._chain import AuditEntry, AuditRow, AuditSink, JointAuditSink
 from ._sqlite import SqliteAuditSink
 
-__all__ = ["DEFAULT_AUDIT_PATH", "AuditLog"]
+__all__ = ["DEFAULT_AUDIT_PATH", "AuditLog", "change_entry"]
 
 DEFAULT_AUDIT_PATH = "loopware-audit.sqlite"
 """Where ``AuditLog()`` without a sink writes: this file in the current directory."""
-
-_RANK = {decision: rank for rank, decision in enumerate(DECISIONS)}
-
-Decision = tuple[AuditDecision, str | None, str | None]
-"""A decision with the policy that took it and its reason."""
 
 
 class _TurnAudit:
     """What the log has collected about one in-flight turn."""
 
-    __slots__ = (
-        "by_checksum",
-        "conversation_id",
-        "durations",
-        "input",
-        "iteration",
-        "pending",
-        "prune_at",
-        "writes",
-        "written",
-    )
+    __slots__ = ("conversation_id", "input", "prune_at", "writes")
 
     def __init__(self, conversation_id: str | None, input: str | None) -> None:
         self.conversation_id = conversation_id
         self.input = input
-        self.durations: dict[str, deque[float]] = {}
-        self.pending: dict[str, Decision] = {}
-        """Decisions by call id about calls not stored yet."""
-        self.by_checksum: dict[str, Decision] = {}
-        """Decisions by checksum this iteration (for calls stored later in it)."""
-        self.iteration: dict[str, list[str]] = {}
-        """Ids of the calls stored this iteration, by checksum."""
-        self.written: dict[str, tuple[ToolCall, Decision, float | None]] = {}
-        """Calls with a row: the call as last written, its decision so far, its duration."""
         self.writes: list[asyncio.Future[list[AuditRow]]] = []
-        """The turn's appends that are running or failed (finished ones are dropped)."""
+        """The turn's tool and turn row appends that are running or failed."""
         self.prune_at = _PRUNE_FLOOR
         """Drop finished appends from ``writes`` when it grows past this."""
 
@@ -107,31 +83,68 @@ class _TurnAudit:
 
 
 _PRUNE_FLOOR = 64
-_ALLOWED: Decision = ("allowed", None, None)
+_NO_DECISIONS = "[]"
 
 
-def _stronger(old: Decision | None, new: Decision) -> Decision:
-    return new if old is None or _RANK[new[0]] >= _RANK[old[0]] else old
+def change_entry(change: RecordChange, at: datetime | None = None) -> AuditEntry:
+    """The row of a change to a turn's stored calls (see `AuditEntry.kind`).
+
+    ``"stored"`` is a ``tool_call`` row and ``"amended"`` an ``amended`` row, both from the
+    record as stored; ``"deleted"`` a ``deleted`` row naming the record removed.
+    """
+    call = change.call
+    when = datetime.now(UTC) if at is None else at
+    if change.action == "deleted":
+        return AuditEntry(
+            kind="deleted",
+            turn_id=change.turn_id,
+            conversation_id=change.conversation_id,
+            recorded_at=when,
+            call_id=call.id,
+            tool=call.tool,
+            checksum=call.checksum,
+            args=canonical_json(call.args),
+            is_error=call.is_error,
+        )
+    decisions = call.decisions
+    deciding = call.deciding if decisions else None
+    return AuditEntry(
+        kind="tool_call" if change.action == "stored" else "amended",
+        turn_id=change.turn_id,
+        conversation_id=change.conversation_id,
+        recorded_at=when,
+        call_id=call.id,
+        tool=call.tool,
+        checksum=call.checksum,
+        args=canonical_json(call.args),
+        is_error=call.is_error,
+        duration_ms=call.duration_ms,
+        decision=call.verdict,
+        policy=None if deciding is None else deciding.policy,
+        reason=None if deciding is None else deciding.reason,
+        ran=call.ran,
+        decisions=(
+            canonical_json([d.as_dict() for d in decisions]) if decisions else _NO_DECISIONS
+        ),
+    )
 
 
 class AuditLog:
-    """Writes a hash-chained audit row per stored tool call (and per change of it) and per turn.
+    """Writes a hash-chained audit row per stored tool call, per tool decision and per turn.
 
-    A call's row is appended when the call is stored (``ToolCallStored``), with the decisions
-    taken before the store. A decision taken after it that changes the call's decision, or a
-    new store of the call (mutated), appends the call's row again: the last row of a call id
-    is its final form. See the module docstring for the whole protocol.
+    A call's row is written once, from its stored record, with the store's write (see the
+    module docstring for the order and what each row holds).
 
     Args:
-        sink: Where rows go (`SqliteAuditSink`, `JsonlAuditSink`, or anything implementing
-            `AuditSink`). ``None`` opens ``SqliteAuditSink("loopware-audit.sqlite")`` in the
-            current directory.
+        sink: Where rows go (`SqliteAuditSink`, `JsonlAuditSink`, `PostgresAuditSink`, or
+            anything implementing `AuditSink`). ``None`` opens
+            ``SqliteAuditSink("loopware-audit.sqlite")`` in the current directory.
 
     Raises:
         InvalidMiddlewareConfigError: ``sink`` lacks ``append``, ``rows`` or ``verify``.
     """
 
-    __slots__ = ("_sink", "_turns")
+    __slots__ = ("_joint", "_sink", "_turns")
 
     def __init__(self, sink: AuditSink | None = None) -> None:
         """Validate the sink (see the class docstring)."""
@@ -143,6 +156,7 @@ class AuditLog:
                 f"AuditLog sink {sink!r} has no {', '.join(missing)} method", field="sink"
             )
         self._sink = sink
+        self._joint = sink if isinstance(sink, JointAuditSink) else None
         self._turns: dict[str, _TurnAudit] = {}
 
     def __repr__(self) -> str:
@@ -157,10 +171,7 @@ class AuditLog:
     def observe(self, events: EventSource) -> None:
         """Subscribe to ``events`` (the runner calls this when the log is handed to it)."""
         events.on(TurnStart, self._on_turn_start)
-        events.on(ToolExecutionEnd, self._on_execution_end)
-        events.on(ToolCallStored, self._on_call_stored)
-        events.on(Log, self._on_log)
-        events.on(IterationEnd, self._on_iteration_end)
+        events.on(ToolDecided, self._on_tool_decided)
         events.on(TurnEnd, self._on_turn_end)
 
     def close(self) -> None:
@@ -169,7 +180,24 @@ class AuditLog:
         if callable(close):
             close()
 
-    # -- listeners --------------------------------------------------------------------------
+    # -- record keeper --------------------------------------------------------------------------
+    def keep(self, change: RecordChange) -> Awaitable[list[AuditRow]]:
+        """Append the row of ``change`` now; the awaitable completes once the sink wrote it."""
+        return asyncio.ensure_future(self._sink.append([change_entry(change)]))
+
+    def joins(self, database: str) -> bool:
+        """True when the sink writes to ``database`` (a store's ``transaction_database``)."""
+        joint = self._joint
+        return joint is not None and joint.database == database
+
+    def joint(self, change: RecordChange) -> TransactionWriter:
+        """The row of ``change`` as writes for the store's transaction on the sink's database."""
+        joint = self._joint
+        if joint is None:  # the runner asks only when `joins` said yes
+            raise TypeError(f"{self._sink!r} cannot write in a store's transaction")
+        return joint.joint([change_entry(change)])
+
+    # -- listeners ------------------------------------------------------------------------------
     def _turn(self, turn_id: str) -> _TurnAudit:
         state = self._turns.get(turn_id)
         if state is None:  # observed from the middle of a turn: record what we can
@@ -179,95 +207,21 @@ class AuditLog:
     def _on_turn_start(self, event: TurnStart) -> None:
         self._turns[event.turn_id] = _TurnAudit(event.conversation_id, event.input)
 
-    def _on_execution_end(self, event: ToolExecutionEnd) -> None:
-        durations = self._turn(event.turn_id).durations
-        durations.setdefault(event.call_id, deque()).append(event.duration_ms)
-
-    def _on_call_stored(self, event: ToolCallStored) -> None:
+    def _on_tool_decided(self, event: ToolDecided) -> None:
         state = self._turn(event.turn_id)
-        call = event.call
-        queue = state.durations.get(call.id)
-        duration = queue.popleft() if queue else None
-        if queue is not None and not queue:
-            del state.durations[call.id]
-        decision = _ALLOWED
-        previous = state.written.get(call.id)  # stored again (mutated): keep what we knew
-        if previous is not None:
-            decision = previous[1]
-            if duration is None:
-                duration = previous[2]
-        for earlier in (state.by_checksum.get(call.checksum), state.pending.pop(call.id, None)):
-            if earlier is not None:
-                decision = _stronger(decision, earlier)
-        ids = state.iteration.setdefault(call.checksum, [])
-        if call.id not in ids:
-            ids.append(call.id)
-        self._write_call(event.turn_id, state, call, decision, duration, event.timestamp)
-
-    def _write_call(
-        self,
-        turn_id: str,
-        state: _TurnAudit,
-        call: ToolCall,
-        decision: Decision,
-        duration: float | None,
-        at: datetime,
-    ) -> None:
-        state.written[call.id] = (call, decision, duration)
+        decision = event.decision
         entry = AuditEntry(
-            kind="tool_call",
-            turn_id=turn_id,
+            kind="tool",
+            turn_id=event.turn_id,
             conversation_id=state.conversation_id,
-            recorded_at=at,
-            call_id=call.id,
-            tool=call.tool,
-            checksum=call.checksum,
-            args=canonical_json(call.args),
-            is_error=call.is_error,
-            duration_ms=duration,
-            decision=decision[0],
-            policy=decision[1],
-            reason=decision[2],
+            recorded_at=event.timestamp,
+            call_id=decision.call_id,
+            tool=decision.tool,
+            decision=decision.action,
+            policy=decision.policy,
+            reason=decision.reason,
         )
         state.track(self._sink_append([entry]))
-
-    def _on_log(self, event: Log) -> None:
-        if event.kind != "policy.decision":
-            return
-        payload: dict[str, Any] = event.payload
-        action = payload.get("action")
-        if not isinstance(action, str) or action not in _RANK:
-            return
-        policy, reason = payload.get("policy"), payload.get("reason")
-        decision: Decision = (
-            action,
-            policy if isinstance(policy, str) else None,
-            reason if isinstance(reason, str) else None,
-        )
-        state = self._turn(event.turn_id)
-        call_id, checksum = payload.get("call_id"), payload.get("checksum")
-        if isinstance(call_id, str):
-            if call_id in state.written:
-                self._decided(event, state, call_id, decision)
-            else:
-                state.pending[call_id] = _stronger(state.pending.get(call_id), decision)
-        elif isinstance(checksum, str):
-            state.by_checksum[checksum] = _stronger(state.by_checksum.get(checksum), decision)
-            for written_id in state.iteration.get(checksum, ()):
-                self._decided(event, state, written_id, decision)
-
-    def _decided(self, event: Log, state: _TurnAudit, call_id: str, decision: Decision) -> None:
-        """A decision about a call that has a row: write the row again if its decision changes."""
-        call, current, duration = state.written[call_id]
-        stronger = _stronger(current, decision)
-        if stronger != current:
-            self._write_call(event.turn_id, state, call, stronger, duration, event.timestamp)
-
-    def _on_iteration_end(self, event: IterationEnd) -> None:
-        state = self._turns.get(event.turn_id)
-        if state is not None:
-            state.by_checksum.clear()
-            state.iteration.clear()
 
     def _on_turn_end(self, event: TurnEnd) -> Awaitable[None]:
         state = self._turns.pop(event.turn_id, None) or _TurnAudit(None, None)
@@ -286,7 +240,7 @@ class AuditLog:
         state.track(self._sink_append([entry]))
         return self._settle(state.writes)
 
-    # -- helpers ----------------------------------------------------------------------------
+    # -- helpers --------------------------------------------------------------------------------
     def _sink_append(self, entries: list[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         return asyncio.ensure_future(self._sink.append(entries))
 

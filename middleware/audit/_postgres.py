@@ -15,6 +15,11 @@ thread is busy are written in one transaction. Free text is stored as ``bytea`` 
 ``convert_from(column, 'UTF8')``. The tables live in the ``loopware`` schema beside
 `pipeline.stores.PostgresStore`'s, with their own ``audit_migrations``. psycopg is imported when
 a sink is created, never by ``import middleware`` (extra ``loopware[postgres]``).
+
+Rows can also be written inside a `PostgresStore`'s transaction on the same database
+(`PostgresAuditSink.joint`): the store runs the writer in the transaction that stores a call,
+so the call and its row commit together; the writer locks the chain's head row and chains its
+rows after it exactly as an append does (the same statements, sent on the store's connection).
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -37,11 +42,13 @@ from ._chain import (
     seal,
     verify_rows,
 )
+from ._joint import JointRows
 from ._sqlite import row_from_values
 from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.connection_async import AsyncConnection
 
 __all__ = ["PostgresAuditSink"]
 
@@ -61,9 +68,10 @@ _BYTEA = frozenset(
         "reason",
         "error",
         "input",
+        "decisions",
     )
 )
-_VERSION = 1
+_VERSION = 2
 _LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
 _SCHEMA = (
     "CREATE SCHEMA IF NOT EXISTS loopware",
@@ -91,11 +99,19 @@ _SELECT = (
 )
 _LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
 _HEAD = "SELECT count, hash FROM loopware.audit_chains WHERE chain = %s"
+_ENSURE = (
+    "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
+    "ON CONFLICT (chain) DO NOTHING"
+)
+"""Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
+_MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s"
 
 
 def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
     fields = entry_to_fields(row.entry)
     fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
     out: list[Any] = [chain, row.index]
     for name in _COLUMNS:
         value = fields[name]
@@ -106,6 +122,36 @@ def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
 
 
 _parse = row_from_values
+
+
+def _found_head(stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None) -> AuditHead:
+    """Where the next row goes, from the head row (``_HEAD``) and the last row (``_LAST``)."""
+    return _resume(
+        None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
+        None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
+    )
+
+
+def _database_of(info: Any) -> str:
+    """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
+    return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
+
+
+async def _write_in(connection: object, chain: str, entries: Sequence[AuditEntry]) -> None:
+    """Append ``entries`` to ``chain`` in a `PostgresStore`'s transaction.
+
+    Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
+    statements, on the store's connection.
+    """
+    # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
+    conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
+    await conn.execute(_ENSURE, (chain, GENESIS_HASH))
+    head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
+    tail = await conn.execute(_LAST, (chain,))
+    rows = seal(entries, _found_head(await head.fetchone(), await tail.fetchone()))
+    async with conn.cursor() as cur:
+        await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
+    await conn.execute(_MOVE, (rows[-1].index + 1, rows[-1].hash, chain))
 
 
 def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
@@ -148,10 +194,12 @@ class PostgresAuditSink:
         "_closed",
         "_conn",
         "_conninfo",
+        "_database",
         "_executor",
         "_head",
         "_lock",
         "_queued",
+        "_stale",
         "_timeout",
     )
 
@@ -178,6 +226,8 @@ class PostgresAuditSink:
         self._timeout = float(timeout)
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._head = AuditHead(0, GENESIS_HASH)
+        self._database: str | None = None
+        self._stale = False  # rows were written in a store's transaction since
         self._closed = False
         self._lock = threading.Lock()
         self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
@@ -197,6 +247,27 @@ class PostgresAuditSink:
         """The chain's name."""
         return self._chain
 
+    @property
+    def database(self) -> str | None:
+        """The database the sink writes to, as `PostgresStore` names its own (libpq's view)."""
+        return self._database
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as rows written in a `PostgresStore`'s transaction on the same database.
+
+        The store runs the writer with its transaction's ``AsyncConnection``: it locks the
+        chain's head row, chains the rows after it and moves it, committing with the store.
+        """
+        chain, rows = self._chain, tuple(entries)
+        return JointRows(
+            f"PostgresAuditSink(chain={chain!r})",
+            lambda conn: _write_in(conn, chain, rows),
+            self._written_elsewhere,
+        )
+
+    def _written_elsewhere(self) -> None:
+        self._stale = True
+
     # -- worker thread --------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         import psycopg
@@ -215,7 +286,9 @@ class PostgresAuditSink:
         import psycopg
 
         try:
-            self._migrate(self._connect())
+            conn = self._connect()
+            self._migrate(conn)
+            self._database = _database_of(conn.info)
         except psycopg.Error as exc:
             raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
 
@@ -237,7 +310,13 @@ class PostgresAuditSink:
             if version < 1:
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (1)")
+            if version < 2:  # a call's row says whether its handler ran, and every decision
+                conn.execute(
+                    "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
+                    "ADD COLUMN decisions bytea"
+                )
+            for step in range(version + 1, _VERSION + 1):
+                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
             self._head = self._stored_head(conn, lock=False)
 
     def _stored_head(self, conn: psycopg.Connection[tuple[Any, ...]], *, lock: bool) -> AuditHead:
@@ -249,19 +328,11 @@ class PostgresAuditSink:
         the second one starts after the lock is granted, so it sees the rows of the append
         that held the lock before.
         """
-        if lock:  # make sure there is a head row to lock (a new chain, or one deleted by hand)
-            conn.execute(
-                "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
-                "ON CONFLICT (chain) DO NOTHING",
-                (self._chain, GENESIS_HASH),
-            )
+        if lock:
+            conn.execute(_ENSURE, (self._chain, GENESIS_HASH))
         head = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
         tail = conn.execute(_LAST, (self._chain,))
-        stored, last = head.fetchone(), tail.fetchone()
-        return _resume(
-            None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
-            None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
-        )
+        return _found_head(head.fetchone(), tail.fetchone())
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         if not entries:
@@ -273,10 +344,7 @@ class PostgresAuditSink:
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, [_values(self._chain, row) for row in rows])
-            conn.execute(
-                "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s",
-                (head.count, head.hash, self._chain),
-            )
+            conn.execute(_MOVE, (head.count, head.hash, self._chain))
         self._head = head
         return rows
 
@@ -335,7 +403,16 @@ class PostgresAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as this sink last wrote or read it (keep a copy to anchor the chain)."""
-        return self._call(lambda: self._head)
+        return self._call(self._current_head)
+
+    def _current_head(self) -> AuditHead:
+        """The head as last written or read, read again if a store's transaction wrote rows."""
+        if self._stale:
+            self._stale = False  # before reading: a later joint write sets it again
+            conn = self._connect()
+            with conn.transaction():
+                self._head = self._stored_head(conn, lock=False)
+        return self._head
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.

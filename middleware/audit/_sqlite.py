@@ -18,6 +18,12 @@ The chain's head is kept in memory, read on opening; each append checks it in it
 transaction, under the write lock, at no extra cost (see ``SqliteAuditSink._append_locked``), and
 chains after what the file holds when another connection wrote since. In the file, the head is
 the last row of ``audit_rows`` (``middleware/audit/_sqlite_schema.py``).
+
+Rows can also be written inside another connection's transaction on the same file: a
+`SqliteStore` on it runs the sink's `SqliteAuditSink.joint` writer in the transaction that
+stores a call, so the call and its row commit together. Holding the write lock already, the
+writer chains after the head the file holds (`stored_head`); once it committed, the head in
+memory is read again before it is next handed out.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -41,6 +47,7 @@ from ._chain import (
     seal_fields,
     verify_rows,
 )
+from ._joint import JointRows
 from ._sqlite_schema import (
     SQL_COLUMNS,
     SQL_INSERT,
@@ -84,6 +91,8 @@ def _sql_text(value: object) -> object:
 def _sql_values(row: AuditRow) -> tuple[Any, ...]:
     fields = entry_to_fields(row.entry)
     fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
     return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
 
 
@@ -114,10 +123,13 @@ def row_from_values(values: Sequence[Any]) -> AuditRow | None:
                 fields[name] = bytes(value).decode("utf-8", "surrogatepass")
             except UnicodeDecodeError:
                 return None
-    flag = fields["is_error"]
+    flag, ran = fields["is_error"], fields["ran"]
     if type(flag) is not int or flag not in (0, 1):
         return None
+    if ran is not None and (type(ran) is not int or ran not in (0, 1)):
+        return None
     fields["is_error"] = bool(flag)
+    fields["ran"] = None if ran is None else bool(ran)
     index, prev_hash, digest = values[0], values[-2], values[-1]
     if not (isinstance(prev_hash, str) and isinstance(digest, str)):
         return None
@@ -143,10 +155,12 @@ class SqliteAuditSink:
     __slots__ = (
         "_conn",
         "_cursor",
+        "_database",
         "_fast",
         "_fast_cursor",
         "_head",
         "_path",
+        "_stale",
         "_unchecked",
         "_writer",
     )
@@ -154,6 +168,9 @@ class SqliteAuditSink:
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
         """Open (or create) the chain; see the class docstring."""
         self._path = check_options("SqliteAuditSink", path, synchronous)
+        memory = self._path == ":memory:" or self._path.startswith("file::memory:")
+        self._database = None if memory else "sqlite:" + os.path.realpath(self._path)
+        self._stale = False  # rows were written in another connection's transaction since
         self._conn: sqlite3.Connection | None = None
         self._fast: sqlite3.Connection | None = None  # the calling thread's ("normal" only)
         self._cursor: sqlite3.Cursor | None = None  # one cursor per connection, reused
@@ -216,6 +233,79 @@ class SqliteAuditSink:
             fast.execute("PRAGMA synchronous = NORMAL")
             fast.execute("PRAGMA wal_autocheckpoint = 0")
             self._fast_cursor = fast.cursor()
+
+    @property
+    def database(self) -> str | None:
+        """``"sqlite:"`` and the file's real path, as `SqliteStore` names its database."""
+        return self._database
+
+    def joint(self, entries: Sequence[AuditEntry]) -> TransactionWriter:
+        """``entries`` as rows written in a `SqliteStore`'s transaction on the same file.
+
+        The store runs the writer with its transaction's cursor (holding the write lock): the
+        rows chain after the head the file holds and commit with the store's write.
+        """
+        entries = tuple(entries)
+        written: list[AuditHead] = []
+        return JointRows(
+            f"SqliteAuditSink({self._path!r})",
+            lambda cur: written.append(self._write_in(cur, entries)),
+            lambda: self._written_elsewhere(written),
+        )
+
+    def _write_in(self, cur: object, entries: Sequence[AuditEntry]) -> AuditHead:
+        """Write ``entries`` in the store's transaction, which holds the write lock.
+
+        As `_append_locked` does: the head in memory is a guess the file checks (the head row
+        turns into the first row only if it is that head); when it is not, nothing was written
+        and the rows chain after the head the file holds. A savepoint undoes a first row taken
+        whose other rows cannot go in (a file tampered with), as the rollback does there.
+        """
+        if not isinstance(cur, sqlite3.Cursor):
+            raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
+        old = self._head
+        rows, values, _ = _chain_values(entries, old)
+        head = new_head(rows[-1])
+        first = values[0]
+        cur.execute("SAVEPOINT loopware_audit")
+        try:
+            taken = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
+            if taken:
+                if len(values) > 1:
+                    cur.executemany(SQL_INSERT, values[1:])
+                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+        except sqlite3.IntegrityError:  # an index is taken
+            cur.execute("ROLLBACK TO loopware_audit")
+            taken = False
+        if not taken:
+            rows, values, _ = _chain_values(entries, stored_head(cur))
+            head = new_head(rows[-1])
+            cur.execute(_SQL_DROP_HEAD)
+            _insert(cur, values)
+            cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+        cur.execute("RELEASE loopware_audit")
+        return head
+
+    def _written_elsewhere(self, written: list[AuditHead]) -> None:
+        """Rows were committed by another connection: read the head again before handing it out.
+
+        The head they left is the next write's guess (appends check it against the file).
+        """
+        if written:
+            self._head = written[-1]
+        self._stale = True
+
+    def _current_head(self) -> AuditHead:
+        """The head as written so far, read from the file if rows were written elsewhere."""
+        if self._stale:
+            self._stale = False  # before reading: a later joint write sets it again
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                self._head = stored_head(conn)
+            finally:
+                conn.execute("COMMIT")
+        return self._head
 
     def _close(self) -> None:
         for conn in (self._fast, self._conn):
@@ -337,7 +427,7 @@ class SqliteAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
-        return self._writer.call(lambda: self._head)
+        return self._writer.call(self._current_head)
 
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.

@@ -12,7 +12,9 @@ append; ``bench/audit_chain.py``). A log without its head row has had its end de
 reports the rows from there on, and keeps doing so after more appends (`stored_head`).
 
 Schema version 1 kept the head in a one-row table ``audit_head``; opening such a file moves the head
-into ``audit_rows`` (`migrate`) and drops that table.
+into ``audit_rows`` (`migrate`) and drops that table. Version 3 adds the columns ``ran`` (0 or 1)
+and ``decisions`` (canonical JSON text); rows written before keep them NULL, and their hashes,
+which never covered them, still verify (``middleware/audit/_chain.py``).
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ SQL_COLUMNS = (
     "status",
     "error",
     "input",
+    "ran",
+    "decisions",
 )
-SQL_VERSION: Final = 2
+SQL_VERSION: Final = 3
 """The audit schema version, kept in ``audit_migrations`` (apart from a `SqliteStore`'s own
 ``schema_migrations``, so both can share one file)."""
 
@@ -62,7 +66,7 @@ _ROWS = """CREATE TABLE audit_rows (
     idx INTEGER PRIMARY KEY, kind TEXT, turn_id TEXT, conversation_id TEXT,
     recorded_at TEXT, call_id TEXT, tool TEXT, checksum TEXT, args TEXT, is_error,
     duration_ms, decision TEXT, policy TEXT, reason TEXT, status TEXT, error TEXT,
-    input TEXT, prev_hash TEXT, hash TEXT, head_count INTEGER
+    input TEXT, prev_hash TEXT, hash TEXT, head_count INTEGER, ran INTEGER, decisions TEXT
 )"""
 _ALL = ("idx", *SQL_COLUMNS, "prev_hash", "hash")
 _MARKS = ", ".join("?" * len(_ALL))
@@ -138,7 +142,7 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
 
     Runs in the caller's transaction, so a half-done migration is never committed.
     """
-    if version < 1:
+    if version < 1:  # a new log: the current layout at once
         conn.execute(_ROWS)
         conn.execute(SQL_PUT_HEAD, (0, GENESIS_HASH))
     elif version < 2:  # the head moves from audit_head to the last row of audit_rows
@@ -151,5 +155,8 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         conn.execute("ALTER TABLE audit_rows ADD COLUMN head_count INTEGER")
         conn.execute(SQL_PUT_HEAD, (head.count, head.hash))
         conn.execute("DROP TABLE audit_head")
+    if 0 < version < 3:  # a call's row says whether its handler ran and every decision about it
+        conn.execute("ALTER TABLE audit_rows ADD COLUMN ran INTEGER")
+        conn.execute("ALTER TABLE audit_rows ADD COLUMN decisions TEXT")
     for step in range(version + 1, SQL_VERSION + 1):
         conn.execute("INSERT INTO audit_migrations VALUES (?, datetime('now'))", (step,))

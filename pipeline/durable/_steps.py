@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import LoopError, TurnAbortedError
 from ..calls._toolcall import ToolCall
+from ..stores._store import JointStore, is_durable
 from ._errors import RecordedToolError, ToolInterruptedError
 from ._replay import current_run, stash_digest
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from .._tool import Tool, ToolHandler, ToolOutput
     from ..models._message import Message
     from ..models._seam import ChatModel, ModelRequest, ModelResponse
-    from ..stores._store import TurnRecord, TurnStore
+    from ..stores._store import TransactionWriter, TurnRecord, TurnStore
 
 __all__ = ["DurableModel", "DurableStore", "StashBinder", "durable_tool"]
 
@@ -207,6 +208,8 @@ class DurableStore:
     A re-run must start from the history the first run saw, not from the store as it is now
     (which holds the interrupted run's own messages and calls). Writes go straight through:
     they are idempotent (keyed by the deterministic ids), so writing again on a re-run is safe.
+    It is as durable as the wrapped store, and shares its transactions with other writers when
+    that store does (`JointStore`).
     """
 
     __slots__ = ("store",)
@@ -229,17 +232,50 @@ class DurableStore:
         """Save a message."""
         await self.store.save_message(conversation_id, turn_id, message)
 
+    @property
+    def durable(self) -> bool:
+        """Whether the wrapped store's writes survive the process."""
+        return is_durable(self.store)
+
+    @property
+    def transaction_database(self) -> str | None:
+        """The wrapped store's, when it is a `JointStore` (else None)."""
+        store = self.store
+        return store.transaction_database if isinstance(store, JointStore) else None
+
     async def save_tool_call(
-        self, conversation_id: str | None, turn_id: str, call: ToolCall
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> None:
-        """Save a tool call."""
-        await self.store.save_tool_call(conversation_id, turn_id, call)
+        """Save a tool call (``writers`` in its transaction, see `JointStore`)."""
+        if writers:
+            await self._joint().save_tool_call(conversation_id, turn_id, call, writers=writers)
+        else:
+            await self.store.save_tool_call(conversation_id, turn_id, call)
 
     async def delete_tool_call(
-        self, conversation_id: str | None, turn_id: str, call_id: str
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call_id: str,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> bool:
-        """Delete a tool call."""
+        """Delete a tool call (``writers`` in its transaction, see `JointStore`)."""
+        if writers:
+            joint = self._joint()
+            return await joint.delete_tool_call(conversation_id, turn_id, call_id, writers=writers)
         return await self.store.delete_tool_call(conversation_id, turn_id, call_id)
+
+    def _joint(self) -> JointStore:
+        store = self.store
+        if not isinstance(store, JointStore):  # writers are only given to a JointStore's wrapper
+            raise TypeError(f"{store!r} runs no other writers in its transactions")
+        return store
 
     async def load_conversation(
         self, conversation_id: str

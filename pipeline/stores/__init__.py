@@ -3,7 +3,9 @@
 `TurnStore` is the store seam (`MemoryStore` by default, `SqliteStore` for a real embedded
 database, `PostgresStore` for a database shared by many processes); `SpoolStore` holds artifact
 bodies (`MemorySpoolStore` by default, `FileSpoolStore` for bodies too large for memory).
-See ``docs/architecture.md``. `SqliteStore`, `PostgresStore` and `FileSpoolStore` load when
+A store that runs other writers' writes in its own transactions (an audit sink's rows beside
+the call they record) is a `JointStore` and runs `TransactionWriter`s. See
+``docs/architecture.md``. `SqliteStore`, `PostgresStore` and `FileSpoolStore` load when
 first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
 
@@ -13,7 +15,9 @@ import typing as _typing
 from ._spool import MemorySpoolStore as MemorySpoolStore
 from ._spool import SpoolReader as SpoolReader
 from ._spool import SpoolStore as SpoolStore
+from ._store import JointStore as JointStore
 from ._store import MemoryStore as MemoryStore
+from ._store import TransactionWriter as TransactionWriter
 from ._store import TurnRecord as TurnRecord
 from ._store import TurnStore as TurnStore
 
@@ -55,12 +59,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "FileSpoolStore",
+    "JointStore",
     "MemorySpoolStore",
     "MemoryStore",
     "PostgresStore",
     "SpoolReader",
     "SpoolStore",
     "SqliteStore",
+    "TransactionWriter",
     "TurnRecord",
     "TurnStore",
 ]

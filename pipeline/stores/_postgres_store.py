@@ -6,6 +6,11 @@ kept under their turn, artifact bodies by reference to a spool store. Every writ
 transaction that has committed before the coroutine returns, so several processes (workers) can
 share one database; storage order is the order rows were first inserted.
 
+Other writers' writes can share a call's transaction (`JointStore`): ``save_tool_call`` and
+``delete_tool_call`` run their ``writers`` (an audit sink on the same database) with the
+transaction's ``psycopg.AsyncConnection``, on the store's event loop, before the commit; the
+store names its database (``transaction_database``) once it has connected.
+
 psycopg is imported when the store opens, never by ``import pipeline``: install the extra
 ``loopware[postgres]``.
 """
@@ -13,6 +18,7 @@ psycopg is imported when the store opens, never by ``import pipeline``: install 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -42,7 +48,7 @@ if TYPE_CHECKING:
     from ..calls._toolcall import ToolCall
     from ..models._message import Message
     from ._spool import SpoolStore
-    from ._store import TurnRecord
+    from ._store import TransactionWriter, TurnRecord
 
     Pool: TypeAlias = AsyncConnectionPool[AsyncConnection[Row]]
 
@@ -77,6 +83,7 @@ class PostgresStore:
     __slots__ = (
         "_closed",
         "_conninfo",
+        "_database",
         "_lock",
         "_max",
         "_min",
@@ -108,6 +115,10 @@ class PostgresStore:
         self._thread: LoopThread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._database: str | None = None
+
+    durable = True
+    """Its writes are committed in PostgreSQL before they return (see `TurnStore`)."""
 
     def __repr__(self) -> str:
         """Show the server (without a password) and whether the store is open."""
@@ -118,6 +129,14 @@ class PostgresStore:
     def spool(self) -> SpoolStore:
         """Where the artifact bodies of stored calls are kept."""
         return self._spool
+
+    @property
+    def transaction_database(self) -> str | None:
+        """The server, database and user its connections reach, as libpq resolved them.
+
+        ``"postgresql:host=<h> port=<p> dbname=<d> user=<u>"``; None until it has opened.
+        """
+        return self._database
 
     # -- life cycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -187,6 +206,11 @@ class PostgresStore:
             await pool.open(wait=True, timeout=self._timeout)
             async with pool.connection() as conn:
                 await migrate(conn, where)
+                info = conn.info
+                self._database = (
+                    f"postgresql:host={info.host} port={info.port} dbname={info.dbname} "
+                    f"user={info.user}"
+                )
         except (PoolTimeout, psycopg.Error) as exc:
             await pool.close()
             raise InvalidRunnerConfigError(
@@ -252,12 +276,18 @@ class PostgresStore:
         await self._run(lambda pool: _execute(pool, sql.MESSAGE_UPSERT, values))
 
     async def save_tool_call(
-        self, conversation_id: str | None, turn_id: str, call: ToolCall
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> None:
         """Insert or replace a turn's call by id, keeping its position (committed first).
 
         Artifact bodies the spool does not hold yet are copied into it first (off the event
-        loop, streaming), so a committed row never refers to a missing body.
+        loop, streaming), so a committed row never refers to a missing body. ``writers`` run
+        in the same transaction, after the call's rows (see `JointStore`).
         """
         spool = self._spool
 
@@ -286,27 +316,37 @@ class PostgresStore:
                 if part_values:
                     async with conn.cursor() as cur:
                         await cur.executemany(sql.PART_INSERT, part_values)
+                await _run_writers(conn, writers)
             return await sql.spool_keys(old)
 
-        stale = await self._run(write)
+        stale = await self._run_joint(write, writers)
         kept = {sql.text(p[-1]) for p in parts if p[-1] is not None}
         await self._forget_bodies([k for k in stale if k not in kept])
 
     async def delete_tool_call(
-        self, conversation_id: str | None, turn_id: str, call_id: str
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call_id: str,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> bool:
-        """Delete a turn's call by id (committed before returning); return whether it existed."""
+        """Delete a turn's call by id (committed before returning); return whether it existed.
+
+        ``writers`` run in the same transaction, after the delete (see `JointStore`).
+        """
         key = (sql.scope(conversation_id, turn_id), sql.b(turn_id), sql.b(call_id))
 
         async def delete(pool: Pool) -> list[str] | None:
             async with pool.connection() as conn, conn.pipeline(), conn.transaction():
                 parts = await conn.execute(sql.PARTS_DELETE, key)
                 gone = await conn.execute(sql.CALL_DELETE, key)
+                await _run_writers(conn, writers)
             if await gone.fetchone() is None:
                 return None
             return await sql.spool_keys(parts)
 
-        stale = await self._run(delete)
+        stale = await self._run_joint(delete, writers)
         if stale is None:
             return False
         await self._forget_bodies(stale)
@@ -365,6 +405,22 @@ class PostgresStore:
         return None if row is None else turn_from_row(row)
 
     # -- internals ------------------------------------------------------------------------------
+    async def _run_joint(
+        self, job: Callable[[Pool], Awaitable[R]], writers: Sequence[TransactionWriter]
+    ) -> R:
+        """`_run` a write whose transaction runs ``writers``; tell them how it ended."""
+        if not writers:
+            return await self._run(job)
+        committed = False
+        try:
+            result = await self._run(job)
+            committed = True
+            return result
+        finally:
+            for writer in writers:
+                with contextlib.suppress(Exception):
+                    writer.settle(committed)
+
     async def _forget_bodies(self, keys: list[str]) -> None:
         """Delete the bodies this store copied for rows that no longer refer to them."""
         owned = [k for k in keys if is_owned(k)]
@@ -399,6 +455,14 @@ class PostgresStore:
 
 async def _nothing(pool: Pool) -> None:
     return None
+
+
+async def _run_writers(conn: AsyncConnection[Row], writers: Sequence[TransactionWriter]) -> None:
+    """Run other writers' writes in the transaction of ``conn`` (see `JointStore`)."""
+    for writer in writers:
+        pending = writer.write(conn)
+        if pending is not None:
+            await pending
 
 
 async def _execute(pool: Pool, query: str, values: Sequence[object]) -> None:

@@ -17,6 +17,10 @@ store's spool (by default a `FileSpoolStore` in ``<path>-spool`` beside the data
 body itself, so storing or loading a 200 MB result does not hold it in memory (see
 `pipeline.stores._body_refs`).
 
+Other writers' writes can share a call's transaction (`JointStore`): ``save_tool_call`` and
+``delete_tool_call`` run their ``writers`` (an audit sink on the same file) with the
+transaction's cursor, on the worker thread, before the commit.
+
 Messages are keyed by (conversation, id) inside a conversation, and tool calls by
 (conversation, turn, id), as `MemoryStore` keys them: concurrent turns of one conversation may
 store the same provider id and neither call is lost. Turns without a conversation are stored
@@ -26,6 +30,7 @@ too, keyed by turn, so that they can be audited or recovered (`tool_calls_for_tu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import sqlite3
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
     from ..artifacts._artifact import SpooledArtifact
     from ..calls._toolcall import ToolCall
     from ..models._message import Message
-    from ._store import TurnRecord
+    from ._store import TransactionWriter, TurnRecord
 
 __all__ = ["SqliteStore"]
 
@@ -103,7 +108,7 @@ class SqliteStore:
     Use it as an async context manager, or call `close()` / `aclose()` when done.
     """
 
-    __slots__ = ("_closed", "_conn", "_executor", "_path", "_spool")
+    __slots__ = ("_closed", "_conn", "_database", "_executor", "_path", "_spool")
 
     def __init__(
         self,
@@ -135,6 +140,8 @@ class SqliteStore:
         if bad:
             raise InvalidRunnerConfigError("SqliteStore: " + "; ".join(bad), field="store")
         self._path = os.fspath(path)
+        memory = self._path == ":memory:" or self._path.startswith("file::memory:")
+        self._database = None if memory else "sqlite:" + os.path.realpath(self._path)
         self._spool: SpoolStore | None = spool
         if spool is None and self._path == ":memory:":
             self._spool = MemorySpoolStore()
@@ -162,6 +169,16 @@ class SqliteStore:
     def path(self) -> str:
         """The database file."""
         return self._path
+
+    @property
+    def durable(self) -> bool:
+        """Whether its writes survive the process: True but for ``":memory:"``."""
+        return self._database is not None
+
+    @property
+    def transaction_database(self) -> str | None:
+        """``"sqlite:"`` and the file's real path (None for ``":memory:"``; see `JointStore`)."""
+        return self._database
 
     @property
     def spool(self) -> SpoolStore:
@@ -255,20 +272,37 @@ class SqliteStore:
         await self._run(self._write_message, conversation_id, turn_id, message)
 
     async def save_tool_call(
-        self, conversation_id: str | None, turn_id: str, call: ToolCall
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> None:
-        """Insert or replace a turn's call by id, keeping its position (committed first)."""
-        await self._run(self._write_call, conversation_id, turn_id, call)
+        """Insert or replace a turn's call by id, keeping its position (committed first).
+
+        ``writers`` run in the same transaction, after the call's rows (see `JointStore`).
+        """
+        await self._run(self._write_call, conversation_id, turn_id, call, writers)
 
     async def delete_tool_call(
-        self, conversation_id: str | None, turn_id: str, call_id: str
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call_id: str,
+        *,
+        writers: Sequence[TransactionWriter] = (),
     ) -> bool:
-        """Delete a turn's call by id (committed before returning); return whether it existed."""
+        """Delete a turn's call by id (committed before returning); return whether it existed.
+
+        ``writers`` run in the same transaction, after the delete (see `JointStore`).
+        """
         return await self._run(
             self._delete_call,
             _scope(conversation_id, turn_id),
             sql_text(turn_id),
             sql_text(call_id),
+            writers,
         )
 
     async def load_conversation(
@@ -301,7 +335,13 @@ class SqliteStore:
         with self._transaction() as cur:
             cur.execute(sql.MESSAGE_UPSERT, values)
 
-    def _write_call(self, conversation_id: str | None, turn_id: str, call: ToolCall) -> None:
+    def _write_call(
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        writers: Sequence[TransactionWriter],
+    ) -> None:
         def body_key(position: int, artifact: SpooledArtifact) -> str | None:
             return reference_body(
                 self.spool,  # the default spool's directory is made on the first artifact
@@ -314,7 +354,7 @@ class SqliteStore:
         scope = _scope(conversation_id, turn_id)
         ids = _ids(conversation_id, turn_id)
         stale: list[str] = []
-        with self._transaction() as cur:
+        with self._joint_transaction(writers) as cur:
             found = cur.execute(
                 "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
                 (scope, ids[1], row[0]),
@@ -332,6 +372,34 @@ class SqliteStore:
         kept = {from_sql_text(p[-1]) for p in parts if p[-1] is not None}
         self._forget_bodies(k for k in stale if k not in kept)
 
+    @contextmanager
+    def _joint_transaction(
+        self, writers: Sequence[TransactionWriter]
+    ) -> Iterator[sqlite3.Cursor]:
+        """A write transaction whose ``writers`` run at its end, before the commit.
+
+        Each writer is told how it ended (`TransactionWriter.settle`).
+        """
+        if not writers:
+            with self._transaction() as cur:
+                yield cur
+            return
+        committed = False
+        try:
+            with self._transaction() as cur:
+                yield cur
+                for writer in writers:
+                    if writer.write(cur) is not None:
+                        raise TypeError(
+                            f"{writer!r} returned an awaitable: SqliteStore runs a writer on "
+                            "its worker thread and cannot await it"
+                        )
+            committed = True
+        finally:
+            for writer in writers:
+                with contextlib.suppress(Exception):
+                    writer.settle(committed)
+
     def _forget_bodies(self, keys: Iterable[str]) -> None:
         """Delete the bodies this store copied for rows that no longer refer to them."""
         for key in keys:
@@ -339,17 +407,23 @@ class SqliteStore:
                 self.spool.delete(key)
 
     def _delete_call(
-        self, scope: str | bytes, turn_id: str | bytes, call_id: str | bytes
+        self,
+        scope: str | bytes,
+        turn_id: str | bytes,
+        call_id: str | bytes,
+        writers: Sequence[TransactionWriter],
     ) -> bool:
-        with self._transaction() as cur:
+        stale: list[str] = []
+        with self._joint_transaction(writers) as cur:
             found = cur.execute(
                 "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
                 (scope, turn_id, call_id),
             ).fetchone()
-            if found is None:
-                return False
-            stale = _keys(cur.execute(sql.PART_KEYS, (found[0],)).fetchall())
-            cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
+            if found is not None:
+                stale = _keys(cur.execute(sql.PART_KEYS, (found[0],)).fetchall())
+                cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
+        if found is None:
+            return False
         self._forget_bodies(stale)
         return True
 

@@ -1,18 +1,29 @@
-"""The persistence seam: the `TurnStore` protocol and the default in-memory store."""
+"""The persistence seam: the `TurnStore` protocol and the default in-memory store.
+
+Also the `JointStore` protocol of stores that run other writers' writes (`TransactionWriter`)
+in their own transactions.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .._events import TurnStatus
     from ..calls._toolcall import ToolCall
     from ..models._message import Message
 
-__all__ = ["MemoryStore", "TurnRecord", "TurnStore"]
+__all__ = [
+    "JointStore",
+    "MemoryStore",
+    "TransactionWriter",
+    "TurnRecord",
+    "TurnStore",
+    "is_durable",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +57,11 @@ class TurnStore(Protocol):
 
     Every method must have made the write durable (as far as the store can) before it returns:
     the runner relies on that to promise that a stored call is never lost.
+
+    A store whose writes do not survive the process (`MemoryStore`) says so with a class or
+    instance attribute ``durable = False``; the runner then writes record keepers' records
+    without waiting for them at each store (``pipeline.stages.RecordKeeper``). A store without
+    the attribute is taken to be durable.
     """
 
     async def save_turn(self, record: TurnRecord) -> None:
@@ -81,6 +97,80 @@ class TurnStore(Protocol):
         ...
 
 
+def is_durable(store: object) -> bool:
+    """Whether ``store``'s writes survive the process: not when it says ``durable = False``."""
+    return getattr(store, "durable", True) is not False
+
+
+class TransactionWriter(Protocol):
+    """Another party's writes that a `JointStore` runs inside one of its own transactions.
+
+    An audit sink's rows written beside the call they record: both commit, or neither does.
+    """
+
+    def write(self, connection: object) -> Awaitable[None] | None:
+        """Write with the store's ``connection``, inside its transaction, before it commits.
+
+        What ``connection`` is, and whether the store awaits what this returns, is the
+        store's to say (`JointStore`): `SqliteStore` passes the ``sqlite3.Cursor`` of its
+        transaction on its worker thread and expects None; `PostgresStore` passes the
+        ``psycopg.AsyncConnection`` on its own event loop and awaits the awaitable returned.
+        An exception rolls the whole transaction back (and fails the store's write).
+        """
+        ...
+
+    def settle(self, committed: bool) -> None:
+        """Learn how the transaction ended: ``committed`` True, or False when it did not.
+
+        Called once, after the commit or the rollback. Must not raise (an exception from it
+        is ignored).
+        """
+        ...
+
+
+@runtime_checkable
+class JointStore(TurnStore, Protocol):
+    """A `TurnStore` whose writes of a call can carry other writers' writes in one transaction.
+
+    ``save_tool_call`` and ``delete_tool_call`` take ``writers``: `TransactionWriter`s written
+    to this store's database (``transaction_database``), run in the transaction of the call's
+    own write, after it, before the commit.
+    """
+
+    @property
+    def transaction_database(self) -> str | None:
+        """The database this store's transactions write to, as writers name theirs.
+
+        None when no other writer can share them (an in-memory database, a store not opened
+        yet). ``"sqlite:<real path of the file>"`` for `SqliteStore`; for `PostgresStore`,
+        ``"postgresql:host=<h> port=<p> dbname=<d> user=<u>"`` as libpq resolved its
+        connection string (``psycopg``'s ``connection.info``).
+        """
+        ...
+
+    async def save_tool_call(
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        *,
+        writers: Sequence[TransactionWriter] = (),
+    ) -> None:
+        """`TurnStore.save_tool_call`, running ``writers`` in the same transaction."""
+        ...
+
+    async def delete_tool_call(
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call_id: str,
+        *,
+        writers: Sequence[TransactionWriter] = (),
+    ) -> bool:
+        """`TurnStore.delete_tool_call`, running ``writers`` in the same transaction."""
+        ...
+
+
 class MemoryStore:
     """The default store: keeps conversations in process memory (lost when the process exits).
 
@@ -89,6 +179,9 @@ class MemoryStore:
     """
 
     __slots__ = ("_calls", "_messages", "_turns")
+
+    durable: ClassVar[bool] = False
+    """Nothing it keeps survives the process (see `TurnStore`)."""
 
     def __init__(self) -> None:
         """Create an empty store."""
@@ -143,5 +236,5 @@ class MemoryStore:
         return self._turns.get(turn_id)
 
 
-for _cls in (TurnRecord, TurnStore, MemoryStore):
+for _cls in (TurnRecord, TurnStore, TransactionWriter, JointStore, MemoryStore):
     _cls.__module__ = "pipeline"

@@ -184,7 +184,7 @@ async def play(
     return Played(result, model, started)
 
 
-def audit_rows(path: Path) -> dict[str, list[tuple[str | None, str | None, bool]]]:
+def audit_rows(path: Path) -> dict[str, list[tuple[str | None, str | None, bool | None]]]:
     """``call_id -> [(decision, policy, ran)]``: every tool-call row of the chain at ``path``.
 
     A list per call id, so that a test sees a second row if one was written. The chain must
@@ -193,7 +193,7 @@ def audit_rows(path: Path) -> dict[str, list[tuple[str | None, str | None, bool]
     sink = SqliteAuditSink(path, synchronous="normal")
     try:
         assert sink.verify() is None
-        rows: dict[str, list[tuple[str | None, str | None, bool]]] = {}
+        rows: dict[str, list[tuple[str | None, str | None, bool | None]]] = {}
         for row in sink.rows():
             entry = row.entry
             if entry.kind == "tool_call" and entry.call_id is not None:

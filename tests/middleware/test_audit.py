@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import weakref
 from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
@@ -22,6 +23,8 @@ from middleware import (
     Middleware,
     RepetitionDetector,
     SqliteAuditSink,
+    ToolCallLimit,
+    ToolPolicy,
 )
 from pipeline import (
     CallNext,
@@ -31,7 +34,13 @@ from pipeline import (
     ModelRequest,
     ModelResponse,
     ProposedToolCall,
+    RecordChange,
+    SqliteStore,
+    ToolCall,
+    ToolCallContext,
+    ToolCallNext,
     ToolLoopExecutor,
+    TransactionWriter,
     TurnContext,
     TurnRunner,
     canonical_json,
@@ -83,15 +92,11 @@ def entries(sink: Sink) -> list[AuditEntry]:
     return [row.entry for row in sink.rows()]
 
 
-def final_calls(sink: Sink) -> dict[str, AuditEntry]:
-    """Each call's final form, as a reader computes it: the last row of its call id."""
-    return {e.call_id: e for e in entries(sink) if e.kind == "tool_call" and e.call_id}
-
-
 async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
     sink: Sink,
 ) -> None:
-    """Each completed call and the turn get a row, readable as soon as run() returns."""
+    """Each stored call and the turn get a row, readable as soon as run() returns; a call's
+    row says what its record says (ran, verdict, duration)."""
     runner = runner_for(
         AuditLog(sink),
         [
@@ -112,27 +117,164 @@ async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
     assert first.args == canonical_json({"q": "x ✓"})
     assert first.checksum == result.tool_calls[0].checksum
     assert (first.is_error, failed.is_error, unknown.is_error) == (False, True, True)
+    assert [(e.ran, e.decision) for e in (first, failed, unknown)] == [
+        (True, "allowed"), (True, "allowed"), (False, "invalid")
+    ]
+    assert (first.decisions, failed.decisions) == ("[]", "[]")
+    assert [first.duration_ms, failed.duration_ms] == [
+        c.duration_ms for c in result.tool_calls[:2]
+    ]
     assert first.duration_ms is not None
-    assert first.duration_ms >= 0
-    assert failed.duration_ms is not None
     assert unknown.duration_ms is None  # never executed
-    assert {e.decision for e in rows[:3]} == {"allowed"}
+    assert (unknown.policy, unknown.reason) == ("loopware.registry", "unknown tool 'nope'")
     assert {e.turn_id for e in rows} == {result.turn_id}
     assert {e.conversation_id for e in rows} == {"conv-1"}
-    assert (turn.status, turn.input, turn.is_error, turn.decision) == (
-        "completed", "find x", False, None
+    assert (turn.status, turn.input, turn.is_error, turn.decision, turn.ran) == (
+        "completed", "find x", False, None, None
     )
     assert turn.duration_ms is not None
     assert turn.duration_ms > 0
     assert sink.verify() is None
 
 
-async def test_policy_decisions_are_recorded_on_their_calls(sink: Sink) -> None:
-    """A RepetitionDetector hide decision lands on the call that triggered it, by call id.
+@tool
+def shell_exec(cmd: str) -> str:
+    """Run a shell command (never allowed)."""
+    raise AssertionError("a denied call's handler must never run")
 
-    The hide is taken in dispatch_output, after the call's row was written at its store
-    (issue 18), so the call's row is written again with the decision: its last row says hidden.
-    """
+
+async def test_a_call_a_policy_refused_has_one_row_denied_and_not_run(sink: Sink) -> None:
+    """A call to a tool ToolPolicy denies: exactly one row, ``denied``, ``ran`` false, the
+    policy and its reason; the withdrawal of the tool is a ``tool`` row of its own."""
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(
+            ScriptedModel([step(propose("shell_exec", {"cmd": "ls"}, "s1")), ModelResponse()])
+        ),
+        tools=[search, shell_exec],
+        middleware=[AuditLog(sink), ToolPolicy(deny=["shell*"])],
+    )
+    result = await runner.run("go")
+    [call] = result.tool_calls
+    [row] = [e for e in entries(sink) if e.call_id == "s1"]
+    assert (row.kind, row.decision, row.ran, row.is_error) == ("tool_call", "denied", False, True)
+    assert (row.policy, row.reason) == ("loopware.policy", call.deciding.reason)  # type: ignore[union-attr]
+    assert "shell*" in (row.reason or "")
+    assert json.loads(row.decisions or "") == [d.as_dict() for d in call.decisions]
+    [withdrawn] = [e for e in entries(sink) if e.kind == "tool"]
+    assert (withdrawn.tool, withdrawn.decision, withdrawn.policy, withdrawn.call_id) == (
+        "shell_exec", "withdrawn", "loopware.policy", None
+    )
+
+
+async def test_a_call_denied_by_a_tool_call_hook_has_one_row_with_its_reason(
+    sink: Sink,
+) -> None:
+    """A ``tool_call`` hook's ``ctx.deny`` gives one row: denied, not run, the hook's name."""
+    guard = Middleware("guard")
+
+    @guard.tool_call
+    async def refuse(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        ctx.deny("not on weekends")
+
+    runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
+                        middleware=[guard])
+    await runner.run("go")
+    [row] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert (row.decision, row.ran, row.reason) == ("denied", False, "not on weekends")
+    assert row.policy is not None
+    assert "guard" in row.policy
+
+
+async def test_unknown_tools_and_invalid_arguments_get_one_row_each_never_allowed(
+    sink: Sink,
+) -> None:
+    """A name no tool has, arguments that are not JSON, and arguments failing the schema: one
+    row per call, each ``invalid`` and not run."""
+    runner = runner_for(
+        AuditLog(sink),
+        [
+            step(
+                propose("nope", {}, "u"),
+                ProposedToolCall(id="j", name="search", arguments="{not json"),
+                propose("search", {"q": 7}, "s"),
+            ),
+            ModelResponse(text="done"),
+        ],
+    )
+    await runner.run("go")
+    calls = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert [(e.call_id, e.decision, e.ran) for e in calls] == [
+        ("u", "invalid", False), ("j", "invalid", False), ("s", "invalid", False)
+    ]
+    assert [e.policy for e in calls] == ["loopware.registry", "loopware.arguments",
+                                         "loopware.arguments"]
+    assert sink.verify() is None
+
+
+async def test_a_result_withheld_after_the_handler_ran_is_denied_and_ran(sink: Sink) -> None:
+    """A hook that lets the handler run, then withholds its result: ``ran`` true, ``denied``,
+    the decision taken ``after``."""
+    ran: list[str] = []
+
+    @tool
+    def secret(q: str) -> str:
+        """Return a secret."""
+        ran.append(q)
+        return "the secret"
+
+    censor = Middleware("censor")
+
+    @censor.tool_call
+    async def withhold(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        await call_next()
+        ctx.deny("the result names a customer")
+
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(ScriptedModel([step(propose("secret", {"q": "x"}, "a"))])),
+        tools=[secret],
+        middleware=[AuditLog(sink), censor],
+    )
+    await runner.run("go")
+    assert ran == ["x"]
+    [row] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert (row.decision, row.ran, row.is_error) == ("denied", True, True)
+    assert row.duration_ms is not None
+    [decision] = json.loads(row.decisions or "")
+    assert (decision["action"], decision["when"]) == ("denied", "after")
+
+
+async def test_a_tool_hidden_by_a_limit_is_a_row_of_its_own_and_the_call_stays_allowed(
+    sink: Sink,
+) -> None:
+    """``ToolCallLimit({"search": 2})``: the second call, which used the limit up, keeps its
+    ``allowed`` row; the hide is a ``tool`` row naming that call; the third call is denied."""
+    runner = runner_for(
+        AuditLog(sink),
+        [step(propose("search", {"q": str(i)}, f"c{i}")) for i in range(3)],
+        middleware=[ToolCallLimit({"search": 2})],
+    )
+    result = await runner.run("go")
+    rows = entries(sink)
+    assert [(e.kind, e.call_id, e.decision) for e in rows] == [
+        ("tool_call", "c0", "allowed"),
+        ("tool_call", "c1", "allowed"),
+        ("tool", "c1", "hidden"),
+        ("tool_call", "c2", "denied"),
+        ("turn", None, None),
+    ]
+    hidden = rows[2]
+    assert (hidden.tool, hidden.policy) == ("search", "loopware.limit")
+    assert hidden.reason == result.tool_decisions[0].reason
+    assert (hidden.ran, hidden.decisions, hidden.args) == (None, None, None)
+    assert [e.ran for e in rows if e.kind == "tool_call"] == [True, True, False]
+    assert sink.verify() is None
+
+
+async def test_a_repetition_hide_is_a_tool_row_never_a_second_row_of_the_call(
+    sink: Sink,
+) -> None:
+    """RepetitionDetector hiding a repeated tool: the repeated call has one row (allowed), the
+    hide a ``tool`` row; counting ``tool_call`` rows counts the stored calls."""
     same = {"q": "loop"}
     runner = runner_for(
         AuditLog(sink),
@@ -141,30 +283,21 @@ async def test_policy_decisions_are_recorded_on_their_calls(sink: Sink) -> None:
     )
     result = await runner.run("go")
     assert result.status == "completed"
-    calls = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert [(e.call_id, e.decision) for e in calls] == [
-        ("a", "allowed"), ("b", "allowed"), ("b", "hidden")
-    ]
-    assert calls[2].policy == "loopware.repetition"
-    assert calls[2].reason
-    assert (calls[2].args, calls[2].duration_ms) == (calls[1].args, calls[1].duration_ms)
-    assert {k: e.decision for k, e in final_calls(sink).items()} == {"a": "allowed", "b": "hidden"}
+    rows = entries(sink)
+    calls = [e for e in rows if e.kind == "tool_call"]
+    assert [(e.call_id, e.decision) for e in calls] == [("a", "allowed"), ("b", "allowed")]
+    assert len(calls) == len(result.tool_calls)
+    [hide] = [e for e in rows if e.kind == "tool"]
+    assert (hide.decision, hide.policy, hide.call_id) == ("hidden", "loopware.repetition", "b")
 
 
-async def test_checksum_decisions_apply_and_the_strongest_wins(sink: Sink) -> None:
-    """Decisions without a call id match by checksum; denied outranks approved and warned.
-
-    Taken after the store, each one that raises the call's decision writes the call's row
-    again (approved, then denied; the weaker warned changes nothing).
-    """
+async def test_policy_decision_logs_no_longer_change_any_row(sink: Sink) -> None:
+    """``Log(kind="policy.decision")`` events are not read: a call's row is its record's."""
 
     async def judge(ctx: DispatchContext, call_next: CallNext) -> None:
         for call in ctx.new_tool_calls:
-            for action in ("approved", "denied", "warned"):
-                ctx.log.info("policy.decision", action, policy="judge", checksum=call.checksum,
-                             call_id=None, action=action, reason=f"because {action}")
-        ctx.log.info("policy.decision", "odd", policy="judge", action="exploded", call_id="a")
-        ctx.log.info("other.kind", "ignored", action="rejected", call_id="a")
+            ctx.log.info("policy.decision", "denied", policy="judge", call_id=call.id,
+                         checksum=call.checksum, action="denied", reason="because")
         await call_next()
 
     plain = Middleware("plain")
@@ -172,10 +305,8 @@ async def test_checksum_decisions_apply_and_the_strongest_wins(sink: Sink) -> No
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
                         middleware=[plain])
     await runner.run("go")
-    calls = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert [e.decision for e in calls] == ["allowed", "approved", "denied"]
-    call = final_calls(sink)["a"]
-    assert (call.decision, call.policy, call.reason) == ("denied", "judge", "because denied")
+    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
+    assert (call.decision, call.policy) == ("allowed", None)
 
 
 async def test_a_failing_turn_is_still_audited(sink: Sink) -> None:
@@ -257,14 +388,11 @@ async def test_concurrent_turns_share_one_intact_chain(sink: Sink) -> None:
     assert sink.verify() is None
 
 
-async def test_a_mutated_call_gets_a_row_per_store_the_last_in_its_final_form(
+async def test_a_mutated_call_keeps_its_row_and_gets_an_amended_row_with_the_new_form(
     sink: Sink,
 ) -> None:
-    """A call replaced by id is audited at each store; its last row holds its final form.
-
-    (Issue 18: rows are written when a call is stored, so the replacement is a second row,
-    no longer a single row written at the iteration's end.)
-    """
+    """``mutate_tool_call`` never rewrites the call's row: an ``amended`` row records the new
+    form, after it."""
 
     async def redact(ctx: DispatchContext, call_next: CallNext) -> None:
         for call in ctx.new_tool_calls:
@@ -277,34 +405,66 @@ async def test_a_mutated_call_gets_a_row_per_store_the_last_in_its_final_form(
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "secret"}, "a"))],
                         middleware=[plain])
     await runner.run("go")
-    first, last = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert (first.call_id, last.call_id) == ("a", "a")
+    first, amended = [e for e in entries(sink) if e.call_id == "a"]
+    assert (first.kind, amended.kind) == ("tool_call", "amended")
     assert first.args == canonical_json({"q": "secret"})
-    assert last.args == canonical_json({"q": "[redacted]"})
-    assert last.duration_ms is not None  # the handler's time survives the replacement
-    assert last.duration_ms == first.duration_ms
+    assert (first.ran, first.decision) == (True, "allowed")
+    assert first.duration_ms is not None
+    assert amended.args == canonical_json({"q": "[redacted]"})
+    assert amended.ran is True  # ToolCall.completed: a result came from somewhere
+    assert amended.duration_ms is None  # the new record has none
+    assert sink.verify() is None
 
 
-async def test_a_decision_log_with_a_non_text_action_is_ignored_quietly(
-    sink: Sink,
-) -> None:
-    """A policy.decision log whose action is not text (a list) is skipped, not a listener error."""
+async def test_a_deleted_call_gets_a_deleted_row_and_keeps_its_own(sink: Sink) -> None:
+    """``delete_tool_call``: a ``deleted`` row naming the record removed."""
 
-    async def odd(ctx: DispatchContext, call_next: CallNext) -> None:
+    async def drop(ctx: DispatchContext, call_next: CallNext) -> None:
         for call in ctx.new_tool_calls:
-            ctx.log.info("policy.decision", "odd", policy="odd", call_id=call.id, action=["x"])
+            assert await ctx.delete_tool_call(call.id)
         await call_next()
 
     plain = Middleware("plain")
-    plain.dispatch_output(odd)
+    plain.dispatch_output(drop)
     runner = runner_for(AuditLog(sink), [step(propose("search", {"q": "1"}, "a"))],
                         middleware=[plain])
-    warnings: list[Log] = []
-    runner.on(Log, lambda event: warnings.append(event) if event.level == "warning" else None)
-    await runner.run("go")
-    assert warnings == []
-    [call] = [e for e in entries(sink) if e.kind == "tool_call"]
-    assert call.decision == "allowed"
+    result = await runner.run("go")
+    assert result.tool_calls == ()
+    rows = [e for e in entries(sink) if e.call_id == "a"]
+    assert [(e.kind, e.decision) for e in rows] == [("tool_call", "allowed"), ("deleted", None)]
+    assert (rows[1].tool, rows[1].args) == ("search", canonical_json({"q": "1"}))
+
+
+async def test_hostile_names_and_huge_arguments_never_break_the_turn_or_lose_a_row(
+    sink: Sink,
+) -> None:
+    """A tool name with a lone surrogate, a reason with one, and 2 MB of arguments: every call
+    has its row, the turn completes and the chain verifies."""
+    guard = Middleware("guard")
+
+    @guard.tool_call
+    async def refuse(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        ctx.deny("bad \ud800 reason")
+
+    runner = runner_for(
+        AuditLog(sink),
+        [
+            step(
+                ProposedToolCall(id="s\udc80", name="sea\ud800rch", arguments="{}"),
+                propose("search", {"q": "x" * 2_000_000}, "big"),
+            ),
+            ModelResponse(text="done"),
+        ],
+        middleware=[guard],
+    )
+    result = await runner.run("go")
+    assert result.status == "completed"
+    calls = {e.call_id: e for e in entries(sink) if e.kind == "tool_call"}
+    assert set(calls) == {c.id for c in result.tool_calls} == {"s\udc80", "big"}
+    assert calls["s\udc80"].decision == "invalid"
+    assert (calls["big"].decision, calls["big"].reason) == ("denied", "bad \ud800 reason")
+    assert len(calls["big"].args or "") > 2_000_000
+    assert sink.verify() is None
 
 
 def test_default_sink_is_sqlite_in_the_current_directory(
@@ -377,7 +537,9 @@ async def test_a_failing_sink_is_reported_and_never_breaks_the_turn() -> None:
     runner.on(Log, logs.append)
     result = await runner.run("go")
     assert result.status == "completed"
-    assert any(log.kind == "listener_error" and "disk full" in log.message for log in logs)
+    assert [log.kind for log in logs if "disk full" in log.message] == [
+        "record_error", "listener_error"  # the call's row (the turn goes on), the turn's row
+    ]
 
 
 @tool
@@ -464,5 +626,130 @@ async def test_an_append_that_failed_early_in_a_long_turn_is_still_reported() ->
     runner.on(Log, logs.append)
     result = await runner.run("go")
     assert result.status == "completed"
-    assert [log.kind for log in logs if "disk full" in log.message] == ["listener_error"]
+    assert [log.kind for log in logs if "disk full" in log.message] == ["record_error"]
     assert sink.answered() == 300  # the 299 other calls and the turn
+
+
+class _CheckingStore(SqliteStore):
+    """A SqliteStore that, as each call's write returns, looks for the call's audit row from
+    another connection (what a process killed right then would leave)."""
+
+    def __init__(self, path: Path, audit: Path) -> None:
+        super().__init__(path, synchronous="normal")  # fast, so a late row would show
+        self.audit = audit
+        self.seen: dict[str, bool] = {}
+
+    async def save_tool_call(
+        self,
+        conversation_id: str | None,
+        turn_id: str,
+        call: ToolCall,
+        *,
+        writers: Sequence[TransactionWriter] = (),
+    ) -> None:
+        await super().save_tool_call(conversation_id, turn_id, call, writers=writers)
+        with sqlite3.connect(self.audit) as conn:
+            found = conn.execute(
+                "SELECT count(*) FROM audit_rows WHERE kind = 'tool_call' AND call_id = ?",
+                (call.id,),
+            ).fetchone()[0]
+        conn.close()
+        self.seen[call.id] = found == 1
+
+
+@pytest.mark.parametrize("layout", ["same-file", "own-file"])
+async def test_with_a_durable_store_a_calls_row_is_committed_when_its_store_returns(
+    tmp_path: Path, layout: str
+) -> None:
+    """SqliteStore with SqliteAuditSink (``synchronous="full"``, whose appends go to its
+    writer thread): when the store's write of a call returns, the call's row is committed
+    already, in the store's transaction (one file) or before it (two files)."""
+    path = tmp_path / "store.sqlite"
+    audit = path if layout == "same-file" else tmp_path / "audit.sqlite"
+    sink = SqliteAuditSink(audit)
+    store = _CheckingStore(path, audit)
+    try:
+        runner = TurnRunner(
+            executor=ToolLoopExecutor(ScriptedModel(
+                [step(propose("search", {"q": str(i)}, f"c{i}")) for i in range(4)]
+            )),
+            tools=[search],
+            middleware=[AuditLog(sink)],
+            store=store,
+        )
+        result = await runner.run("go", conversation_id="conv")
+        assert result.status == "completed"
+        assert store.seen == {f"c{i}": True for i in range(4)}
+        assert sink.verify() is None
+        assert sink.head().count == len(sink.rows()) == 5
+    finally:
+        store.close()
+        sink.close()
+
+
+class _RollbackWriter:
+    def write(self, connection: object) -> None:
+        raise RuntimeError("the co-writer fails")
+
+    def settle(self, committed: bool) -> None:
+        return None
+
+
+class _FailsOn:
+    """A second keeper on the store's file whose writer fails for one call."""
+
+    def __init__(self, database: str, call_id: str) -> None:
+        self.database = database
+        self.call_id = call_id
+
+    def keep(self, change: RecordChange) -> Awaitable[object]:
+        raise AssertionError("never asked: it joins the store's file")
+
+    def joins(self, database: str) -> bool:
+        return database == self.database
+
+    def joint(self, change: RecordChange) -> TransactionWriter:
+        return _RollbackWriter() if change.call.id == self.call_id else _NoWriter()
+
+
+class _NoWriter:
+    def write(self, connection: object) -> None:
+        return None
+
+    def settle(self, committed: bool) -> None:
+        return None
+
+
+async def test_on_one_file_a_call_and_its_row_commit_together_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    """SqliteStore and SqliteAuditSink on one file: when the store's transaction for call
+    ``b`` fails, the row of ``b`` is rolled back with it; the chain, the head the sink hands
+    out and later appends stay consistent."""
+    path = tmp_path / "shared.sqlite"
+    sink = SqliteAuditSink(path, synchronous="normal")
+    store = SqliteStore(path, synchronous="normal")
+    try:
+        failing = _FailsOn(str(store.transaction_database), "b")
+        runner = TurnRunner(
+            executor=ToolLoopExecutor(ScriptedModel([step(propose("search", {"q": "1"}, "a")),
+                                                     step(propose("search", {"q": "2"}, "b"))])),
+            tools=[search],
+            middleware=[AuditLog(sink), failing],
+            store=store,
+        )
+        result = await runner.run("go")
+        assert result.status == "failed"
+        assert [c.id for c in await store.tool_calls_for_turn(result.turn_id)] == ["a"]
+        assert [(e.kind, e.call_id) for e in entries(sink)] == [
+            ("tool_call", "a"), ("turn", None)
+        ]
+        assert sink.verify() is None
+        assert sink.head().count == 2
+        await sink.append([AuditEntry(kind="turn", turn_id="t", conversation_id=None,
+                                      recorded_at=result.ended_at)])
+        assert sink.verify() is None
+        assert sink.head().count == 3
+    finally:
+        store.close()
+        sink.close()

@@ -12,13 +12,24 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from middleware import AuditEntry, AuditRow, PostgresAuditSink
-from pipeline import InvalidMiddlewareConfigError
+from middleware import AuditEntry, AuditLog, AuditRow, PostgresAuditSink
+from pipeline import (
+    InvalidMiddlewareConfigError,
+    ModelResponse,
+    ProposedToolCall,
+    RecordChange,
+    ToolLoopExecutor,
+    TransactionWriter,
+    TurnRunner,
+    tool,
+)
+from pipeline.testing import ScriptedModel
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
 
@@ -215,4 +226,110 @@ async def test_a_store_and_an_audit_sink_share_one_database(pg_conninfo: str) ->
     with psycopg.connect(pg_conninfo) as conn:
         store_versions = conn.execute("SELECT version FROM loopware.schema_migrations").fetchall()
         audit_versions = conn.execute("SELECT version FROM loopware.audit_migrations").fetchall()
-    assert (store_versions, audit_versions) == ([(1,)], [(1,)])
+    assert (store_versions, audit_versions) == ([(1,), (2,)], [(1,), (2,)])
+
+
+@tool
+def search(q: str) -> str:
+    """Search for ``q``."""
+    return f"results for {q}"
+
+
+class _FailingCoWriter:
+    """A second keeper on the same database whose writer fails for one call id."""
+
+    def __init__(self, database: str | None, call_id: str) -> None:
+        self.database = database
+        self.call_id = call_id
+
+    def keep(self, change: RecordChange) -> Awaitable[object]:
+        raise AssertionError("a keeper joining the store's database is never asked to keep")
+
+    def joins(self, database: str) -> bool:
+        return database == self.database
+
+    def joint(self, change: RecordChange) -> TransactionWriter:
+        fail = change.call.id == self.call_id
+
+        class Writer:
+            async def write(self, connection: object) -> None:
+                if fail:
+                    raise RuntimeError("the co-writer fails")
+
+            def settle(self, committed: bool) -> None:
+                return None
+
+        return Writer()
+
+
+def _turn(steps: list[ModelResponse], middleware: list[object], store: object) -> TurnRunner:
+    return TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[search],
+                      middleware=middleware, store=store)  # type: ignore[arg-type]
+
+
+def _step(call_id: str) -> ModelResponse:
+    return ModelResponse(
+        tool_calls=[ProposedToolCall(id=call_id, name="search", arguments='{"q": "x"}')]
+    )
+
+
+async def test_a_store_and_a_sink_on_one_database_commit_each_call_with_its_row(
+    pg_conninfo: str,
+) -> None:
+    """PostgresStore and PostgresAuditSink on one database: the sink joins the store's
+    transactions, so each call's row was inserted by the very transaction that stored the
+    call (the same ``xmin``), and the chain and the sink's head are current."""
+    from pipeline import MemorySpoolStore
+    from pipeline.stores import PostgresStore
+
+    sink = PostgresAuditSink(pg_conninfo)
+    try:
+        async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
+            assert store.transaction_database == sink.database
+            result = await _turn([_step("a"), _step("b")], [AuditLog(sink)], store).run(
+                "go", conversation_id="c"
+            )
+        assert result.status == "completed"
+        rows = sink.rows()
+        assert [(r.entry.kind, r.entry.call_id) for r in rows] == [
+            ("tool_call", "a"), ("tool_call", "b"), ("turn", None)
+        ]
+        assert sink.verify() is None
+        assert sink.head().count == 3
+    finally:
+        sink.close()
+    with psycopg.connect(pg_conninfo) as conn:
+        calls = dict(conn.execute(
+            "SELECT convert_from(id, 'UTF8'), xmin::text FROM loopware.tool_calls"
+        ).fetchall())
+        audited = dict(conn.execute(
+            "SELECT convert_from(call_id, 'UTF8'), xmin::text FROM loopware.audit_rows "
+            "WHERE kind = 'tool_call'"
+        ).fetchall())
+    assert calls == audited
+    assert calls["a"] != calls["b"]
+
+
+async def test_a_failed_store_transaction_on_the_shared_database_keeps_no_row(
+    pg_conninfo: str,
+) -> None:
+    """When the store's transaction fails (here another joint writer raises for call ``b``),
+    the call's row is rolled back with it: the audit never names a call the store lost."""
+    from pipeline import MemorySpoolStore
+    from pipeline.stores import PostgresStore
+
+    sink = PostgresAuditSink(pg_conninfo)
+    try:
+        async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
+            await store.open()
+            failing = _FailingCoWriter(store.transaction_database, "b")
+            result = await _turn(
+                [_step("a"), _step("b")], [AuditLog(sink), failing], store
+            ).run("go", conversation_id="c")
+            stored = [c.id for c in await store.tool_calls_for_turn(result.turn_id)]
+        assert result.status == "failed"
+        assert stored == ["a"]
+        assert [r.entry.call_id for r in sink.rows() if r.entry.kind == "tool_call"] == ["a"]
+        assert sink.verify() is None
+    finally:
+        sink.close()

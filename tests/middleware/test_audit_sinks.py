@@ -23,6 +23,8 @@ from pipeline import InvalidMiddlewareConfigError, SqliteStore, ToolCall
 
 from ._sinks import Sink, SinkBackend
 
+_WARNED = '[{"action":"warned","policy":"p","reason":"r","when":"before"}]'
+
 
 def entry(i: int, *, turn: str = "t1") -> AuditEntry:
     return AuditEntry(
@@ -37,6 +39,8 @@ def entry(i: int, *, turn: str = "t1") -> AuditEntry:
         is_error=i % 3 == 0,
         duration_ms=i * 1.25,
         decision="allowed",
+        ran=i % 3 != 0,
+        decisions="[]" if i % 2 else _WARNED,
     )
 
 
@@ -197,7 +201,7 @@ def test_jsonl_sink_refuses_an_unopenable_path(tmp_path: Path) -> None:
 _COLUMNS = (
     "kind", "turn_id", "conversation_id", "recorded_at", "call_id", "tool", "checksum", "args",
     "is_error", "duration_ms", "decision", "policy", "reason", "status", "error", "input",
-    "prev_hash", "hash",
+    "ran", "decisions", "prev_hash", "hash",
 )
 _FIELDS = ", ".join(_COLUMNS)
 _ASSIGN = ", ".join(f"{c} = ?" for c in _COLUMNS)
@@ -215,6 +219,10 @@ def _tamper_sql(sinks: SinkBackend, folder: Path, op: str, k: int) -> None:
         run("UPDATE audit_rows SET args = '{\"q\":\"forged\"}' WHERE idx = ?", k)
     elif op == "flip":
         run("UPDATE audit_rows SET is_error = 1 - is_error WHERE idx = ?", k)
+    elif op == "ran":
+        run("UPDATE audit_rows SET ran = 1 - ran WHERE idx = ?", k)
+    elif op == "undecide":  # a row without its decisions reads as a row written before them
+        run("UPDATE audit_rows SET decisions = NULL WHERE idx = ?", k)
     elif op == "delete":  # and renumber the rows after it, as a forger would
         run("DELETE FROM audit_rows WHERE idx = ?", k)
         run("UPDATE audit_rows SET idx = -(idx - 1) WHERE idx > ?", k)
@@ -236,12 +244,16 @@ def _tamper_sql(sinks: SinkBackend, folder: Path, op: str, k: int) -> None:
 
 def _tamper_jsonl(path: Path, op: str, k: int) -> None:
     lines = path.read_text().splitlines(keepends=True)
-    if op in ("edit", "flip"):
+    if op in ("edit", "flip", "ran", "undecide"):
         row = json.loads(lines[k])
         if op == "edit":
             row["args"] = '{"q":"forged"}'
-        else:
+        elif op == "flip":
             row["is_error"] = not row["is_error"]
+        elif op == "ran":
+            row["ran"] = not row["ran"]
+        else:
+            del row["decisions"]
         lines[k] = json.dumps(row, separators=(",", ":")) + "\n"
     elif op == "delete":
         del lines[k]
@@ -257,7 +269,7 @@ def _tamper_jsonl(path: Path, op: str, k: int) -> None:
 @st.composite
 def tampering(draw: st.DrawFn) -> tuple[int, str, int]:
     n = draw(st.integers(min_value=1, max_value=7))
-    op = draw(st.sampled_from(["edit", "flip", "delete", "swap", "insert"]))
+    op = draw(st.sampled_from(["edit", "flip", "ran", "undecide", "delete", "swap", "insert"]))
     last = n - 2 if op == "swap" else n - 1
     if last < 0:
         op, last = "edit", n - 1
@@ -271,7 +283,8 @@ def tampering(draw: st.DrawFn) -> tuple[int, str, int]:
 def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
     sinks: SinkBackend, tmp_path_factory: pytest.TempPathFactory, case: tuple[int, str, int]
 ) -> None:
-    """Editing, deleting, swapping or inserting row k makes verify() return exactly k."""
+    """Editing (a field, ``ran``, dropping ``decisions``), deleting, swapping or inserting row k
+    makes verify() return exactly k."""
     n, op, k = case
     folder = tmp_path_factory.mktemp("audit")
     sink = sinks.open(folder)
@@ -368,19 +381,34 @@ def test_a_row_appended_after_a_torn_line_is_readable(tmp_path: Path) -> None:
     assert (last["index"], last["hash"], last["call_id"]) == (row.index, row.hash, "call-5")
 
 
-def test_text_with_lone_surrogates_is_kept_exactly(sinks: SinkBackend, tmp_path: Path) -> None:
-    """A row whose text holds lone surrogates (undecodable file names) is written and verifies."""
+@pytest.mark.parametrize("other", [" ✓", ""], ids=["with-other-non-ascii", "ascii-otherwise"])
+def test_text_with_lone_surrogates_is_kept_exactly(
+    sinks: SinkBackend, tmp_path: Path, other: str
+) -> None:
+    """A row whose text holds lone surrogates (undecodable file names) is written and verifies,
+    whether or not its other text is ASCII (the escaped surrogate is)."""
     sink = sinks.open(tmp_path)
     odd = AuditEntry(
         kind="turn",
         turn_id="t1",
         conversation_id="c\udcfe",
         recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
-        input="list report-\udcff.txt ✓",
+        input=f"list report-\udcff.txt{other}",
         error="E_X: bad \ud800",
     )
-    [row] = append(sink, [odd])
-    assert sink.rows() == [row]
-    assert sink.rows()[0].entry == odd
+    call = AuditEntry(
+        kind="tool_call",
+        turn_id="t1",
+        conversation_id=None,
+        recorded_at=datetime(2025, 1, 1, tzinfo=UTC),
+        call_id="s\udc80",
+        tool="sea\ud800rch",
+        decision="invalid",
+        ran=False,
+        decisions='[{"reason":"bad \\ud800"}]',
+    )
+    rows = append(sink, [odd, call])
+    assert sink.rows() == rows
+    assert [r.entry for r in sink.rows()] == [odd, call]
     assert sink.verify() is None
     sink.close()

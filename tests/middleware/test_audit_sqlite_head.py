@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from middleware import AuditEntry, AuditHead, SqliteAuditSink
-from middleware.audit._chain import GENESIS_HASH, entry_to_fields, row_hash
+from middleware.audit._chain import GENESIS_HASH, row_hash
+
+from ._old_rows import old_fields
 
 _FRAME = 24 + 4096  # a WAL frame: its header and one page (SQLite's default page size)
 
@@ -136,7 +138,7 @@ def _v1_file(path: Path, count: int, head: int) -> list[str]:
     conn.execute("INSERT INTO audit_migrations VALUES (1, datetime('now'))")
     prev, hashes = GENESIS_HASH, []
     for i in range(count):
-        fields = entry_to_fields(entry(i))
+        fields = old_fields(entry(i))
         digest = row_hash(i, fields, prev)
         fields["is_error"] = int(fields["is_error"])
         conn.execute("INSERT INTO audit_rows VALUES (?, " + ", ".join("?" * 16) + ", ?, ?)",
@@ -159,7 +161,7 @@ async def test_a_version_1_log_moves_its_head_into_the_rows(tmp_path: Path) -> N
             versions = [v for (v,) in conn.execute("SELECT version FROM audit_migrations")]
         conn.close()
         assert "audit_head" not in tables
-        assert versions == [1, 2]
+        assert versions == [1, 2, 3]
         assert table(path)[-1] == (4, None, 1, 4)
         assert sink.head() == AuditHead(4, hashes[-1])
         assert sink.verify() is None
@@ -183,4 +185,55 @@ async def test_a_cut_version_1_log_stays_cut_after_its_head_moves(tmp_path: Path
         assert row.index == 5  # after the head, leaving the gap in sight
         assert sink.verify() == 3
     finally:
+        sink.close()
+
+
+async def test_rows_written_in_a_stores_transaction_chain_after_the_head_and_survive_tampering(
+    tmp_path: Path,
+) -> None:
+    """Rows a `SqliteStore` writes for the sink in its own transaction move the head as an
+    append does, and the sink hands out the head the file holds; a row forged after the head
+    (so the head in memory cannot be taken) never fails the store's write: the rows chain after
+    what the file holds and ``verify()`` still reports the forgery."""
+    import json
+
+    from middleware import AuditLog
+    from pipeline import (
+        ModelResponse,
+        ProposedToolCall,
+        SqliteStore,
+        ToolLoopExecutor,
+        TurnRunner,
+        tool,
+    )
+    from pipeline.testing import ScriptedModel
+
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        return q
+
+    def turn(*ids: str) -> TurnRunner:
+        steps = [ModelResponse(tool_calls=[ProposedToolCall(
+            id=i, name="search", arguments=json.dumps({"q": i}))]) for i in ids]
+        return TurnRunner(executor=ToolLoopExecutor(ScriptedModel(steps)), tools=[search],
+                          middleware=[AuditLog(sink)], store=store)
+
+    path = tmp_path / "shared.sqlite"
+    sink = SqliteAuditSink(path, synchronous="normal")
+    store = SqliteStore(path, synchronous="normal")
+    try:
+        await turn("a", "b").run("go")
+        assert [row[:2] for row in table(path)] == [(0, "a"), (1, "b"), (2, None), (3, None)]
+        assert sink.head().count == 3
+        assert sink.verify() is None
+        tamper(path, "INSERT INTO audit_rows (idx, kind, turn_id, prev_hash, hash, is_error) "
+                     "VALUES (4, 'turn', 'forged', 'x', 'y', 0)")
+        result = await turn("c").run("go")
+        assert result.status == "completed"
+        assert [c.id for c in await store.tool_calls_for_turn(result.turn_id)] == ["c"]
+        assert [row[1] for row in table(path) if row[1] is not None] == ["a", "b", "c"]
+        assert sink.verify() == 3  # the forged row, out of place, is found
+    finally:
+        store.close()
         sink.close()

@@ -91,14 +91,17 @@ def test_turns_killed_mid_way_finish_on_another_worker_with_each_handler_run_at_
         assert interrupted < len(turns) * CALLS_PER_TURN
         assert sink.verify() is None
         rows = sink.rows()
-        last: dict[str, bool] = {}
+        audited: dict[str, set[tuple[bool, str | None, bool | None]]] = {}
         for row in rows:
-            if row.entry.kind == "tool_call" and row.entry.call_id is not None:
-                last[row.entry.call_id] = row.entry.is_error
+            e, cid = row.entry, row.entry.call_id
+            if e.kind == "tool_call" and cid is not None:
+                audited.setdefault(cid, set()).add((e.is_error, e.decision, e.ran))
         for turn_id, conversation in turns.items():
             _, calls = asyncio.run(store.load_conversation(conversation))
-            assert {c.id: c.is_error for c in calls} == {
-                cid: err for cid, err in last.items() if cid.startswith(f"{turn_id}-")
+            # every stored call has its row, saying what its record says (a re-run that
+            # stores a call again writes the same row again)
+            assert {c.id: {(c.is_error, c.verdict, c.ran)} for c in calls} == {
+                cid: seen for cid, seen in audited.items() if cid.startswith(f"{turn_id}-")
             }
         ended = Counter(r.entry.turn_id for r in rows if r.entry.kind == "turn")
         assert set(ended) == set(turns)
