@@ -40,7 +40,7 @@ iteration 3  offered: lookup_order, search_kb, issue_refund, send_email
   search_kb {"query": "duplicate charge refund"}
     result: KB-112 Duplicate charges: refund the later payment in full. No approval under $200.
     decision: allowed
-    then: tool search_kb hidden - repeat detected: the same call would be made 3 times (threshold 3) [loopware.repetition]
+    then: tool search_kb hidden - repeat detected: the same call was made 3 times (threshold 3) [loopware.repetition]
 iteration 4  offered: lookup_order, issue_refund, send_email
   shell_exec {"command": "psql -c \\"select * from payments where order_id = 'NW-20...
     error: E_TOOL_UNAVAILABLE: tool 'shell_exec' is no longer available in this turn (loopware.p...
@@ -49,7 +49,7 @@ iteration 5  offered: lookup_order, issue_refund, send_email
   issue_refund {"payment_id": "pay_8842", "amount": 64.9, "reason": "duplicate charge"}
     result: {"refund_id": "re_5521", "payment_id": "pay_8842", "status": "pending"}
     decision: allowed
-    then: tool issue_refund hidden - limit reached: its limit of 1 runs per turn is used up [loopware.limit]
+    then: tool issue_refund hidden - limit reached: its limit of 1 run per turn is used up [loopware.limit]
 iteration 6  offered: lookup_order, send_email
   send_email {"customer_id": "cus_3310", "template": "refund_done"}
     result: queued

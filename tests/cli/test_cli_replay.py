@@ -44,7 +44,7 @@ def summary(report: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 REP = "loopware.repetition"
-REPEATED = "the same call would be made 3 times (threshold 3)"
+REPEATED = "the same call was made 3 times (threshold 3)"
 
 
 def test_coding_agent_loop_hides_the_repeated_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,7 +99,7 @@ def test_support_agent_denied_shell_and_duplicate_refund(
     assert (first["status"], first["error_code"]) == ("failed", "E_POLICY_VIOLATION")
     assert first["calls"][2]["error"].startswith("Error: E_TOOL_UNAVAILABLE: tool 'shell_exec'")
     assert [c["ran"] for c in first["calls"]] == [True, True, False, True, False, None]
-    limit = "the limit of 1 runs of 'issue_refund' per turn is used up"
+    limit = "the limit of 1 run of 'issue_refund' per turn is used up"
     assert first["calls"][4]["decisions"][0]["reason"] == limit
     assert first["after_call"] == 4  # the nack ended the turn after the second refund
     # shell_exec is withdrawn before the model runs, in every turn
@@ -149,7 +149,7 @@ def test_text_report_lists_each_call_with_its_verdict(capsys: pytest.CaptureFixt
     indent = " " * 19
     assert f"{indent}the tool was not offered to the model on this step" in lines
     assert (
-        f"{indent}denied - limit reached: the limit of 1 runs of 'issue_refund' per turn is used "
+        f"{indent}denied - limit reached: the limit of 1 run of 'issue_refund' per turn is used "
         "up [loopware.limit]"
     ) in lines
     assert (
@@ -158,7 +158,7 @@ def test_text_report_lists_each_call_with_its_verdict(capsys: pytest.CaptureFixt
     ) in lines
     end = lines.index(
         "  turn 0 failed after 5 iteration(s): E_POLICY_VIOLATION: loopware.limit: issue_refund: "
-        "the limit of 1 runs of 'issue_refund' per turn is used up"
+        "the limit of 1 run of 'issue_refund' per turn is used up"
     )
     not_reached = next(i for i, line in enumerate(lines) if line.startswith("  #5   not reached"))
     refund = next(i for i, line in enumerate(lines) if line.startswith("  #4   denied      "))

@@ -189,7 +189,7 @@ def test_the_tool_a_limit_hid_is_hidden_by_the_same_call_everywhere(
     lines = three_ways.lines
     seventh = lines.index('  search {"q": "refund policy"}')
     assert lines[seventh + 3] == (
-        "    then: tool search hidden - limit reached: its limit of 1 runs per turn is used up "
+        "    then: tool search hidden - limit reached: its limit of 1 run per turn is used up "
         "[loopware.limit]"
     )
     hid = [(c.call.id, d.tool, d.action) for c in three_ways.report.calls for d in c.tool_decisions]

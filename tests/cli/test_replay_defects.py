@@ -109,12 +109,12 @@ def test_a_tool_hidden_mid_turn_is_shown_under_the_call_that_hid_it(
     assert status == 1
     first = next(i for i, line in enumerate(lines) if line.startswith("  #0   allowed     search"))
     assert lines[first + 1] == (
-        " " * 19 + "then: tool search hidden - limit reached: its limit of 1 runs per turn is "
+        " " * 19 + "then: tool search hidden - limit reached: its limit of 1 run per turn is "
         "used up [loopware.limit]"
     )
     assert lines[first + 2].startswith("  #1   denied      search")
     assert (
-        " " * 19 + "denied - limit reached: the tool was hidden: its limit of 1 runs per turn is "
+        " " * 19 + "denied - limit reached: the tool was hidden: its limit of 1 run per turn is "
         "used up [loopware.limit]"
     ) in lines[first + 3 :]
 

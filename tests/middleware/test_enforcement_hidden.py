@@ -110,7 +110,7 @@ async def test_a_hidden_tool_called_by_name_never_runs(
     rows = audit_rows(tmp_path / "a.sqlite")
     if hider.hidden_by is None:
         assert played.read("x1") == unknown("search", "fetch")
-        assert played.decided() == {"x1": [NOT_OFFERED]}
+        assert played.decided() == {"s1": [NOT_OFFERED], "x1": [NOT_OFFERED]}
         assert played.tools_decided() == []
         assert rows["x1"] == [("invalid", "loopware.registry", False)]
     else:
