@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._onion import Onion
-from ._stages import (
-    STAGES,
-    EventObserver,
-    MiddlewareProvider,
-    MiddlewareSpec,
-    RecordKeeper,
-    Stage,
-)
+from ._record_keepers import RecordKeeper
+from ._stages import STAGES, EventObserver, MiddlewareProvider, MiddlewareSpec, Stage
 
 __all__ = ["build_onions", "resolve_item"]
 

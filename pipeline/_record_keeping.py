@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ._events import Log
-from ._stages import JointRecordKeeper, RecordKeeper
+from ._record_keepers import JointRecordKeeper, RecordKeeper
 from .stores._store import JointStore, is_durable
 
 if TYPE_CHECKING:
-    from ._stages import RecordChange
+    from ._record_keepers import RecordChange
     from ._turn_state import TurnState
     from .stores._store import TransactionWriter, TurnStore
 

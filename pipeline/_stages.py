@@ -12,8 +12,9 @@ resolves to specs in one of two ways:
 
 An item may also implement `EventObserver` to subscribe to the runner's events when it is handed
 to the runner (``AuditLog`` does: events cannot be skipped by a short-circuiting middleware),
-and `RecordKeeper` to keep a record of every change to a turn's stored calls, written durably
-with the store's write (``AuditLog`` does; see `RecordKeeper` for the order of the writes).
+and `RecordKeeper` (``pipeline/_record_keepers.py``) to keep a record of every change to a
+turn's stored calls, written durably with the store's write (``AuditLog`` does; see
+`RecordKeeper` for the order of the writes).
 """
 
 from __future__ import annotations
@@ -27,21 +28,15 @@ if TYPE_CHECKING:
     from ._dispatch import DispatchContext
     from ._events import Event
     from .calls._run import ToolCallContext, ToolCallNext
-    from .calls._toolcall import ToolCall
-    from .stores._store import TransactionWriter
 
 __all__ = [
     "CallNext",
     "DispatchStageFn",
     "EventObserver",
     "EventSource",
-    "JointRecordKeeper",
     "MethodRegistration",
     "MiddlewareProvider",
     "MiddlewareSpec",
-    "RecordAction",
-    "RecordChange",
-    "RecordKeeper",
     "Stage",
     "ToolCallStageFn",
     "TurnStageFn",
@@ -126,87 +121,11 @@ class EventObserver(Protocol):
         ...
 
 
-RecordAction = Literal["stored", "amended", "deleted"]
-"""What changed about a turn's stored call: stored (``store_tool_call``), replaced
-(``mutate_tool_call``), or deleted (``delete_tool_call``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordChange:
-    """One change to a turn's stored tool calls, as a `RecordKeeper` is told of it."""
-
-    action: RecordAction
-    """``"stored"``, ``"amended"`` or ``"deleted"`` (see `RecordAction`)."""
-    turn_id: str
-    """The turn whose call changed."""
-    conversation_id: str | None
-    """The turn's conversation, if any."""
-    call: ToolCall
-    """The record stored (``"stored"``), the new form (``"amended"``) or the record deleted
-    (``"deleted"``)."""
-    previous: ToolCall | None = None
-    """The record an amendment replaced (None for the other actions)."""
-
-
-@runtime_checkable
-class RecordKeeper(Protocol):
-    """A middleware item that keeps its own record of every change to a turn's stored calls.
-
-    The runner tells each keeper among its middleware of every call a turn stores, amends or
-    deletes (`RecordChange`), before the store's write, and orders the writes so that **no
-    call is stored without its record** even if the process is killed at any moment:
-
-    - When the store is durable (it does not say ``durable = False``, as `MemoryStore` does):
-      a `JointRecordKeeper` that writes to the store's own database (a `JointStore` whose
-      ``transaction_database`` it `joins`) has its record written inside the store's
-      transaction (both commit or neither does); every other keeper's `keep` is awaited before
-      the store's write begins (a kill in between leaves a record of a call that was not
-      stored, never the reverse).
-    - When the store is not durable (nothing it keeps survives the process), `keep` is started
-      and the turn awaits it before ``run()`` returns.
-
-    A keeper's failing write is reported as a `Log` warning of kind ``"record_error"`` and never
-    fails the turn: the store's write goes on.
-    """
-
-    def keep(self, change: RecordChange) -> Awaitable[object]:
-        """Start writing the record of ``change``; the awaitable completes once it is durable.
-
-        Called on the turn's event loop; the write must have started when it returns (the
-        turn may not await it until it ends).
-        """
-        ...
-
-
-@runtime_checkable
-class JointRecordKeeper(RecordKeeper, Protocol):
-    """A `RecordKeeper` that can write its records inside a store's transaction."""
-
-    def joins(self, database: str) -> bool:
-        """True when the keeper writes to ``database`` (a `JointStore`'s database).
-
-        ``database`` is the store's ``transaction_database``; a keeper that joins it has its
-        records written in that store's transactions (`joint`).
-        """
-        ...
-
-    def joint(self, change: RecordChange) -> TransactionWriter:
-        """The record of ``change`` as writes for the store's own transaction.
-
-        Asked instead of `keep` when the keeper `joins` the store's database; the store runs
-        the writer in the transaction of its write of the call, after it, before the commit.
-        """
-        ...
-
-
 for _cls in (
     MiddlewareSpec,
     MiddlewareProvider,
     MethodRegistration,
     EventSource,
     EventObserver,
-    RecordChange,
-    RecordKeeper,
-    JointRecordKeeper,
 ):
     _cls.__module__ = "pipeline"

@@ -27,7 +27,7 @@ from ._events import (
     ToolCallStored,
     ToolDecided,
 )
-from ._stages import RecordAction, RecordChange
+from ._record_keepers import RecordAction, RecordChange
 from .artifacts._artifact import SpooledArtifact
 from .stores._store import MemoryStore
 

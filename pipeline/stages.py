@@ -7,17 +7,17 @@ keep a record of every change to a turn's stored calls as `RecordKeeper` (in the
 transaction as `JointRecordKeeper`).
 """
 
+from ._record_keepers import JointRecordKeeper as JointRecordKeeper
+from ._record_keepers import RecordAction as RecordAction
+from ._record_keepers import RecordChange as RecordChange
+from ._record_keepers import RecordKeeper as RecordKeeper
 from ._stages import CallNext as CallNext
 from ._stages import DispatchStageFn as DispatchStageFn
 from ._stages import EventObserver as EventObserver
 from ._stages import EventSource as EventSource
-from ._stages import JointRecordKeeper as JointRecordKeeper
 from ._stages import MethodRegistration as MethodRegistration
 from ._stages import MiddlewareProvider as MiddlewareProvider
 from ._stages import MiddlewareSpec as MiddlewareSpec
-from ._stages import RecordAction as RecordAction
-from ._stages import RecordChange as RecordChange
-from ._stages import RecordKeeper as RecordKeeper
 from ._stages import Stage as Stage
 from ._stages import ToolCallStageFn as ToolCallStageFn
 from ._stages import TurnStageFn as TurnStageFn
