@@ -60,6 +60,12 @@ class _NotJSONError(TypeError):
 
 def _freeze(value: Any) -> Any:
     kind = type(value)
+    if kind is dict:
+        for key, item in value.items():  # a flat object of JSON scalars is copied in one go
+            if type(key) is not str or type(item) not in _LEAVES:
+                break
+        else:
+            return FrozenDict(value)
     if kind is dict or (kind is not FrozenDict and isinstance(value, Mapping)):
         out: dict[str, Any] = {}
         for key, item in value.items():

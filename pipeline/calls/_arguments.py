@@ -60,20 +60,23 @@ def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
     else:
         text = str(arguments)
     try:
-        args, end = _decode(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+        args, end = _decode(text)
     except RecursionError:
         raise _too_deep(name) from None
     except json.JSONDecodeError as exc:
-        if not text.strip(_JSON_SPACE):
+        start = len(text) - len(text.lstrip(_JSON_SPACE))  # leading space, as json.loads allows
+        if start == len(text):
             return {}
-        raise _invalid(
-            name, f"are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-        ) from None
+        if start == 0:
+            raise _not_json(name, exc) from None
+        try:
+            args, end = _decode(text, start)
+        except RecursionError:
+            raise _too_deep(name) from None
+        except json.JSONDecodeError as again:
+            raise _not_json(name, again) from None
     if end != len(text) and text[end:].strip(_JSON_SPACE):
-        doc = json.JSONDecodeError("Extra data", text, end)
-        raise _invalid(
-            name, f"are not valid JSON ({doc.msg} at line {doc.lineno} column {doc.colno})"
-        )
+        raise _not_json(name, json.JSONDecodeError("Extra data", text, end))
     if type(args) is not dict:
         raise InvalidToolArgsError(
             f"the arguments for {shown_name(name)!r} must be a JSON object, got "
@@ -87,6 +90,12 @@ def _invalid(name: str, what: str) -> InvalidToolArgsError:
     shown = shown_name(name)
     return InvalidToolArgsError(
         f"the arguments for {shown!r} {what}; send a JSON object.", tool_name=shown
+    )
+
+
+def _not_json(name: str, exc: json.JSONDecodeError) -> InvalidToolArgsError:
+    return _invalid(
+        name, f"are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
     )
 
 

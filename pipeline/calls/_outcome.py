@@ -8,8 +8,8 @@ Anything else is not a tool output.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._forge import ArtifactTool
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
     from ._toolcall import ToolCallResults
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "Outcome", "outcome_of"]
+__all__ = ["DEFAULT_INLINE_LIMIT", "Outcome", "Spool", "outcome_of"]
 
 DEFAULT_INLINE_LIMIT: Final = 4096
 """Text results up to this many UTF-8 bytes are shown to the model whole."""
@@ -29,23 +29,29 @@ Outcome = tuple["ToolCallResults", bool, bool]
 """``(results, inline, from_artifact_tool)`` of a handler's output."""
 
 
+class Spool(Protocol):
+    """Where a result body is kept (a `TurnState`, a context): ``spool_write(call_id, data)``."""
+
+    def spool_write(self, call_id: str, data: str | bytes) -> SpoolReader:
+        """Keep ``data`` under the call's id; return its reader."""
+        ...
+
+
 def outcome_of(
-    tool: Tool[Any],
-    output: object,
-    inline_limit: int,
-    spool_write: Callable[[str | bytes], SpoolReader],
+    tool: Tool[Any], output: object, inline_limit: int, spool: Spool, call_id: str
 ) -> Outcome | str:
     """The results of ``tool``'s ``output``, or the error text when it is not a tool output.
 
-    ``spool_write`` writes a body to the turn's spool under the call's id (called only for
-    text over ``inline_limit`` and for bytes).
+    ``spool.spool_write(call_id, body)`` keeps a body in the turn's spool (only text over
+    ``inline_limit``, and bytes).
     """
     if isinstance(tool, ArtifactTool):
         return (output if isinstance(output, str) else str(output)), False, True
     if type(output) is str and (len(output) * 4 <= inline_limit or _fits(output, inline_limit)):
         return output, True, False  # shown whole: kept as the plain string, never spooled
     if isinstance(output, str | bytes):
-        return tool.artifact_class(spool_write(output)), _fits(output, inline_limit), False
+        reader = spool.spool_write(call_id, output)
+        return tool.artifact_class(reader), _fits(output, inline_limit), False
     if isinstance(output, SpooledArtifact | Media):
         return output, False, False
     if isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):

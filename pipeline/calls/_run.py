@@ -37,7 +37,7 @@ from .._errors import (
     TurnAbortedError,
 )
 from .._json import tool_call_checksum
-from ._arguments import UNNAMED, parse_arguments, shown_name
+from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name
 from ._decision import Decision, DecisionAction
 from ._outcome import outcome_of
 from ._toolcall import ToolCall, build_record
@@ -108,6 +108,9 @@ class ToolCallContext:
 
     tool: Tool[Any]
     """The tool the call names (set once the lookup found it)."""
+    checksum: str
+    """`tool_call_checksum` of the tool name and the raw arguments: what was asked (set once the
+    arguments are parsed)."""
 
     def __init__(
         self, dispatch: DispatchContext, turn: TurnState, call_id: str, name: str
@@ -120,8 +123,6 @@ class ToolCallContext:
         """The provider's id of the call: the id its record is stored under."""
         self.name = name
         """The tool name as the model proposed it."""
-        self.checksum = ""
-        """`tool_call_checksum` of the tool name and the raw arguments: what was asked."""
         self.ran = False
         """True once the handler was invoked for this call."""
         self.duration_ms: float | None = None
@@ -131,11 +132,8 @@ class ToolCallContext:
         self._decisions: list[Decision] | None = None
         self._output: Any = _NOTHING
         self._message: str | None = None
-        self._layer = "tool_call"
-        self._failing: str | None = None
-        self._locked = False
-        self._vjson: dict[str, Any] | None = None
         self._vchecksum: str | None = None
+        # what only the layers of the onion use is set when it starts (`_through`)
 
     def __repr__(self) -> str:
         """Show the call and how far it got."""
@@ -160,23 +158,18 @@ class ToolCallContext:
                 record of the abandoned call, see `abandon`).
         """
         name = self.name
+        shown = shown_name(name) or UNNAMED
         try:
             raw = self._raw_args = self._model_args = parse_arguments(name, arguments)
+            self.checksum = tool_call_checksum(shown, raw)
         except InvalidToolArgsError as exc:
-            self._raw_args = self._model_args = {}
-            self.checksum = tool_call_checksum(shown_name(name) or UNNAMED, {})
-            return self._refused(ARGUMENTS, "invalid", exc)
-        try:
-            self.checksum = tool_call_checksum(shown_name(name) or UNNAMED, raw)
+            return self._unparsed(shown, exc)
         except (TypeError, RecursionError):
-            self._raw_args = self._model_args = {}
-            self.checksum = tool_call_checksum(shown_name(name) or UNNAMED, {})
             error = InvalidToolArgsError(
-                f"the arguments for {shown_name(name)!r} are nested too deeply; send a flatter "
-                "JSON object.",
-                tool_name=shown_name(name),
+                f"the arguments for {shown!r} are nested too deeply; send a flatter JSON object.",
+                tool_name=shown,
             )
-            return self._refused(ARGUMENTS, "invalid", error)
+            return self._unparsed(shown, error)
         tool = registry.get_visible(name) if name else None
         if tool is None:
             return self._not_offered(registry)
@@ -203,8 +196,12 @@ class ToolCallContext:
         deciding (`deny`, `respond`) fails it with `PipelineShortCircuitedError`.
         """
         self._onion = onion
-        self._pos = self._called = 0
+        self._pos = 0
+        self._called: int = 0
         self._layer = onion.names[0]
+        self._failing: str | None = None
+        self._locked = False
+        self._vjson: dict[str, Any] | None = None
         try:
             await onion.fns[0](self, self._next)
         except TurnAbortedError:
@@ -265,6 +262,12 @@ class ToolCallContext:
             error.__cause__ = exc
         self._turn.report(error, "tool_call")
         self._fail(name, error)
+
+    def _unparsed(self, shown: str, error: InvalidToolArgsError) -> ToolCall:
+        """The record of a call whose arguments are unusable as given (kept as ``{}``)."""
+        self._raw_args = self._model_args = {}
+        self.checksum = tool_call_checksum(shown, {})
+        return self._refused(ARGUMENTS, "invalid", error)
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
         """The record of a call to a name that is not among the visible tools."""
@@ -336,7 +339,8 @@ class ToolCallContext:
 
     def _record(self, inline_limit: int) -> ToolCall:
         """Build the call's record from the run (the only place the loop builds one)."""
-        tool_name = shown_name(self.name) or UNNAMED
+        name = self.name
+        tool_name = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         results: Any
         inline = from_artifact_tool = False
         is_error = True
@@ -345,29 +349,26 @@ class ToolCallContext:
         elif self.error is not None and self._output is _NOTHING:
             results = f"Error: {self.error}"
         else:
-            turn, call_id = self._turn, self.call_id
-            outcome = outcome_of(
-                self.tool, self._output, inline_limit, lambda body: turn.spool_write(call_id, body)
-            )
+            outcome = outcome_of(self.tool, self._output, inline_limit, self._turn, self.call_id)
             if isinstance(outcome, str):
                 results = outcome
             else:
                 results, inline, from_artifact_tool = outcome
                 is_error = False
         decisions = self._decisions
-        return build_record(
+        return build_record(  # positionally: the hot path (see the parameters' names there)
             self.call_id,
             tool_name,
             self._model_args,
             self.checksum,
             results,
             is_error,
-            from_artifact_tool=from_artifact_tool,
-            inline=inline,
-            ran=self.ran,
-            decisions=() if decisions is None else tuple(decisions),
-            duration_ms=self.duration_ms,
-            validated_checksum=self._vchecksum,
+            from_artifact_tool,
+            inline,
+            self.ran,
+            () if decisions is None else tuple(decisions),
+            self.duration_ms,
+            self._vchecksum,
         )
 
     # -- the call --------------------------------------------------------------------------------
@@ -402,9 +403,17 @@ class ToolCallContext:
 
         Calls that differ only by spelling out a default share it; it is kept on the record.
         """
-        if self._vchecksum is None:
-            self._vchecksum = tool_call_checksum(self.tool.name, self.validated_args)
-        return self._vchecksum
+        vchecksum = self._vchecksum
+        if vchecksum is None:
+            validated = self.validated_args
+            # the arguments as sent, when they already are the validated ones, checksum alike
+            # (same JSON data: strict validation never turns a bool into a number or back)
+            if validated == self._raw_args and self._raw_args is self._model_args:
+                vchecksum = self.checksum
+            else:
+                vchecksum = tool_call_checksum(self.tool.name, validated)
+            self._vchecksum = vchecksum
+        return vchecksum
 
     def replace_args(
         self, raw_args: Mapping[str, Any], *, reason: str = "arguments replaced"

@@ -336,7 +336,6 @@ def build_record(
     checksum: str,
     results: ToolCallResults,
     is_error: bool = False,
-    *,
     from_artifact_tool: bool = False,
     inline: bool = False,
     ran: bool = False,
