@@ -165,7 +165,9 @@ def test_a_sinks_rows_and_stored_fields_are_the_definitions_whatever_the_entries
     assert rows == seal(batch, head)
     texts = [canonical_row(row.entry, row.index, row.prev_hash) for row in rows]
     assert size == sum(len(text) for text in texts)
-    assert ascii_only == all(text.isascii() for text in texts)
+    # "plain" is the sink's cheap path: only ever claimed for ASCII texts (a row of an unusual
+    # type or with an escaped surrogate takes the careful path even when its text is ASCII)
+    assert not ascii_only or all(text.isascii() for text in texts)
     for row, stored in zip(rows, values, strict=True):
         fields = entry_to_fields(row.entry)
         fields["is_error"] = int(fields["is_error"])
