@@ -11,7 +11,7 @@ from ._events import ModelTextDelta, StageName
 from ._history import HistoryView
 from .calls._decision import DecisionAction
 from .calls._outcome import DEFAULT_INLINE_LIMIT
-from .calls._run import ToolCallContext, unrun_record
+from .calls._run import CallRun, unrun_record
 from .models._seam import ModelRequest, model_request
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class DispatchContext(TurnView):
                 call with `abandoned_call`).
         """
         state = self._state
-        run = ToolCallContext(self, state, call_id, name)
+        run = CallRun(self, state, call_id, name)
         return run.run(state.tools, arguments, state.tool_call_onion, inline_limit)
 
     def refused_call(
@@ -151,14 +151,14 @@ class DispatchContext(TurnView):
         that emits `ModelTextDelta` when somebody listens for it (None otherwise).
         """
         state = self._state
-        tools, bus = state.tools, state.bus
+        view, bus = state.tools.view(), state.bus
         return model_request(
             state.system_prompt,
             HistoryView((), state.messages),
             HistoryView(state.history_calls, state.calls),
-            tools.definitions(),
+            view.definitions,
             state.turn_id,
-            tools.view(),
+            view,
             _streamer(self) if bus.listening and bus.wants(ModelTextDelta) else None,
         )
 

@@ -56,12 +56,19 @@ class ToolView:
     changes, so a `ModelRequest` can carry it without carrying the live registry.
     """
 
-    __slots__ = ("_hidden", "_tools")
+    __slots__ = ("_hidden", "_tools", "definitions")
 
-    def __init__(self, tools: dict[str, AnyTool], hidden: frozenset[str]) -> None:
-        """Hold the tools by name and the hidden names (a registry builds views)."""
+    def __init__(
+        self,
+        tools: dict[str, AnyTool],
+        hidden: frozenset[str],
+        definitions: tuple[ToolDescription, ...],
+    ) -> None:
+        """Hold the tools by name, the hidden names and what the model is offered."""
         self._tools = tools
         self._hidden = hidden
+        self.definitions = definitions
+        """The definitions of the visible tools, in order (`ToolRegistry.definitions`)."""
 
     def __repr__(self) -> str:
         """List the names, the hidden ones marked."""
@@ -244,7 +251,9 @@ class ToolRegistry:
         """
         view = self._view
         if view is None:
-            view = self._view = ToolView(self._tools.copy(), frozenset(self._hidden))
+            view = self._view = ToolView(
+                self._tools.copy(), frozenset(self._hidden), self.definitions()
+            )
         return view
 
     def _changed(self) -> None:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ._context import TurnContext
     from ._dispatch import DispatchContext
     from ._events import Event
-    from .calls._run import ToolCallContext, ToolCallNext
+    from .calls._context import ToolCallContext, ToolCallNext
 
 __all__ = [
     "CallNext",

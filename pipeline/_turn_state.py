@@ -209,7 +209,7 @@ class TurnState:
         """The latest decision that hid or withdrew each tool (what a later call to it reads)."""
         self.interrupted: dict[str, InterruptedRun] = {}
         """Runs an abort or a cancellation interrupted, by call id (their records keep what
-        they did: see `ToolCallContext.abandon`)."""
+        they did: see `CallRun.abandon`)."""
 
     def __repr__(self) -> str:
         """Show the turn id and how far it got."""

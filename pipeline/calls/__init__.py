@@ -7,6 +7,8 @@ the record it leaves, carrying every `Decision` taken about the call, whether th
 turn. See docs/architecture.md, "One call".
 """
 
+from ._context import ToolCallContext as ToolCallContext
+from ._context import ToolCallNext as ToolCallNext
 from ._decision import Decision as Decision
 from ._decision import DecisionAction as DecisionAction
 from ._decision import DecisionWhen as DecisionWhen
@@ -14,8 +16,6 @@ from ._decision import ToolDecision as ToolDecision
 from ._decision import ToolDecisionAction as ToolDecisionAction
 from ._decision import Verdict as Verdict
 from ._decision import verdict as verdict
-from ._run import ToolCallContext as ToolCallContext
-from ._run import ToolCallNext as ToolCallNext
 from ._toolcall import ToolCall as ToolCall
 from ._toolcall import ToolCallResults as ToolCallResults
 

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware, tool_call
@@ -28,6 +30,7 @@ from pipeline import (
     ToolCallNext,
     ToolLoopExecutor,
     TurnRunner,
+    tool_call_checksum,
 )
 from pipeline.testing import ScriptedModel
 
@@ -398,3 +401,45 @@ async def test_the_stage_runs_for_every_call_of_a_batch(parallel: bool) -> None:
         parallel=parallel,
     ).run("x")
     assert sorted(seen) == [f"c{i}" for i in range(5)]
+
+
+class Lookup(BaseModel):
+    q: str
+    limit: int = 10
+    exact: bool = False
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    q=st.text(max_size=8),
+    limit=st.none() | st.integers(-5, 50),
+    exact=st.none() | st.booleans(),
+)
+def test_the_validated_checksum_is_the_checksum_of_the_validated_arguments(
+    q: str, limit: int | None, exact: bool | None
+) -> None:
+    """However the model spells the defaults (or omits them), `validated_checksum` is the
+    checksum of the arguments the handler receives, defaults applied."""
+    seen: list[tuple[str, str, str]] = []
+    mw = Middleware("look")
+
+    @mw.tool_call
+    def look(ctx: ToolCallContext) -> None:
+        seen.append((ctx.validated_checksum, ctx.checksum, json.dumps(ctx.validated_args)))
+
+    def handler(args: Lookup, ctx: DispatchContext, meta: Any) -> str:
+        return "ok"
+
+    lookup = Tool(name="lookup", description="Look up.", input_schema=Lookup, handler=handler)
+    args: dict[str, Any] = {"q": q}
+    if limit is not None:
+        args["limit"] = limit
+    if exact is not None:
+        args["exact"] = exact
+    result = runner([calls(("c1", "lookup", args))], [lookup], mw).run_sync("x")
+    [(vchecksum, checksum, validated)] = seen
+    full = {"q": q, "limit": 10 if limit is None else limit, "exact": bool(exact)}
+    assert json.loads(validated) == full
+    assert vchecksum == tool_call_checksum("lookup", full)
+    assert result.tool_calls[0].validated_checksum == vchecksum
+    assert (checksum == vchecksum) == (args == full)
