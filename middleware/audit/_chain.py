@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 from pipeline import TransactionWriter, canonical_json
+from pipeline.calls import ToolDecisionAction, Verdict
 
 __all__ = [
     "DECISIONS",
@@ -46,38 +47,12 @@ __all__ = [
     "verify_rows",
 ]
 
-AuditDecision = Literal[
-    "allowed",
-    "warned",
-    "approved",
-    "answered",
-    "denied",
-    "rejected",
-    "invalid",
-    "failed",
-    "aborted",
-    "not_run",
-    "hidden",
-    "withdrawn",
-]
+AuditDecision: TypeAlias = Verdict | ToolDecisionAction
 """What a row's ``decision`` says: a call's verdict (``pipeline.calls.Verdict``: ``allowed``
 through ``not_run``) on call rows, or what was decided about a tool (``hidden``,
 ``withdrawn``) on ``tool`` rows."""
 
-DECISIONS: tuple[AuditDecision, ...] = (
-    "allowed",
-    "warned",
-    "approved",
-    "answered",
-    "denied",
-    "rejected",
-    "invalid",
-    "failed",
-    "aborted",
-    "not_run",
-    "hidden",
-    "withdrawn",
-)
+DECISIONS: tuple[AuditDecision, ...] = (*get_args(Verdict), *get_args(ToolDecisionAction))
 """Every word a row's ``decision`` may hold: the call verdicts, then the tool decisions. (Logs
 written before the verdicts kept ``hidden`` on call rows too; they still read and verify.)"""
 
