@@ -168,13 +168,14 @@ class RepetitionDetector:
         entry = f"{tool}:{vchecksum}"
         # [entry, call_id] of the calls let through this iteration; once stored, a call is
         # counted by validated_call_count, so only those not stored yet are added
-        inflight: list[list[str]] = stash.get(self._inflight) or []
-        stored = d.get_tool_call
-        pending = sum(1 for e, cid in inflight if e == entry and stored(cid) is None)
-        count = d.validated_call_count(vchecksum) + pending + 1
+        inflight: list[list[str]] | None = stash.get(self._inflight)
+        count = d.validated_call_count(vchecksum) + 1
+        if inflight:
+            stored = d.get_tool_call
+            count += sum(1 for e, cid in inflight if e == entry and stored(cid) is None)
         reason = None
         oscillated = False
-        tools = [tool]
+        tools: tuple[str, ...] = (tool,)
         window = self._window
         if count >= self._threshold:
             made = "would be made" if self._on_repeat == "block" else "was made"
@@ -186,7 +187,7 @@ class RepetitionDetector:
                 other_tool, _, other = found.partition(":")
                 reason = self._oscillation_reason(other_tool, other, tool, vchecksum, window)
                 if other_tool != tool:
-                    tools = [other_tool, tool]
+                    tools = (other_tool, tool)
                 oscillated = True
         action = self._on_repeat
         if reason is not None and action == "block":
@@ -225,7 +226,7 @@ class RepetitionDetector:
                         "checksum": ctx.checksum,
                         "validated_checksum": vchecksum,
                         "call_id": ctx.call_id,
-                        "tools": tools,
+                        "tools": list(tools),
                         "reason": reason,
                     },
                 )

@@ -167,6 +167,7 @@ class ArgsSchema(Generic[ArgsT]):
     __slots__ = (
         "_accepted",
         "_adapter",
+        "_dump_python",
         "_invalid",
         "_json_text",
         "_python_first",
@@ -180,6 +181,7 @@ class ArgsSchema(Generic[ArgsT]):
     _invalid: type[ValidationError]
     _accepted: frozenset[str] | None
     _validate_python: Callable[..., Any]
+    _dump_python: Callable[..., Any]
     _python_first: bool
     _json_text: str
     _tool_name: str
@@ -220,6 +222,8 @@ class ArgsSchema(Generic[ArgsT]):
             if isinstance(validator, SchemaValidator)
             else adapter.validate_python
         )
+        # likewise the compiled serializer dumps validated arguments (`dump`)
+        self._dump_python = adapter.serializer.to_python
         self._invalid = ValidationError
         self._accepted = accepted
         self._python_first = not dataclasses.is_dataclass(schema)
@@ -233,7 +237,7 @@ class ArgsSchema(Generic[ArgsT]):
 
     def dump(self, validated: ArgsT) -> dict[str, Any]:
         """Return validated arguments as JSON data (defaults included, JSON-mode values)."""
-        dumped: dict[str, Any] = self._adapter.dump_python(validated, mode="json")
+        dumped: dict[str, Any] = self._dump_python(validated, mode="json")
         return dumped
 
     def validate(self, args: Mapping[str, Any]) -> ArgsT:

@@ -500,9 +500,14 @@ class TurnState:
 
     def count(self, call: ToolCall, delta: int) -> None:
         """Keep the checksum counts and the artifact index current for one added/removed call."""
-        _bump(self.checksums, call.checksum, delta)
-        if call.validated_checksum is not None:
-            _bump(self.validated, call.validated_checksum, delta)
+        checksums, key = self.checksums, call.checksum
+        if delta > 0:  # a stored call (the common case, inline)
+            checksums[key] = checksums.get(key, 0) + delta
+        else:
+            _bump(checksums, key, delta)
+        vkey = call.validated_checksum
+        if vkey is not None:
+            _bump(self.validated, vkey, delta)
         results = call.results
         if not call.inline and not call.from_artifact_tool and isinstance(results, SpooledArtifact):
             if delta > 0:

@@ -151,7 +151,9 @@ class ToolCallContext:
         """
         vchecksum = self._vchecksum
         if vchecksum is None:
-            validated = self.validated_args
+            validated = self._vjson
+            if validated is None:
+                validated = self._vjson = self.tool.dump_args(self._args)
             # the arguments as sent, when they already are the validated ones, checksum alike
             # (same JSON data: strict validation never turns a bool into a number or back)
             if validated == self._raw_args and self._raw_args is self._model_args:

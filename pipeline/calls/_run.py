@@ -57,7 +57,7 @@ class CallRun(ToolCallContext):
     `DispatchContext.run_tool` makes one per call; see the module docstring.
     """
 
-    __slots__ = ("_called", "_failing", "_onion", "_pos")
+    __slots__ = ("_called", "_failing", "_onion", "_pos", "_shown")
 
     async def run(
         self, registry: ToolRegistry, arguments: object, onion: Onion, inline_limit: int
@@ -69,7 +69,7 @@ class CallRun(ToolCallContext):
                 record of the abandoned call, see `abandon`).
         """
         name = self.name
-        shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
+        shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
             raw = self._raw_args = self._model_args = parse_arguments(name, arguments)
             self.checksum = tool_call_checksum(shown, raw)
@@ -250,8 +250,6 @@ class CallRun(ToolCallContext):
 
     def _record(self, inline_limit: int) -> ToolCall:
         """Build the call's record from the run (the only place the loop builds one)."""
-        name = self.name
-        tool_name = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         results: Any
         inline = from_artifact_tool = False
         is_error = True
@@ -269,7 +267,7 @@ class CallRun(ToolCallContext):
         decisions = self._decisions
         return build_record(  # positionally: the hot path (see the parameters' names there)
             self.call_id,
-            tool_name,
+            self._shown,  # the name as the record keeps it (cut short when it is no tool's)
             self._model_args,
             self.checksum,
             results,
