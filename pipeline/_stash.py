@@ -60,7 +60,7 @@ class Stash:
     caller can change the store except through its methods.
     """
 
-    __slots__ = ("_data",)
+    __slots__ = ("_data", "_ended")
 
     def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
         """Build a stash, optionally seeded with a deep copy of ``initial``.
@@ -72,6 +72,8 @@ class Stash:
             InvalidStashValueError: ``initial`` is not a mapping, or holds something that is
                 not plain data (the error's ``path`` names it).
         """
+        self._ended = False
+        """True once `finish` ran: every write checks it first and raises."""
         if initial is None:
             self._data: dict[str, Any] = {}
         elif not isinstance(initial, Mapping):
@@ -170,6 +172,8 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed or runs through a value that is not a
                 container, or ``value`` is not plain data. The store is left unchanged.
         """
+        if self._ended:
+            _refuse_write()
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
@@ -197,6 +201,8 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
+        if self._ended:
+            _refuse_write()
         parts = split_path(path)
         parent = self._lookup(parts[:-1])
         if type(parent) is dict:
@@ -233,6 +239,8 @@ class Stash:
             InvalidStashValueError: the path is malformed or runs through a non-container, or
                 the stored value is not an int.
         """
+        if self._ended:
+            _refuse_write()
         parts: tuple[str, ...] | None
         if isinstance(key, StashKey):
             parts, path, start = key.spec  # an int default needs no copy
@@ -278,6 +286,8 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed, holds something that is not a list,
                 or ``value`` is not plain data.
         """
+        if self._ended:
+            _refuse_write()
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
@@ -322,6 +332,8 @@ class Stash:
         Raises:
             InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
         """
+        if self._ended:
+            _refuse_write()
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
@@ -370,6 +382,8 @@ class Stash:
             InvalidStashValueError: As for `set`.
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `set`).
         """
+        if self._ended:
+            _refuse_write()
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "set"))
         self._assign(key.parts, to_plain(value, key.path), key.path)
@@ -381,6 +395,8 @@ class Stash:
             KeyError: Nothing is stored there.
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `delete`).
         """
+        if self._ended:
+            _refuse_write()
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "delete"))
         if not self.delete(key.path):
@@ -406,7 +422,7 @@ class Stash:
         turn pays nothing for its stash however large it grew. Afterwards reads still work
         (as copies) and every write raises `InvalidStashValueError`.
         """
-        self.__class__ = _EndedStash  # same slots: only the write methods change
+        self._ended = True
         return self._data
 
     def __repr__(self) -> str:
@@ -414,18 +430,10 @@ class Stash:
         return f"Stash({short_repr(self._data)})"
 
 
-def _ended(self: Stash, *args: object, **kwargs: object) -> NoReturn:
+def _refuse_write() -> NoReturn:
     raise InvalidStashValueError(
         "the turn has ended: its stash is read-only (read the result's stash instead)", path=""
     )
-
-
-class _EndedStash(Stash):
-    """A finished turn's stash: reads work as before, every write raises."""
-
-    __slots__ = ()
-
-    set = delete = increment = append = update = __setitem__ = __delitem__ = _ended
 
 
 def _not_a_key(key: object, method: str) -> str:

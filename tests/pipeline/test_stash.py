@@ -685,3 +685,34 @@ def test_cycles_and_subclasses_still_get_their_exact_error_or_value() -> None:
     stash = Stash()
     stash.set("x", {"level": Level.HIGH, "ok": [True]})
     assert type(stash.get("x.level")) is int
+
+
+# --- the end of the turn ----------------------------------------------------------------------
+
+_COUNT = StashKey[int]("counts.n", default=0)
+
+_WRITES: list[tuple[str, Callable[[Stash], object]]] = [
+    ("set", lambda s: s.set("counts.n", 2)),
+    ("delete", lambda s: s.delete("counts.n")),
+    ("increment", lambda s: s.increment("counts.n")),
+    ("append", lambda s: s.append("log", "x")),
+    ("update", lambda s: s.update("counts.n", lambda n: n + 1)),
+    ("setitem", lambda s: s.__setitem__(_COUNT, 3)),
+    ("delitem", lambda s: s.__delitem__(_COUNT)),
+]
+
+
+@pytest.mark.parametrize("write", [w for _, w in _WRITES], ids=[n for n, _ in _WRITES])
+def test_a_finished_stash_refuses_every_write_and_still_reads(
+    write: Callable[[Stash], object],
+) -> None:
+    """After `finish`, each write raises and changes nothing; reads work as before, and the
+    stash is still a plain `Stash` (no class swap)."""
+    stash = Stash({"counts": {"n": 1}, "log": ["a"]})
+    data = stash.finish()
+    with pytest.raises(InvalidStashValueError, match="the turn has ended"):
+        write(stash)
+    assert data == {"counts": {"n": 1}, "log": ["a"]}
+    assert stash.get("counts.n") == 1
+    assert stash[_COUNT] == 1
+    assert type(stash) is Stash
