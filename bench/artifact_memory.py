@@ -19,7 +19,8 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pipeline import FileSpoolStore, SpooledArtifact
+from pipeline.artifacts import SpooledArtifact
+from pipeline.stores import FileSpoolStore
 
 LIMIT_MB = 64.0
 NEEDLE_EVERY = 400_000

@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from middleware import AuditEntry, JsonlAuditSink, SqliteAuditSink
+from middleware.audit import AuditEntry, JsonlAuditSink, SqliteAuditSink
 from pipeline import canonical_json
 
 Sync = Literal["full", "normal"]

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from middleware import AuditEntry, SqliteAuditSink
+from middleware.audit import AuditEntry, SqliteAuditSink
 
 from .audit_chain import RawSqlite, entries
 

@@ -34,17 +34,10 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from middleware import AuditLog, SqliteAuditSink
-from pipeline import (
-    MemoryStore,
-    ModelResponse,
-    ProposedToolCall,
-    SqliteStore,
-    ToolLoopExecutor,
-    TurnRunner,
-    TurnStore,
-    tool,
-)
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore, SqliteStore, TurnStore
 from pipeline.testing import ScriptedModel
 
 Sync = Literal["full", "normal"]

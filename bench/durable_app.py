@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 
 from middleware import ToolCallCounter
-from pipeline import ModelRequest, ModelResponse, ProposedToolCall, tool
+from pipeline import tool
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 
 
 @tool

@@ -136,8 +136,7 @@ def check_rows(
     name: str, folder: Path, store_spec: str, ids: dict[str, str], log: Path, outcomes: list[dict]
 ) -> None:
     """Every turn: 3 messages, 1 call, its handler run once; nothing lost or duplicated."""
-    from pipeline import FileSpoolStore, SqliteStore
-    from pipeline.stores import PostgresStore
+    from pipeline.stores import FileSpoolStore, PostgresStore, SqliteStore
 
     async def load() -> list[tuple[int, int, list[str]]]:
         if store_spec.startswith("sqlite:"):

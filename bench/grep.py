@@ -35,7 +35,9 @@ from time import monotonic
 from typing import Any
 
 import pipeline.artifacts._grep as grep_module
-from pipeline import FileSpoolStore, InvalidToolArgsError, SpooledArtifact
+from pipeline.artifacts import SpooledArtifact
+from pipeline.errors import InvalidToolArgsError
+from pipeline.stores import FileSpoolStore
 
 from .artifact_memory import chunks
 

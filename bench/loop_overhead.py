@@ -54,21 +54,10 @@ from middleware import (
     ToolCallLimit,
     ToolPolicy,
 )
-from pipeline import (
-    DispatchContext,
-    MemorySpoolStore,
-    Message,
-    ModelResponse,
-    ProposedToolCall,
-    SpoolReader,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
-    ToolLoopExecutor,
-    TurnRecord,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stores import MemorySpoolStore, SpoolReader, TurnRecord
 from pipeline.testing import ScriptedModel
 
 TARGET_OVERHEAD_US = 30.0

@@ -41,16 +41,9 @@ from typing import Any
 
 import httpx2
 
-from pipeline import (
-    ChatModel,
-    Message,
-    ModelRequest,
-    OpenAIChatModel,
-    OpenAIResponsesModel,
-    ToolCall,
-    ToolRegistry,
-    tool,
-)
+from pipeline import ToolRegistry, tool
+from pipeline.calls import ToolCall
+from pipeline.models import ChatModel, Message, ModelRequest, OpenAIChatModel, OpenAIResponsesModel
 
 ITERATIONS = 200
 PROBES = (10, 200)
@@ -159,7 +152,7 @@ class FakeAnthropic:
 def anthropic_messages() -> ChatModel:
     from anthropic.types import Message as AnthropicMessage
 
-    from pipeline import AnthropicModel
+    from pipeline.models import AnthropicModel
 
     message = AnthropicMessage.model_validate(
         {

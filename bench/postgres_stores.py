@@ -30,17 +30,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from middleware import PostgresAuditSink, SqliteAuditSink
-from pipeline import (
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    SqliteStore,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
-from pipeline.stores import FileSpoolStore, PostgresStore
+from middleware.audit import PostgresAuditSink, SqliteAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stores import FileSpoolStore, PostgresStore, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +78,7 @@ _APPENDER = textwrap.dedent(
     """
     import asyncio, sys
     from datetime import UTC, datetime
-    from middleware import AuditEntry, PostgresAuditSink
+    from middleware.audit import AuditEntry, PostgresAuditSink
 
     conninfo, worker, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -141,7 +134,7 @@ def audit_one_sqlite(path: Path, rows: int) -> float:
     """One process appends ``rows`` rows to an SQLite sink; return rows per second."""
     from datetime import UTC, datetime
 
-    from middleware import AuditEntry
+    from middleware.audit import AuditEntry
 
     sink = SqliteAuditSink(path, synchronous="normal")
 

@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from middleware import RepetitionDetector, ToolCallLimit, read_transcript, replay
+from middleware import RepetitionDetector, ToolCallLimit
+from middleware.transcripts import read_transcript, replay
 
 _TOOLS = ("read_file", "run_command", "search")
 _MB = 1024 * 1024

@@ -43,16 +43,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 from .loop_overhead import ForgetfulSpool, NullStore

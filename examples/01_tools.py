@@ -11,15 +11,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from pipeline import (
-    DispatchContext,
-    InvalidToolArgsError,
-    InvalidToolError,
-    Stash,
-    Tool,
-    ToolRegistry,
-    tool,
-)
+from pipeline import DispatchContext, Stash, Tool, ToolRegistry, tool
+from pipeline.errors import InvalidToolArgsError, InvalidToolError
 from pipeline.testing import make_dispatch_context
 
 

@@ -12,25 +12,21 @@ from __future__ import annotations
 import json
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.events import (
     DispatchEnd,
     Event,
     IterationStart,
     Log,
     MessageStored,
-    ModelResponse,
-    ProposedToolCall,
     ToolCallStored,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolLoopExecutor,
     TurnEnd,
-    TurnRunner,
     TurnStart,
-    tool,
 )
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 

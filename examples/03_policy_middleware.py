@@ -26,18 +26,10 @@ from middleware import (
     ToolPolicy,
     dispatch_output,
 )
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    Log,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnContext,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.events import Log
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 
 
 @tool

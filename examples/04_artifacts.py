@@ -16,17 +16,10 @@ from __future__ import annotations
 import json
 import tempfile
 
-from pipeline import (
-    FileSpoolStore,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledJsonArtifact,
-    ToolLoopExecutor,
-    TurnRunner,
-    render_tool_result,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import SpooledJsonArtifact, render_tool_result
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stores import FileSpoolStore
 from pipeline.testing import ScriptedModel
 
 

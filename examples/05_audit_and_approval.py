@@ -17,16 +17,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from middleware import ApprovalGate, AuditLog, JsonlAuditSink
-from pipeline import (
-    Gate,
-    ModelResponse,
-    ProposedToolCall,
-    SqliteStore,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from middleware import ApprovalGate
+from middleware.audit import AuditLog, JsonlAuditSink
+from pipeline import Gate, ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import SqliteStore
 from pipeline.testing import ScriptedModel
 
 

@@ -15,17 +15,9 @@ from __future__ import annotations
 import json
 
 from middleware import dispatch_output, turn_input, turn_output
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    StashKey,
-    ToolLoopExecutor,
-    TurnContext,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, StashKey, ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 SPENT = StashKey[int]("spend_guard.spent_cents", default=0)

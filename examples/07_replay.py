@@ -1,13 +1,13 @@
 """Replay: what would this policy have done on a real conversation?
 
 A recorded support-agent conversation (Anthropic messages, the sample in ``tests/data``) is
-replayed offline through two candidate stacks with `middleware.replay`. Every recorded tool call
-gets its replayed record's verdict (allowed, denied, rejected, invalid..., or not reached), the
-word ``loopware run``, the audit log and tracing use, with the decisions behind it and the tools
-its outcome hid, so two policies can be compared on the same real traffic before either is
-deployed. A
-transcript can also be given as data: here an OpenAI chat-completions list built in code, with a
-tool name loopware cannot register (``Final Answer``), replayed under a safe alias.
+replayed offline through two candidate stacks with `middleware.transcripts.replay`. Every
+recorded tool call gets its replayed record's verdict (allowed, denied, rejected, invalid..., or
+not reached), the word ``loopware run``, the audit log and tracing use, with the decisions behind
+it and the tools its outcome hid, so two policies can be compared on the same real traffic before
+either is deployed. A transcript can also be given as data: here an OpenAI chat-completions list
+built in code, with a tool name loopware cannot register (``Final Answer``), replayed under a
+safe alias.
 
 The ``loopware replay`` command is a front end over the same API. Run it with
 ``python examples/07_replay.py``.
@@ -17,15 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from middleware import (
-    ApprovalGate,
-    RepetitionDetector,
-    ReplayReport,
-    ToolCallLimit,
-    ToolPolicy,
-    read_transcript,
-    replay,
-)
+from middleware import ApprovalGate, RepetitionDetector, ToolCallLimit, ToolPolicy
+from middleware.transcripts import ReplayReport, read_transcript, replay
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "support_agent_denied.json"
 

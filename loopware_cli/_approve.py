@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Final
 
-from pipeline import LoopError
 from pipeline.durable import DEFAULT_QUEUE, DurableClient, GateNotWaitingError
+from pipeline.errors import LoopError
 
 from ._worker_config import read_worker_config
 

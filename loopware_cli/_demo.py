@@ -22,25 +22,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from middleware import (
-    AuditLog,
-    AuditRow,
-    RepetitionDetector,
-    SqliteAuditSink,
-    ToolCallLimit,
-    ToolPolicy,
-)
+from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
+from middleware.audit import AuditLog, AuditRow, SqliteAuditSink
 from middleware.transcripts import policy_labels
-from pipeline import (
-    LoopError,
-    ModelResponse,
-    ProposedToolCall,
-    Tool,
-    ToolLoopExecutor,
-    TurnResult,
-    TurnRunner,
-    tool,
-)
+from pipeline import Tool, ToolLoopExecutor, TurnResult, TurnRunner, tool
+from pipeline.errors import LoopError
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 from ._live import LiveOutput

@@ -25,16 +25,12 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Final, Literal
 
-from middleware import (
-    ApprovalGate,
-    AuditLog,
-    RepetitionDetector,
-    ToolCallLimit,
-    ToolPolicy,
-)
-from middleware.audit import AuditSink, JsonlAuditSink, SqliteAuditSink
-from pipeline import DispatchContext, MemoryStore, Tool, ToolCall, TurnRunner
+from middleware import ApprovalGate, RepetitionDetector, ToolCallLimit, ToolPolicy
+from middleware.audit import AuditLog, AuditSink, JsonlAuditSink, SqliteAuditSink
+from pipeline import DispatchContext, Tool, TurnRunner
+from pipeline.calls import ToolCall
 from pipeline.mcp import MCPToolset
+from pipeline.stores import MemoryStore
 
 from ._gateway_approval import build_approver
 from ._gateway_config import GatewayConfig

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from pipeline import Decision, ToolCall, ToolDecision
+from pipeline.calls import Decision, ToolCall, ToolDecision
 
 __all__ = ["call_label", "describe", "describe_tool"]
 

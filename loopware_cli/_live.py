@@ -12,16 +12,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from pipeline import (
-    EventSource,
-    IterationEnd,
-    IterationStart,
-    SpooledArtifact,
-    ToolCall,
-    ToolCallStored,
-    ToolDecided,
-    ToolDecision,
-)
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall, ToolDecision
+from pipeline.events import IterationEnd, IterationStart, ToolCallStored, ToolDecided
+from pipeline.stages import EventSource
 
 from ._labels import call_label, describe_tool
 from ._replay_render import short, short_args

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, Protocol
 
-from pipeline import LoopError
+from pipeline.errors import LoopError
 
 from ._replay import EXIT_MODEL_ERRORS, REPLAY_DESCRIPTION, add_replay_arguments, run_replay
 from ._resolve import resolve_runner

@@ -1,4 +1,4 @@
-"""``loopware replay``: a thin front end over `middleware.replay`.
+"""``loopware replay``: a thin front end over `middleware.transcripts.replay`.
 
 Reads the transcript, builds the stack from ``-m`` targets and the built-in policy options,
 replays, prints the report (text or ``--json``) and turns what was found into the exit status.
@@ -11,9 +11,9 @@ import sys
 from collections import Counter
 from typing import Any, Final, TextIO
 
-from middleware import read_transcript, replay
-from middleware.transcripts import Transcript, TranscriptIssue
-from pipeline import LoopError, Tool
+from middleware.transcripts import Transcript, TranscriptIssue, read_transcript, replay
+from pipeline import Tool
+from pipeline.errors import LoopError
 
 from ._replay_policy import add_policy_arguments, policy_flags, policy_middleware
 from ._replay_render import format_issue, render_report
@@ -76,7 +76,7 @@ unknown tool, as live. Turns share one conversation, so repeat counts carry over
 
 The policy is the built-in options below and/or -m targets; with neither, every
 call is allowed and the report says so. The same engine is a Python API:
-middleware.replay(transcript, middleware=[...])."""
+middleware.transcripts.replay(transcript, middleware=[...])."""
 
 _MIDDLEWARE_HELP: Final = (
     "middleware to replay through, as module:attr (repeatable, outermost first, after the "

@@ -14,16 +14,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final
 
-from pipeline import (
-    EventObserver,
-    InvalidMiddlewareConfigError,
-    InvalidRunnerConfigError,
-    LoopError,
-    MiddlewareProvider,
-    Tool,
-    ToolRegistry,
-    TurnRunner,
-)
+from pipeline import Tool, ToolRegistry, TurnRunner
+from pipeline.errors import InvalidMiddlewareConfigError, InvalidRunnerConfigError, LoopError
+from pipeline.stages import EventObserver, MiddlewareProvider
 
 __all__ = ["is_middleware", "resolve_middleware", "resolve_runner", "resolve_tools"]
 

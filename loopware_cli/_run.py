@@ -17,18 +17,10 @@ from dataclasses import dataclass, field
 from typing import Final, TextIO
 
 from middleware.transcripts import policy_labels
-from pipeline import (
-    ChatModel,
-    LoopError,
-    ModelAuthenticationError,
-    ModelRequest,
-    ModelResponse,
-    ModelTextDelta,
-    Tool,
-    ToolLoopExecutor,
-    TurnRunner,
-)
-from pipeline.models import infer_model
+from pipeline import Tool, ToolLoopExecutor, TurnRunner
+from pipeline.errors import LoopError, ModelAuthenticationError
+from pipeline.events import ModelTextDelta
+from pipeline.models import ChatModel, ModelRequest, ModelResponse, infer_model
 
 from ._live import LiveOutput
 from ._resolve import resolve_middleware, resolve_tools

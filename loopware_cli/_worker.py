@@ -15,8 +15,9 @@ import signal
 import sys
 from typing import Any, Final, TextIO
 
-from pipeline import Gate, LoopError
+from pipeline import Gate
 from pipeline.durable import DurableTurnRunner
+from pipeline.errors import LoopError
 
 from ._worker_config import WorkerConfig, build_runner_options, read_worker_config
 

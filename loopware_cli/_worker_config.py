@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pipeline import FileSpoolStore, MemoryStore, SpoolStore, SqliteStore, Tool, TurnStore
+from pipeline import Tool
 from pipeline.durable import DEFAULT_QUEUE, DEFAULT_SYSTEM_DATABASE, DurableConfigError
+from pipeline.stores import FileSpoolStore, MemoryStore, SpoolStore, SqliteStore, TurnStore
 
 from ._resolve import resolve_middleware, resolve_tools
 

@@ -1,9 +1,11 @@
-"""loopware middleware: decorator registration, the built-in policy middleware, and replay.
+"""loopware middleware: decorator registration and the built-in policy middleware.
 
 ``import middleware`` loads the registration decorators, the stage protocols and `Middleware`.
-The built-in middleware, the audit wing (`middleware.audit`) and the replay engine
-(`middleware.transcripts`) load on first use of one of their names (docs/architecture.md,
-"Import time"): every name in ``__all__`` is importable from here and listed by ``dir()``.
+The built-in middleware load on first use of one of their names (docs/architecture.md, "Import
+time"): every name in ``__all__`` is importable from here and listed by ``dir()``. The audit
+wing and the replay engine are public sub-packages with names of their own, imported from there:
+`middleware.audit` (`AuditLog` and its sinks) and `middleware.transcripts` (`replay`,
+`read_transcript`).
 """
 
 import importlib as _importlib
@@ -42,48 +44,20 @@ if _typing.TYPE_CHECKING:
     from ._repetition import RepetitionDetector as RepetitionDetector
     from ._token_budget import TokenBudget as TokenBudget
     from ._tracing import Tracing as Tracing
-    from .audit import AuditDecision as AuditDecision
-    from .audit import AuditEntry as AuditEntry
-    from .audit import AuditHead as AuditHead
-    from .audit import AuditLog as AuditLog
-    from .audit import AuditRow as AuditRow
-    from .audit import AuditSink as AuditSink
-    from .audit import JsonlAuditSink as JsonlAuditSink
-    from .audit import PostgresAuditSink as PostgresAuditSink
-    from .audit import SqliteAuditSink as SqliteAuditSink
-    from .transcripts import ReplayReport as ReplayReport
-    from .transcripts import Transcript as Transcript
-    from .transcripts import read_transcript as read_transcript
-    from .transcripts import replay as replay
-    from .transcripts import replay_async as replay_async
 
 _LAZY = {
     "ApprovalGate": "_approval",
     "Approver": "_approval",
-    "AuditDecision": "audit",
-    "AuditEntry": "audit",
-    "AuditHead": "audit",
-    "AuditLog": "audit",
-    "AuditRow": "audit",
-    "AuditSink": "audit",
     "IterationBudget": "_budget",
-    "JsonlAuditSink": "audit",
     "LimitCount": "_limit",
     "OnExceed": "_limit",
     "OnRepeat": "_repetition",
-    "PostgresAuditSink": "audit",
-    "ReplayReport": "transcripts",
     "RepetitionDetector": "_repetition",
-    "SqliteAuditSink": "audit",
     "TokenBudget": "_token_budget",
     "ToolCallCounter": "_counter",
     "ToolCallLimit": "_limit",
     "ToolPolicy": "_policy",
     "Tracing": "_tracing",
-    "Transcript": "transcripts",
-    "read_transcript": "transcripts",
-    "replay": "transcripts",
-    "replay_async": "transcripts",
 }
 """Names loaded on first use, and the module that defines (or exports) each."""
 _SUBPACKAGES = frozenset({"audit", "transcripts"})
@@ -120,21 +94,13 @@ def _load(module: str) -> _types.ModuleType:
         from . import _token_budget
 
         return _token_budget
-    if module == "_tracing":
-        from . import _tracing
+    from . import _tracing
 
-        return _tracing
-    if module == "audit":
-        from . import audit
-
-        return audit
-    from . import transcripts
-
-    return transcripts
+    return _tracing
 
 
 def __getattr__(name: str) -> _typing.Any:
-    """Load the module behind a built-in middleware, audit or replay name on first use."""
+    """Load the module behind a built-in middleware's name on first use."""
     if name in _SUBPACKAGES:
         # Not ``from . import``: that asks this hook for the name first, and would recurse.
         return _importlib.import_module(f"{__name__}.{name}")
@@ -154,26 +120,16 @@ def __dir__() -> list[str]:
 __all__ = [
     "ApprovalGate",
     "Approver",
-    "AuditDecision",
-    "AuditEntry",
-    "AuditHead",
-    "AuditLog",
-    "AuditRow",
-    "AuditSink",
     "DispatchHook",
     "DispatchHookMethod",
     "DispatchMiddleware",
     "DispatchMiddlewareMethod",
     "IterationBudget",
-    "JsonlAuditSink",
     "LimitCount",
     "Middleware",
     "OnExceed",
     "OnRepeat",
-    "PostgresAuditSink",
     "RepetitionDetector",
-    "ReplayReport",
-    "SqliteAuditSink",
     "TokenBudget",
     "ToolCallCounter",
     "ToolCallHook",
@@ -183,16 +139,12 @@ __all__ = [
     "ToolCallMiddlewareMethod",
     "ToolPolicy",
     "Tracing",
-    "Transcript",
     "TurnHook",
     "TurnHookMethod",
     "TurnMiddleware",
     "TurnMiddlewareMethod",
     "dispatch_input",
     "dispatch_output",
-    "read_transcript",
-    "replay",
-    "replay_async",
     "tool_call",
     "turn_input",
     "turn_output",

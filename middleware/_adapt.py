@@ -28,7 +28,8 @@ from functools import cache
 from time import perf_counter
 from typing import Any
 
-from pipeline import CallNext, InvalidMiddlewareConfigError, Stage
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stages import CallNext, Stage
 
 __all__ = ["Shape", "adapt", "inspect_shape"]
 

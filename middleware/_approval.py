@@ -10,14 +10,13 @@ from collections.abc import Awaitable, Callable, Collection
 from fnmatch import fnmatchcase
 from typing import TypeAlias
 
-from pipeline import (
-    Gate,
+from pipeline import Gate
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.errors import (
     GateAbortedError,
     InvalidMiddlewareConfigError,
     LoopError,
     PolicyViolationError,
-    ToolCallContext,
-    ToolCallNext,
     TurnAbortedError,
 )
 

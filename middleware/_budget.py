@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline import CallNext, DispatchContext, PolicyViolationError
+from pipeline import DispatchContext
+from pipeline.errors import PolicyViolationError
+from pipeline.stages import CallNext
 
 from ._options import check_int, check_namespace
 from ._registration import dispatch_input

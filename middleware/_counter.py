@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline import CallNext, DispatchContext, Stash, StashKey, ToolCall, TurnContext
+from pipeline import DispatchContext, Stash, StashKey, TurnContext
+from pipeline.calls import ToolCall
+from pipeline.stages import CallNext
 
 from ._keys import CountKeys, bump
 from ._options import check_namespace

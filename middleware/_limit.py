@@ -7,19 +7,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    InvalidMiddlewareConfigError,
-    MiddlewareSpec,
-    PolicyViolationError,
-    StashKey,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
-    ToolDecision,
-    TurnContext,
-)
+from pipeline import DispatchContext, StashKey, TurnContext
+from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline.stages import CallNext, MiddlewareSpec
 
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
@@ -168,7 +159,7 @@ class ToolCallLimit:
         return self._namespace
 
     def middleware_specs(self) -> list[MiddlewareSpec]:
-        """This instance's stage middleware (``pipeline.MiddlewareProvider``).
+        """This instance's stage middleware (``pipeline.stages.MiddlewareProvider``).
 
         ``keep_hidden`` is composed only when ``on_exceed="hide"`` and ``total`` is set: a
         per-tool hidden mark already survives re-forging, so only "hide every tool" needs to

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TypeVar
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 __all__ = ["check_bool", "check_choice", "check_int", "check_names", "check_namespace"]
 

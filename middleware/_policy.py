@@ -6,17 +6,10 @@ from collections.abc import Collection, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    PolicyViolationError,
-    Tool,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
-    ToolDecision,
-    TurnContext,
-)
+from pipeline import DispatchContext, Tool, TurnContext
+from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.errors import PolicyViolationError
+from pipeline.stages import CallNext
 
 from ._options import check_names, check_namespace
 from ._registration import dispatch_output, tool_call, turn_input, turn_output

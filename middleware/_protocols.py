@@ -25,7 +25,9 @@ from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import TypedDict, Unpack
 
-from pipeline import CallNext, DispatchContext, ToolCallContext, ToolCallNext, TurnContext
+from pipeline import DispatchContext, TurnContext
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.stages import CallNext
 
 __all__ = [
     "DispatchDecorator",

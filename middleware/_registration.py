@@ -6,7 +6,7 @@
 
 * used directly on a method of a class-based middleware, it attaches a `Registration` to the
   method as ``__loopware_registrations__``; the runner finds it on the instance's class and
-  binds it (`Registration.bind`, the ``pipeline.MethodRegistration`` protocol);
+  binds it (`Registration.bind`, the ``pipeline.stages.MethodRegistration`` protocol);
 * read from a ``Middleware`` set, whose stage methods are these same objects, it returns itself
   bound to that set, and registers functions into the set (`Registration.to_spec`).
 
@@ -23,7 +23,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
-from pipeline import InvalidMiddlewareConfigError, MiddlewareSpec, Stage
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stages import MiddlewareSpec, Stage
 
 from ._adapt import Shape, adapt, inspect_shape
 from ._options import check_bool, check_int, check_names
@@ -83,7 +84,7 @@ class Registration:
     """True for a method of class-based middleware (bound with `bind`)."""
 
     def bind(self, instance: object) -> MiddlewareSpec:
-        """Return the spec of this method bound to ``instance`` (``pipeline.MethodRegistration``).
+        """Return the spec of this method bound to ``instance`` (a `MethodRegistration` method).
 
         The name defaults to ``<ClassName>.<method name>``. When the instance's class overrides
         the method without decorating it again, the override runs in its place (with these

@@ -7,14 +7,10 @@ import re
 from collections.abc import Collection
 from typing import Literal
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    PolicyViolationError,
-    ToolCallContext,
-    ToolCallNext,
-    ToolDecision,
-)
+from pipeline import DispatchContext
+from pipeline.calls import ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.errors import PolicyViolationError
+from pipeline.stages import CallNext
 
 from ._options import check_choice, check_int, check_names, check_namespace
 from ._registration import dispatch_output, tool_call

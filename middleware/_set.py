@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline import InvalidMiddlewareConfigError, MiddlewareSpec, Stage
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stages import MiddlewareSpec, Stage
 
 from ._options import check_bool
 from ._registration import (
@@ -24,7 +25,7 @@ class Middleware:
     """A named set of middleware functions, registered with one decorator per stage.
 
     Pass the set in ``TurnRunner(middleware=[...])``; it implements
-    ``pipeline.MiddlewareProvider``. Decorators return the function unchanged; functions are
+    ``pipeline.stages.MiddlewareProvider``. Decorators return the function unchanged; functions are
     adapted (hooks, sync code, ``tools=``, ``timed=``) once, when a runner asks for the specs.
     A plain ``async (ctx, call_next)`` function joins a set by calling the decorator on it:
     ``policy.dispatch_output(count_calls)``.

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    InvalidMiddlewareConfigError,
-    PolicyViolationError,
-    Usage,
-)
+from pipeline import DispatchContext
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline.models import Usage
+from pipeline.stages import CallNext
 
 from ._options import check_int, check_namespace
 from ._registration import dispatch_input

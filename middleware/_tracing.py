@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from pipeline import (
+from pipeline import canonical_json
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.events import (
     DispatchEnd,
     DispatchStart,
     ErrorReported,
-    EventSource,
-    InvalidMiddlewareConfigError,
     IterationEnd,
     IterationStart,
     Log,
@@ -41,8 +41,8 @@ from pipeline import (
     ToolExecutionStart,
     TurnEnd,
     TurnStart,
-    canonical_json,
 )
+from pipeline.stages import EventSource
 
 from ._tracing_spans import (
     ERROR_TYPE,

@@ -19,7 +19,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from pipeline import Decision, LoopError, SpooledArtifact, ToolCall, ToolDecision
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import Decision, ToolCall, ToolDecision
+from pipeline.errors import LoopError
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

@@ -6,12 +6,12 @@ from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._context import TurnView
-from ._errors import AlreadySignalledError, LoopError, NackedError
 from ._events import ModelTextDelta, StageName
 from ._history import HistoryView
 from .calls._decision import DecisionAction
 from .calls._outcome import DEFAULT_INLINE_LIMIT
 from .calls._run import CallRun, unrun_record
+from .errors import AlreadySignalledError, LoopError, NackedError
 from .models._seam import ModelRequest, model_request
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._errors import ExecutorError, IterationLimitError, LoopError, ModelError, TurnAbortedError
 from ._events import DispatchEnd, DispatchStart, IterationEnd, IterationStart
+from .errors import ExecutorError, IterationLimitError, LoopError, ModelError, TurnAbortedError
 
 if TYPE_CHECKING:
     from ._dispatch import DispatchContext

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from ._errors import LoopError
     from ._gate import Gate
     from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
+    from .errors import LoopError
     from .models._message import Message
 
 __all__ = [
@@ -264,4 +264,4 @@ for _cls in (
     GateClosed,
     Log,
 ):
-    _cls.__module__ = "pipeline"
+    _cls.__module__ = "pipeline.events"

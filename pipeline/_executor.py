@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ._errors import TurnAbortedError
 from ._turn_state import uncancellable
 from .calls._outcome import DEFAULT_INLINE_LIMIT
 from .calls._toolcall import ToolCall
+from .errors import TurnAbortedError
 from .models._message import new_message
 from .models._seam import NO_USAGE, ChatModel, ProposedToolCall
 

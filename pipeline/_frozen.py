@@ -1,4 +1,4 @@
-"""Read-only JSON containers: how a `ToolCall` keeps its arguments immutable.
+"""Read-only JSON containers: how a `ToolCall` keeps its arguments and a `Tool` its description.
 
 `freeze_json` copies JSON data into `FrozenDict` / `FrozenList`, subclasses of ``dict`` and
 ``list`` whose mutating methods raise `TypeError`. Being real ``dict`` and ``list`` instances,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
 
 from typing_extensions import TypeVar
 
-from ._errors import (
+from .errors import (
     GateAbortedError,
     GateTimeoutError,
     InvalidGateError,

@@ -90,4 +90,4 @@ class HistoryView(Sequence[T]):
         return (tuple, (tuple(self),))
 
 
-HistoryView.__module__ = "pipeline"
+HistoryView.__module__ = "pipeline.models"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ._errors import NextCalledTwiceError
+from .errors import NextCalledTwiceError
 
 __all__ = ["Onion", "StageRun"]
 

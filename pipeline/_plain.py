@@ -12,8 +12,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._errors import InvalidStashValueError
 from ._frozen import FrozenDict, FrozenList
+from .errors import InvalidStashValueError
 
 __all__ = ["CONTAINERS", "MAX_DEPTH", "MISSING", "SCALARS", "Missing", "clone", "to_plain"]
 

@@ -93,4 +93,4 @@ class JointRecordKeeper(RecordKeeper, Protocol):
 
 
 for _cls in (RecordChange, RecordKeeper, JointRecordKeeper):
-    _cls.__module__ = "pipeline"
+    _cls.__module__ = "pipeline.stages"

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from ._errors import InvalidToolError, ToolAlreadyRegisteredError
 from ._tool import ON_COLLISION_VALUES, OnCollision, Tool
+from .errors import InvalidToolError, ToolAlreadyRegisteredError
 
 if TYPE_CHECKING:
     from .models._tool_defs import ToolDescription

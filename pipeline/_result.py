@@ -6,17 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ._errors import TurnAbortedError
 from ._stash_snapshot import StashSnapshot
+from .errors import TurnAbortedError
 from .models._seam import Usage
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._errors import LoopError
     from ._events import TurnStatus
     from .calls._decision import ToolDecision
     from .calls._toolcall import ToolCall
+    from .errors import LoopError
     from .models._message import Message
 
 __all__ = ["TurnResult"]

@@ -11,12 +11,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._bus import EventBus
 from ._compose import build_onions, resolve_item
 from ._dispatch import DispatchContext
-from ._errors import (
-    ConfigurationError,
-    InvalidRunnerConfigError,
-    LoopError,
-    ToolAlreadyRegisteredError,
-)
 from ._events import Event
 from ._executor import ToolLoopExecutor
 from ._ids import new_id
@@ -28,6 +22,12 @@ from ._sync_loop import SyncLoop
 from ._tool import Tool
 from ._turn import Turn
 from ._turn_state import TurnState
+from .errors import (
+    ConfigurationError,
+    InvalidRunnerConfigError,
+    LoopError,
+    ToolAlreadyRegisteredError,
+)
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:

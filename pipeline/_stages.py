@@ -128,4 +128,4 @@ for _cls in (
     EventSource,
     EventObserver,
 ):
-    _cls.__module__ = "pipeline"
+    _cls.__module__ = "pipeline.stages"

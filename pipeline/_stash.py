@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
-from ._errors import InvalidStashValueError
 from ._plain import CONTAINERS, MISSING, SCALARS, clone, to_plain
 from ._stash_key import StashKey, cached_split, short_repr, split_path
+from .errors import InvalidStashValueError
 
 __all__ = ["Stash", "StashKey"]
 

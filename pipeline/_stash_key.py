@@ -5,8 +5,8 @@ from __future__ import annotations
 import reprlib
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from ._errors import InvalidStashValueError
 from ._plain import MAX_DEPTH, MISSING, Missing, clone, to_plain
+from .errors import InvalidStashValueError
 
 __all__ = ["StashKey", "short_repr", "split_path"]
 

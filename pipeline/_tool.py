@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
-from ._errors import LoopError, ToolDownstreamError
 from ._events import Event, ToolExecutionEnd, ToolExecutionStart
 from ._ids import new_id
 from ._json import tool_call_checksum
@@ -32,6 +31,7 @@ from ._tool_checks import (
 from ._tool_schema import ArgsSchema
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
+from .errors import LoopError, ToolDownstreamError
 
 if TYPE_CHECKING:
     from .models._tool_defs import ToolDescription

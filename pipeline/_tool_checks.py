@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from ._errors import InvalidToolArgsError, InvalidToolError
 from .artifacts._artifact import SpooledArtifact
+from .errors import InvalidToolArgsError, InvalidToolError
 
 __all__ = [
     "bad",

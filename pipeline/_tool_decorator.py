@@ -20,10 +20,10 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
-from ._errors import InvalidToolError
 from ._stash import Stash
 from ._tool import OnCollision, Tool
 from .artifacts._artifact import SpooledArtifact
+from .errors import InvalidToolError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ConfigDict

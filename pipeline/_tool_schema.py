@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from typing_extensions import is_typeddict
 
-from ._errors import InvalidToolArgsError, InvalidToolError
+from .errors import InvalidToolArgsError, InvalidToolError
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

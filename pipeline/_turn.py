@@ -18,7 +18,14 @@ from ._bus import drain
 from ._context import TurnContext
 from ._dispatch import DispatchContext
 from ._dispatch_loop import DispatchLoop, Executor
-from ._errors import (
+from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
+from ._ids import new_id
+from ._onion import StageRun
+from ._result import TurnResult
+from ._turn_state import uncancellable
+from .calls._arguments import UNNAMED
+from .calls._run import unrun_record
+from .errors import (
     DispatchPipelineError,
     InputPipelineError,
     LoopError,
@@ -29,13 +36,6 @@ from ._errors import (
     StoreError,
     TurnAbortedError,
 )
-from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
-from ._ids import new_id
-from ._onion import StageRun
-from ._result import TurnResult
-from ._turn_state import uncancellable
-from .calls._arguments import UNNAMED
-from .calls._run import unrun_record
 from .models._message import new_message
 from .stores._store import TurnRecord
 

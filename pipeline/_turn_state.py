@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ._errors import InvalidToolCallError, LoopError, TurnAbortedError
 from ._events import (
     ErrorReported,
     Event,
@@ -29,6 +28,7 @@ from ._events import (
 )
 from ._record_keepers import RecordAction, RecordChange
 from .artifacts._artifact import SpooledArtifact
+from .errors import InvalidToolCallError, LoopError, TurnAbortedError
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:

@@ -12,9 +12,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline import SpoolStore, SqliteStore, TurnStore
 from pipeline.models import Message
-from pipeline.stores import FileSpoolStore, PostgresStore, TurnRecord
+from pipeline.stores import (
+    FileSpoolStore,
+    PostgresStore,
+    SpoolStore,
+    SqliteStore,
+    TurnRecord,
+    TurnStore,
+)
 
 __all__ = ["DurableStore", "PostgresBackend", "SqliteBackend", "StoreBackend"]
 

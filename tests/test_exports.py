@@ -1,33 +1,61 @@
-"""The public surface: each public module's `__all__` is exact and sorted, every public name
-reports a public module, and names that moved into sub-packages keep their old import path."""
+"""The public surface: which modules are public, how many names each exports, and that every
+public name lives in exactly one of them (docs/architecture.md, "The layers").
+
+A public module is a package or module whose dotted path has no component starting with ``_``.
+Each public module's `__all__` is exact and sorted, and every class or function it exports
+reports that module, so a repr, a traceback or a pickle names the one place to import it from.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import types
 import typing
+from collections import defaultdict
 
 import pytest
 
-PACKAGES = [
-    "pipeline",
-    "pipeline.artifacts",
-    "pipeline.calls",
-    "pipeline.durable",
-    "pipeline.errors",
-    "pipeline.events",
-    "pipeline.models",
-    "pipeline.stages",
-    "pipeline.stores",
-    "middleware",
-    "middleware.audit",
-    "middleware.transcripts",
-    "loopware_cli",
-]
-NEW_WINGS = {"pipeline.durable"}
-"""Sub-packages whose names never lived in `pipeline` (nothing moved, so no old import path)."""
-SUBPACKAGES = [p for p in PACKAGES if p.startswith("pipeline.") and p not in NEW_WINGS]
+ROOTS = ("pipeline", "middleware", "loopware_cli")
+
+SURFACE = {
+    "pipeline": 19,
+    "pipeline.artifacts": 13,
+    "pipeline.calls": 11,
+    "pipeline.durable": 14,
+    "pipeline.errors": 44,
+    "pipeline.events": 20,
+    "pipeline.mcp": 6,
+    "pipeline.models": 15,
+    "pipeline.stages": 14,
+    "pipeline.stores": 11,
+    "pipeline.testing": 2,
+    "middleware": 30,
+    "middleware.audit": 9,
+    "middleware.transcripts": 16,
+    "loopware_cli": 1,
+}
+"""The public modules and how many names each exports. A change here is a change to the public
+surface: say so in CHANGELOG.md."""
+
+PACKAGES = list(SURFACE)
+
+
+def _public_modules() -> list[str]:
+    """Every public module under the roots, found by walking the packages on disk."""
+    found: list[str] = []
+
+    def walk(name: str) -> None:
+        found.append(name)
+        module = importlib.import_module(name)
+        for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+            if not info.name.startswith("_"):
+                walk(f"{name}.{info.name}")
+
+    for root in ROOTS:
+        walk(root)
+    return found
 
 
 def _public(module: types.ModuleType) -> set[str]:
@@ -44,6 +72,29 @@ def _public(module: types.ModuleType) -> set[str]:
     }
 
 
+def test_the_public_modules_and_their_name_counts_are_the_pinned_surface() -> None:
+    """The public modules are exactly those pinned, each exporting the pinned number of names:
+    a name added, moved or removed shows up here."""
+    modules = _public_modules()
+    assert sorted(modules) == sorted(SURFACE)
+    counts = {name: len(importlib.import_module(name).__all__) for name in modules}
+    assert counts == SURFACE
+
+
+def test_every_public_name_is_importable_from_exactly_one_public_module() -> None:
+    """No name is importable from two public modules: no forwarded copy at the top of a
+    package, no second re-export list, no implementation module that leaks what it imports."""
+    homes: defaultdict[str, list[str]] = defaultdict(list)
+    modules = _public_modules()
+    exported = {name for module in modules for name in importlib.import_module(module).__all__}
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for name in exported & (_public(module) | set(module.__all__)):
+            homes[name].append(module_name)
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}
+    assert set(homes) == exported
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_all_is_sorted_and_names_only_what_exists(package: str) -> None:
     """`__all__` is sorted and every name in it is an attribute of the module."""
@@ -52,46 +103,22 @@ def test_all_is_sorted_and_names_only_what_exists(package: str) -> None:
     assert all(hasattr(module, name) for name in module.__all__)
 
 
-@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "pipeline"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_all_lists_exactly_the_public_names(package: str) -> None:
-    """Outside the top level, `__all__` holds every public attribute and nothing else."""
+    """`__all__` holds every public attribute and nothing else (sub-packages aside)."""
     module = importlib.import_module(package)
     assert set(module.__all__) == _public(module)
 
 
-def test_the_top_level_is_the_core_plus_old_import_paths() -> None:
-    """`pipeline.__all__` is the core (at most ~60 names); every other public attribute of
-    `pipeline` is a name a public sub-package exports, kept for its old import path."""
-    import pipeline
-
-    assert len(pipeline.__all__) <= 60
-    exported_below = set()
-    for sub in SUBPACKAGES:
-        exported_below |= set(importlib.import_module(sub).__all__)
-    extra = _public(pipeline) - set(pipeline.__all__)
-    assert extra <= exported_below, extra - exported_below
-
-
-@pytest.mark.parametrize("package", SUBPACKAGES)
-def test_names_that_moved_keep_their_old_import_path(package: str) -> None:
-    """Everything a sub-package exports is also importable from `pipeline`, as before."""
-    import pipeline
-
-    module = importlib.import_module(package)
-    for name in module.__all__:
-        assert getattr(pipeline, name) is getattr(module, name), name
-
-
 @pytest.mark.parametrize("package", PACKAGES)
-def test_public_classes_report_a_public_module(package: str) -> None:
-    """Reprs and tracebacks show `pipeline.X` / `middleware.X`, not the private module."""
+def test_public_classes_and_functions_report_the_module_that_exports_them(package: str) -> None:
+    """Reprs, tracebacks and pickles name the public module a class or function is imported
+    from (``pipeline.calls.ToolCall``), never the private module that defines it."""
     module = importlib.import_module(package)
     for name in module.__all__:
         value = getattr(module, name)
         if inspect.isclass(value) or inspect.isfunction(value):
-            assert value.__module__ in {"pipeline", "middleware", "loopware_cli", *NEW_WINGS}, (
-                f"{package}.{name} reports {value.__module__}"
-            )
+            assert value.__module__ == package, f"{package}.{name} reports {value.__module__}"
 
 
 @pytest.mark.parametrize("package", PACKAGES)

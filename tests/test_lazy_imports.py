@@ -16,8 +16,8 @@ def test_importing_loopware_and_its_postgres_classes_never_imports_psycopg() -> 
         "import sys\n"
         "import pipeline, middleware, loopware_cli\n"
         "from pipeline.stores import PostgresStore\n"
-        "from middleware import PostgresAuditSink\n"
-        "PostgresStore('dbname=x', spool=pipeline.MemorySpoolStore())\n"
+        "from middleware.audit import PostgresAuditSink\n"
+        "PostgresStore('dbname=x', spool=pipeline.stores.MemorySpoolStore())\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

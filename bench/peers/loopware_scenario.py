@@ -32,15 +32,9 @@ from _scenario import (
 )
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 LAYERS = Layers()

@@ -20,8 +20,9 @@ from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring
 from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
-from pipeline import TransactionWriter, canonical_json
+from pipeline import canonical_json
 from pipeline.calls import ToolDecisionAction, Verdict
+from pipeline.stores import TransactionWriter
 
 __all__ = [
     "DECISIONS",
@@ -206,7 +207,7 @@ class JointAuditSink(AuditSink, Protocol):
     """A sink that can also write rows inside a store's transaction on the same database.
 
     `AuditLog` writes a call's row this way when the turn's store is a
-    ``pipeline.JointStore`` whose ``transaction_database`` is the sink's ``database``.
+    ``pipeline.stores.JointStore`` whose ``transaction_database`` is the sink's ``database``.
     """
 
     @property
@@ -561,4 +562,4 @@ def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int 
 
 
 for _cls in (AuditEntry, AuditHead, AuditRow, AuditSink):
-    _cls.__module__ = "middleware"
+    _cls.__module__ = "middleware.audit"

@@ -1,9 +1,10 @@
 """`JointRows`: a sink's rows written by a store in the store's own transaction.
 
 ``SqliteAuditSink.joint`` and ``PostgresAuditSink.joint`` hand one to `AuditLog`, which hands it
-to the store (``pipeline.TransactionWriter``): the store runs ``write`` with its transaction's
-connection before it commits, then tells it how the transaction ended. Once committed, the sink
-learns that rows were written by another connection (its head in memory is then read again).
+to the store (``pipeline.stores.TransactionWriter``): the store runs ``write`` with its
+transaction's connection before it commits, then tells it how the transaction ended. Once
+committed, the sink learns that rows were written by another connection (its head in memory is
+then read again).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __all__ = ["JointRows"]
 
 
 class JointRows:
-    """A ``pipeline.TransactionWriter`` over a sink's write and its "written elsewhere" hook."""
+    """A ``pipeline.stores.TransactionWriter``: a sink's write and its "written elsewhere" hook."""
 
     __slots__ = ("_name", "_settled", "_write")
 

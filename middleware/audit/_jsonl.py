@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from pipeline import InvalidMiddlewareConfigError, canonical_json
+from pipeline import canonical_json
+from pipeline.errors import InvalidMiddlewareConfigError
 
 from ._chain import (
     GENESIS_HASH,
@@ -401,4 +402,4 @@ class JsonlAuditSink:
                 self._head_fd = -1
 
 
-JsonlAuditSink.__module__ = "middleware"
+JsonlAuditSink.__module__ = "middleware.audit"

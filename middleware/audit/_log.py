@@ -35,16 +35,11 @@ import asyncio
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 
-from pipeline import (
-    EventSource,
-    InvalidMiddlewareConfigError,
-    RecordChange,
-    ToolDecided,
-    TransactionWriter,
-    TurnEnd,
-    TurnStart,
-    canonical_json,
-)
+from pipeline import canonical_json
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.events import ToolDecided, TurnEnd, TurnStart
+from pipeline.stages import EventSource, RecordChange
+from pipeline.stores import TransactionWriter
 
 from ._chain import AuditEntry, AuditRow, AuditSink, JointAuditSink
 from ._sqlite import SqliteAuditSink
@@ -252,4 +247,4 @@ class AuditLog:
                 raise outcome
 
 
-AuditLog.__module__ = "middleware"
+AuditLog.__module__ = "middleware.audit"

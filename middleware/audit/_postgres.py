@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
-from pipeline import InvalidMiddlewareConfigError, TransactionWriter
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stores import TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -143,7 +144,7 @@ async def _write_in(connection: object, chain: str, entries: Sequence[AuditEntry
     Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
     statements, on the store's connection.
     """
-    # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
+    # PostgresStore passes its transaction's AsyncConnection (see pipeline.stores.JointStore)
     conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
     await conn.execute(_ENSURE, (chain, GENESIS_HASH))
     head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
@@ -438,4 +439,4 @@ class PostgresAuditSink:
         self._executor.shutdown(wait=True)
 
 
-PostgresAuditSink.__module__ = "middleware"
+PostgresAuditSink.__module__ = "middleware.audit"

@@ -34,7 +34,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pipeline import InvalidMiddlewareConfigError, TransactionWriter
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stores import TransactionWriter
 
 from ._chain import (
     GENESIS_HASH,
@@ -469,4 +470,4 @@ _SQL_DROP_HEAD = (
 
 
 for _cls in (SqliteAuditSink,):
-    _cls.__module__ = "middleware"
+    _cls.__module__ = "middleware.audit"

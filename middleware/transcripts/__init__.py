@@ -60,4 +60,4 @@ for _public in (
     replay,
     replay_async,
 ):
-    _public.__module__ = "middleware"
+    _public.__module__ = "middleware.transcripts"

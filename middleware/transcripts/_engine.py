@@ -24,23 +24,17 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline import (
-    DispatchContext,
-    InvalidToolError,
+from pipeline import DispatchContext, Stash, Tool, ToolLoopExecutor, TurnRunner
+from pipeline.errors import InvalidToolError, ToolDownstreamError
+from pipeline.events import (
     IterationStart,
-    MemoryStore,
-    ModelRequest,
-    ModelResponse,
-    Stash,
-    Tool,
     ToolCallStored,
     ToolDecided,
-    ToolDownstreamError,
     ToolExecutionStart,
-    ToolLoopExecutor,
-    TurnRunner,
     TurnStart,
 )
+from pipeline.models import ModelRequest, ModelResponse
+from pipeline.stores import MemoryStore
 
 from ._names import tool_alias
 from ._outcome import ReplayReport, TurnOutcome

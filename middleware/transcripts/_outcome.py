@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
-from pipeline import Decision, ToolDecision, Verdict
+from pipeline.calls import Decision, ToolDecision, Verdict
 
 if TYPE_CHECKING:
-    from pipeline import ToolCall
+    from pipeline.calls import ToolCall
 
     from ._types import RecordedCall, RecordedTurn, Transcript
 

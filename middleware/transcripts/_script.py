@@ -12,14 +12,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
-from pipeline import (
-    Decision,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCall,
-    ToolDecision,
-)
+from pipeline.calls import Decision, ToolCall, ToolDecision
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 
 from ._names import argument_difference
 from ._outcome import CallOutcome, TurnDecision

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._errors import InvalidToolArgsError
+from ..errors import InvalidToolArgsError
 from ._grep import regex_module
 from ._jsonpath import compile_jsonpath
 from ._tokens import EncodingName

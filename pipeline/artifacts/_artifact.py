@@ -12,7 +12,7 @@ from itertools import islice
 from time import monotonic
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from .._errors import InvalidToolArgsError, NotASpoolReaderError
+from ..errors import InvalidToolArgsError, NotASpoolReaderError
 from ._cap import DEFAULT_MAX_RESULT_BYTES
 from ._toolmethod import DeferredToolMethods, ToolMethod, declared_tool_methods
 
@@ -398,4 +398,4 @@ def _base_tool_methods() -> tuple[ToolMethod, ...]:
 SpooledArtifact.tool_methods = DeferredToolMethods(_base_tool_methods)  # type: ignore[assignment]
 
 
-SpooledArtifact.__module__ = "pipeline"
+SpooledArtifact.__module__ = "pipeline.artifacts"

@@ -419,6 +419,6 @@ def _text_envelope(tools: ToolLookup | None, tool_name: str, nonce: str, body: s
     return _envelope(trusted, kind, tool_name, nonce, body)
 
 
-RenderedResult.__module__ = "pipeline"
-ToolLookup.__module__ = "pipeline"
-render_tool_result.__module__ = "pipeline"
+RenderedResult.__module__ = "pipeline.artifacts"
+ToolLookup.__module__ = "pipeline.artifacts"
+render_tool_result.__module__ = "pipeline.artifacts"

@@ -27,10 +27,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import InvalidToolArgsError, InvalidToolError
 from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
+from ..errors import InvalidToolArgsError, InvalidToolError
 from ._artifact import ArtifactContext, SpooledArtifact, install_forger, own_tool_methods
 from ._cap import cap_text
 from ._toolmethod import ToolMethod
@@ -244,4 +244,4 @@ def forge_tools(cls: type[SpooledArtifact], ctx: ArtifactContext) -> ToolRegistr
 
 
 install_forger(forge_tools)
-ArtifactTool.__module__ = "pipeline"
+ArtifactTool.__module__ = "pipeline.artifacts"

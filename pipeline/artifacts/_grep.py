@@ -38,7 +38,7 @@ from operator import contains, sub
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidToolArgsError
+from ..errors import InvalidToolArgsError
 from ._grep_shape import PatternShape, pattern_shape, required_literal
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
-from .._errors import InvalidToolArgsError, ToolDownstreamError
+from ..errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import SpooledArtifact
 from ._json_formats import (
     JSON5_MAX_BYTES,
@@ -370,4 +370,4 @@ def _json_tool_methods() -> tuple[ToolMethod, ...]:
 # descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
 SpooledJsonArtifact.tool_methods = DeferredToolMethods(_json_tool_methods)  # type: ignore[assignment]
 
-SpooledJsonArtifact.__module__ = "pipeline"
+SpooledJsonArtifact.__module__ = "pipeline.artifacts"

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .._errors import ToolDownstreamError
+from ..errors import ToolDownstreamError
 
 __all__ = [
     "JSON5_MAX_BYTES",

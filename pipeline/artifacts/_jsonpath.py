@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .._errors import InvalidToolArgsError
+from ..errors import InvalidToolArgsError
 
 if TYPE_CHECKING:
     from jsonpath_ng.jsonpath import JSONPath

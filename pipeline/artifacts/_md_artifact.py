@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._errors import InvalidToolArgsError, ToolDownstreamError
+from ..errors import InvalidToolArgsError, ToolDownstreamError
 from ._artifact import SpooledArtifact
 from ._md_frontmatter import front_matter_end, load_front_matter
 from ._md_tokens import in_range, inline_lines, line_range, node_dict, plain
@@ -355,4 +355,4 @@ def _md_tool_methods() -> tuple[ToolMethod, ...]:
 # descriptor that reads as the tuple, so mypy's view of the ClassVar holds.
 SpooledMarkdownArtifact.tool_methods = DeferredToolMethods(_md_tool_methods)  # type: ignore[assignment]
 
-SpooledMarkdownArtifact.__module__ = "pipeline"
+SpooledMarkdownArtifact.__module__ = "pipeline.artifacts"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._errors import ToolDownstreamError
+from ..errors import ToolDownstreamError
 
 __all__ = ["front_matter_end", "load_front_matter"]
 

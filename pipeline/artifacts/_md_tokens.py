@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidToolArgsError
+from ..errors import InvalidToolArgsError
 
 if TYPE_CHECKING:
     from markdown_it.token import Token

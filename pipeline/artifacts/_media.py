@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NoReturn, Self, get_args
 
-from .._errors import InvalidMediaError
+from ..errors import InvalidMediaError
 
 __all__ = ["Media", "MediaKind", "ModalityHazard", "TrustTier"]
 
@@ -287,4 +287,4 @@ def _check_mime(kind: str, mime_type: object) -> None:
         _bad("mime_type", f"mime_type {mime_type!r} does not fit kind {kind!r} (wants {wanted})")
 
 
-Media.__module__ = "pipeline"
+Media.__module__ = "pipeline.artifacts"

@@ -126,4 +126,4 @@ def declared_tool_methods(klass: type) -> tuple[ToolMethod, ...]:
     return declared
 
 
-ToolMethod.__module__ = "pipeline"
+ToolMethod.__module__ = "pipeline.artifacts"

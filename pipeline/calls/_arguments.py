@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._errors import InvalidToolArgsError
+from ..errors import InvalidToolArgsError
 
 __all__ = ["NAME_ECHO", "UNNAMED", "json_kind", "parse_arguments", "shown_name"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from .._errors import ArgumentsLockedError, CallDeniedError, CallRejectedError, LoopError
 from .._json import tool_call_checksum
+from ..errors import ArgumentsLockedError, CallDeniedError, CallRejectedError, LoopError
 from ._decision import Decision, DecisionAction
 
 if TYPE_CHECKING:
@@ -316,4 +316,4 @@ class ToolCallContext:
         return await self.dispatch.wait_for(gate)
 
 
-ToolCallContext.__module__ = "pipeline"
+ToolCallContext.__module__ = "pipeline.calls"

@@ -161,4 +161,4 @@ def verdict(decisions: Sequence[Decision], ran: bool) -> Verdict:
 
 
 for _public in (Decision, ToolDecision, verdict):
-    _public.__module__ = "pipeline"
+    _public.__module__ = "pipeline.calls"

@@ -22,7 +22,8 @@ from __future__ import annotations
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
-from .._errors import (
+from .._json import tool_call_checksum
+from ..errors import (
     DispatchPipelineError,
     InvalidToolArgsError,
     LoopError,
@@ -32,7 +33,6 @@ from .._errors import (
     ToolUnavailableError,
     TurnAbortedError,
 )
-from .._json import tool_call_checksum
 from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name
 from ._context import NOTHING, ToolCallContext
 from ._decision import Decision, DecisionAction

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NoReturn, TypeAlias
 
-from .._errors import InvalidToolCallError
 from .._frozen import FrozenDict, freeze_json, slot_setters
 from .._json import tool_call_checksum
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._media import Media
+from ..errors import InvalidToolCallError
 from ._decision import Decision, Verdict, verdict
 
 __all__ = ["ToolCall", "ToolCallResults", "build_record"]
@@ -374,4 +374,4 @@ def build_record(
     return record
 
 
-ToolCall.__module__ = "pipeline"
+ToolCall.__module__ = "pipeline.calls"

@@ -13,7 +13,7 @@ from ._errors import GateNotWaitingError as GateNotWaitingError
 from ._errors import RecordedToolError as RecordedToolError
 from ._errors import ReplayDivergedError as ReplayDivergedError
 from ._errors import ToolInterruptedError as ToolInterruptedError
-from ._outcome import TurnOutcome as TurnOutcome
+from ._outcome import DurableTurnOutcome as DurableTurnOutcome
 from ._runner import DEFAULT_QUEUE as DEFAULT_QUEUE
 from ._runner import DEFAULT_SYSTEM_DATABASE as DEFAULT_SYSTEM_DATABASE
 from ._runner import DurableTurnRunner as DurableTurnRunner
@@ -28,12 +28,12 @@ __all__ = [
     "DurableConfigError",
     "DurableModel",
     "DurableStore",
+    "DurableTurnOutcome",
     "DurableTurnRunner",
     "GateNotWaitingError",
     "RecordedToolError",
     "ReplayDivergedError",
     "ToolInterruptedError",
-    "TurnOutcome",
     "WaitingGate",
     "durable_tool",
 ]

@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 
 from ._checks import check_options, check_turn, check_waiting, load_dbos
 from ._gates import GATE_EVENT, decision_message, split_gate_id
-from ._outcome import TurnOutcome
+from ._outcome import DurableTurnOutcome
 from ._runner import DEFAULT_QUEUE
 
 __all__ = ["DurableClient", "WaitingGate"]
@@ -109,18 +109,18 @@ class DurableClient:
         )
         return {w.workflow_id: w.status for w in found}
 
-    def outcomes(self, turn_ids: Sequence[str]) -> dict[str, TurnOutcome]:
+    def outcomes(self, turn_ids: Sequence[str]) -> dict[str, DurableTurnOutcome]:
         """The outcomes of those of ``turn_ids`` that finished, in one query."""
         found = self._client.list_workflows(workflow_ids=list(turn_ids), load_input=False)
         return {w.workflow_id: w.output for w in found if w.status == "SUCCESS"}
 
-    def result(self, turn_id: str, *, timeout: float | None = None) -> TurnOutcome:
+    def result(self, turn_id: str, *, timeout: float | None = None) -> DurableTurnOutcome:
         """Wait for a turn's outcome (``timeout`` seconds at most: `TimeoutError`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self._client.list_workflows(workflow_ids=[turn_id], load_input=False)
             if found and found[0].status == "SUCCESS":
-                outcome: TurnOutcome = found[0].output
+                outcome: DurableTurnOutcome = found[0].output
                 return outcome
             if found and found[0].status in _ENDED:
                 raise RuntimeError(f"turn {turn_id!r} ended {found[0].status}: {found[0].error}")

@@ -1,4 +1,4 @@
-"""The errors of durable turns, in the one tree (``pipeline/_errors/__init__.py``).
+"""The errors of durable turns, in the one tree (``pipeline/errors/__init__.py``).
 
 ``DurableConfigError`` (E_DURABLE_CONFIG) is a ``ConfigurationError``,
 ``GateNotWaitingError`` (E_DURABLE_GATE_NOT_WAITING) a ``GateError``,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ConfigurationError, GateError, LoopError, ToolError
+from ..errors import ConfigurationError, GateError, LoopError, ToolError
 
 __all__ = [
     "DurableConfigError",

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .._errors import LoopError
+from ..errors import LoopError
 from ._errors import GateNotWaitingError
 from ._replay import current_run
 

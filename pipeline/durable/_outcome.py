@@ -1,4 +1,4 @@
-"""`TurnOutcome`: what a durable turn returns through the system database (plain data)."""
+"""`DurableTurnOutcome`: what a durable turn returns through the system database (plain data)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing_extensions import TypedDict
 if TYPE_CHECKING:
     from .._result import TurnResult
 
-__all__ = ["TurnOutcome", "outcome_of"]
+__all__ = ["DurableTurnOutcome", "outcome_of"]
 
 
-class TurnOutcome(TypedDict):
+class DurableTurnOutcome(TypedDict):
     """The outcome of a durable turn; the records themselves are in the runner's store."""
 
     turn_id: str
@@ -35,10 +35,10 @@ class TurnOutcome(TypedDict):
     """The stash at the turn's end (the middleware's state: counts, limits, decisions)."""
 
 
-def outcome_of(result: TurnResult) -> TurnOutcome:
+def outcome_of(result: TurnResult) -> DurableTurnOutcome:
     """The outcome of a finished turn's result."""
     failure = result.errors[0] if result.status == "failed" and result.errors else None
-    return TurnOutcome(
+    return DurableTurnOutcome(
         turn_id=result.turn_id,
         conversation_id=result.conversation_id,
         status=result.status,
@@ -51,4 +51,4 @@ def outcome_of(result: TurnResult) -> TurnOutcome:
     )
 
 
-TurnOutcome.__module__ = "pipeline.durable"
+DurableTurnOutcome.__module__ = "pipeline.durable"

@@ -23,7 +23,7 @@ from ..stores._store import MemoryStore
 from ._checks import STORE_API, check_options, check_patterns, check_turn, check_waiting, load_dbos
 from ._errors import DurableConfigError
 from ._gates import GATE_EVENT, GateListener, decision_message, gate_waiter, split_gate_id
-from ._outcome import TurnOutcome
+from ._outcome import DurableTurnOutcome
 from ._steps import DurableModel, DurableStore, StashBinder, durable_tool
 
 if TYPE_CHECKING:
@@ -265,13 +265,14 @@ class DurableTurnRunner:
             await queue.enqueue_async(run_turn, input, conversation_id, plain)
         return turn_id
 
-    async def result(self, turn_id: str, *, timeout: float | None = None) -> TurnOutcome:
+    async def result(self, turn_id: str, *, timeout: float | None = None) -> DurableTurnOutcome:
         """Wait for a queued turn's outcome (``timeout`` seconds at most: `TimeoutError`)."""
         from dbos import DBOS
 
         self._require_launch()
-        handle: WorkflowHandleAsync[TurnOutcome] = await DBOS.retrieve_workflow_async(turn_id)
-        outcome: TurnOutcome = await asyncio.wait_for(
+        handle: WorkflowHandleAsync[DurableTurnOutcome]
+        handle = await DBOS.retrieve_workflow_async(turn_id)
+        outcome: DurableTurnOutcome = await asyncio.wait_for(
             handle.get_result(polling_interval_sec=0.1), timeout
         )
         return outcome
@@ -282,7 +283,7 @@ class DurableTurnRunner:
         *,
         conversation_id: str | None = None,
         stash: Mapping[str, Any] | None = None,
-    ) -> TurnOutcome:
+    ) -> DurableTurnOutcome:
         """Queue a turn and wait for its outcome."""
         turn_id = await self.enqueue(input, conversation_id=conversation_id, stash=stash)
         return await self.result(turn_id)

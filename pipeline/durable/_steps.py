@@ -16,8 +16,8 @@ import dataclasses
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from .._errors import LoopError, TurnAbortedError
 from ..calls._toolcall import ToolCall
+from ..errors import LoopError, TurnAbortedError
 from ..stores._store import JointStore, is_durable
 from ._errors import RecordedToolError, ToolInterruptedError
 from ._replay import current_run, stash_digest

@@ -14,7 +14,7 @@ from dbos import DBOS
 
 from .._ids import reset_id_source, use_id_source
 from ._errors import DurableConfigError
-from ._outcome import TurnOutcome, outcome_of
+from ._outcome import DurableTurnOutcome, outcome_of
 from ._replay import WorkflowRun, enter_run, leave_run
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def install(runner: TurnRunner) -> None:
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def run_turn(
     input: str, conversation_id: str | None, stash: dict[str, Any] | None
-) -> TurnOutcome:
+) -> DurableTurnOutcome:
     """Run one turn as a workflow; return its outcome (plain data)."""
     if not _installed:
         raise DurableConfigError("no DurableTurnRunner was launched in this process")

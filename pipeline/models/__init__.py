@@ -1,6 +1,7 @@
 """The model seam: `ChatModel`, its request and response values, and tool-definition renderers.
 
-The renderers turn tool descriptions into each provider's tool-definition shape.
+The renderers turn tool descriptions (`ToolDescription`) into each provider's tool-definition
+shape.
 
 An executor (the standard one is `pipeline.ToolLoopExecutor`) is the only place a model is
 called. See ``docs/architecture.md``. The provider models (`AnthropicModel`, `OpenAIChatModel`,
@@ -19,6 +20,7 @@ from ._seam import ModelRequest as ModelRequest
 from ._seam import ModelResponse as ModelResponse
 from ._seam import ProposedToolCall as ProposedToolCall
 from ._seam import Usage as Usage
+from ._tool_defs import ToolDescription as ToolDescription
 from ._tool_defs import to_anthropic_tools as to_anthropic_tools
 from ._tool_defs import to_gemini_tools as to_gemini_tools
 from ._tool_defs import to_openai_tools as to_openai_tools
@@ -69,6 +71,7 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "ProposedToolCall",
+    "ToolDescription",
     "Usage",
     "infer_model",
     "to_anthropic_tools",

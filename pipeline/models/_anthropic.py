@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
-from .._errors import ModelAuthenticationError, ModelRefusalError, ModelUnavailableError
+from ..errors import ModelAuthenticationError, ModelRefusalError, ModelUnavailableError
 from ._anthropic_errors import PROVIDER, to_model_error
 from ._anthropic_messages import Alternation, Wire, convert_step
 from ._prefix import ConversationStep, PrefixCache
@@ -409,4 +409,4 @@ def _apply_message_delta(snapshot: Wire, event: RawMessageDeltaEvent) -> None:
             usage[name] = value.model_dump(mode="json")
 
 
-AnthropicModel.__module__ = "pipeline"
+AnthropicModel.__module__ = "pipeline.models"

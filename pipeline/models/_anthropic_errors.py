@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._errors import (
+from ..errors import (
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelContextLengthError,

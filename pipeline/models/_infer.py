@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 
 if TYPE_CHECKING:
     from ._seam import ChatModel
@@ -95,4 +95,4 @@ def _bad(problem: str) -> NoReturn:
     )
 
 
-infer_model.__module__ = "pipeline"
+infer_model.__module__ = "pipeline.models"

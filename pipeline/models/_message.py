@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, Literal
 
-from .._errors import InvalidToolCallError
 from .._frozen import slot_setters
 from .._ids import new_id
+from ..errors import InvalidToolCallError
 
 __all__ = ["Message", "new_message"]
 
@@ -85,4 +85,4 @@ def new_message(
     return message
 
 
-Message.__module__ = "pipeline"
+Message.__module__ = "pipeline.models"

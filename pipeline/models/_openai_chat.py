@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from .._errors import ModelRefusalError, ModelUnavailableError
 from ..artifacts._envelope import render_tool_result
+from ..errors import ModelRefusalError, ModelUnavailableError
 from ._openai_base import OpenAIBase
 from ._openai_errors import from_openai_error
 from ._openai_shared import (
@@ -346,4 +346,4 @@ def _text_of(content: object) -> str | None:
     return str(content)
 
 
-OpenAIChatModel.__module__ = "pipeline"
+OpenAIChatModel.__module__ = "pipeline.models"

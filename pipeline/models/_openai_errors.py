@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .._errors import (
+from ..errors import (
     ModelAuthenticationError,
     ModelBadRequestError,
     ModelContextLengthError,

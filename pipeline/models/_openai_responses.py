@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from .._errors import ModelRefusalError, ModelUnavailableError
 from ..artifacts._envelope import ToolLookup, render_tool_result
+from ..errors import ModelRefusalError, ModelUnavailableError
 from ._openai_base import OpenAIBase
 from ._openai_errors import from_openai_error, from_response_error
 from ._openai_shared import (
@@ -295,4 +295,4 @@ def _text(text: str) -> Json:
     return {"type": "input_text", "text": text}
 
 
-OpenAIResponsesModel.__module__ = "pipeline"
+OpenAIResponsesModel.__module__ = "pipeline.models"

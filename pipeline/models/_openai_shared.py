@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .._errors import ModelAuthenticationError
 from ..calls._toolcall import ToolCall
+from ..errors import ModelAuthenticationError
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -161,4 +161,4 @@ def model_request(
 
 
 for _cls in (ProposedToolCall, ModelRequest, ModelResponse, ChatModel, Usage):
-    _cls.__module__ = "pipeline"
+    _cls.__module__ = "pipeline.models"

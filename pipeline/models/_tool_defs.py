@@ -149,4 +149,4 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 
 for _public in (ToolDescription, to_openai_tools, to_anthropic_tools, to_gemini_tools):
-    _public.__module__ = "pipeline"
+    _public.__module__ = "pipeline.models"

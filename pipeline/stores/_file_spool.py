@@ -24,7 +24,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import BinaryIO
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 from ._spool import decode
 
 __all__ = ["FileSpoolReader", "FileSpoolStore"]
@@ -280,4 +280,4 @@ class FileSpoolStore:
         return f"FileSpoolStore({str(self._dir)!r})"
 
 
-FileSpoolStore.__module__ = "pipeline"
+FileSpoolStore.__module__ = "pipeline.stores"

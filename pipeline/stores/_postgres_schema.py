@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

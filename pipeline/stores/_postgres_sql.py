@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 from ._sqlite_codec import CALL_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, message_from_row
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 from . import _postgres_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
 from ._loop_thread import LoopThread
@@ -470,4 +470,4 @@ async def _execute(pool: Pool, query: str, values: Sequence[object]) -> None:
         await conn.execute(query, values)
 
 
-PostgresStore.__module__ = "pipeline"
+PostgresStore.__module__ = "pipeline.stores"

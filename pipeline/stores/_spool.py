@@ -177,6 +177,6 @@ class MemorySpoolStore:
         return f"MemorySpoolStore({len(self._bodies)} bodies)"
 
 
-SpoolReader.__module__ = "pipeline"
-SpoolStore.__module__ = "pipeline"
-MemorySpoolStore.__module__ = "pipeline"
+SpoolReader.__module__ = "pipeline.stores"
+SpoolStore.__module__ = "pipeline.stores"
+MemorySpoolStore.__module__ = "pipeline.stores"

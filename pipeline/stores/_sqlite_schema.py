@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 

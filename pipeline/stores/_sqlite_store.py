@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
-from .._errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError
 from . import _sqlite_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
 from ._file_spool import FileSpoolStore
@@ -473,4 +473,4 @@ class SqliteStore:
         return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 
-SqliteStore.__module__ = "pipeline"
+SqliteStore.__module__ = "pipeline.stores"

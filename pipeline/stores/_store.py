@@ -237,4 +237,4 @@ class MemoryStore:
 
 
 for _cls in (TurnRecord, TurnStore, TransactionWriter, JointStore, MemoryStore):
-    _cls.__module__ = "pipeline"
+    _cls.__module__ = "pipeline.stores"

@@ -12,7 +12,7 @@ import pytest
 from loopware_cli._demo import run_demo
 from loopware_cli._main import main
 from loopware_cli._style import Style
-from middleware import AuditRow, SqliteAuditSink
+from middleware.audit import AuditRow, SqliteAuditSink
 
 EXPECTED = """\
 loopware demo: a scripted support-agent turn (no network, no API keys)

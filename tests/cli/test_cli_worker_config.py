@@ -9,8 +9,8 @@ import pytest
 
 from loopware_cli import main
 from loopware_cli._worker_config import build_runner_options, read_worker_config
-from pipeline import FileSpoolStore, MemoryStore, SqliteStore
 from pipeline.durable import DurableConfigError, DurableTurnRunner
+from pipeline.stores import FileSpoolStore, MemoryStore, SqliteStore
 
 APP = "tests.pipeline.durable.app"
 

@@ -23,9 +23,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopware_cli._run import RunOptions, run_model_turn
-from middleware import ReplayReport, Tracing, replay
-from middleware.transcripts import CallOutcome
-from pipeline import SpooledArtifact, ToolCall, ToolLoopExecutor, TurnResult, TurnRunner
+from middleware import Tracing
+from middleware.transcripts import CallOutcome, ReplayReport, replay
+from pipeline import ToolLoopExecutor, TurnResult, TurnRunner
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
 from pipeline.testing import ScriptedModel
 from tests.data.hostile_turn import CALLS, USER_INPUT, script, stack, tools
 

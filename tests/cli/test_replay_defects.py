@@ -125,7 +125,7 @@ def test_replay_memory_grows_linearly_with_calls_per_turn(tmp_path: Path) -> Non
     import asyncio
     import tracemalloc
 
-    from middleware import read_transcript, replay_async
+    from middleware.transcripts import read_transcript, replay_async
 
     def peak(n: int) -> int:
         messages: list[dict[str, Any]] = [{"role": "user", "content": "loop"}]

@@ -11,7 +11,8 @@ import json
 from typing import Any, Final
 
 from middleware import ApprovalGate, RepetitionDetector, ToolCallLimit, ToolPolicy
-from pipeline import ModelResponse, ProposedToolCall, Tool, tool
+from pipeline import Tool, tool
+from pipeline.models import ModelResponse, ProposedToolCall
 
 USER_INPUT: Final = "Refund order A, and clean up the server while you are at it."
 

@@ -14,14 +14,9 @@ from middleware import (
     ToolCallLimit,
     ToolPolicy,
 )
-from pipeline import (
-    ModelResponse,
-    ToolCallContext,
-    ToolCallNext,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.models import ModelResponse
 from pipeline.testing import ScriptedModel
 
 NOT_MIDDLEWARE = 42

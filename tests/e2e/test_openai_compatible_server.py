@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from middleware import ToolCallLimit, ToolPolicy
-from pipeline import ModelTextDelta, ToolLoopExecutor, TurnRunner, tool
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.events import ModelTextDelta
 from pipeline.models import infer_model
 
 from .compat_server import CompatServer, Reply

@@ -12,8 +12,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from pipeline import ModelResponse, ProposedToolCall, ToolCall, ToolLoopExecutor, TurnRunner
+from pipeline import ToolLoopExecutor, TurnRunner
 from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 HERE = Path(__file__).resolve().parent

@@ -18,7 +18,7 @@ pytest.importorskip("mcp")
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import ToolCall
+from pipeline.calls import ToolCall
 from pipeline.mcp import MCPToolset
 from pipeline.mcp._direct import _encode
 from tests.mcp.conftest import HERE, fixture_command, logged, media_of, runner, scripted, text_of

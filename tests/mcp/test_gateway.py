@@ -28,7 +28,7 @@ from mcp import Client, StdioServerParameters
 from loopware_cli._gateway import Gateway, call_result, forwarded
 from loopware_cli._gateway_config import GatewayConfig, UpstreamConfig
 from middleware.audit import JsonlAuditSink
-from pipeline import Decision, ToolCall
+from pipeline.calls import Decision, ToolCall
 from tests.mcp.conftest import fixture_command, logged
 
 ROOT = Path(__file__).resolve().parents[2]

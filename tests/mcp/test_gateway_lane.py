@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from loopware_cli._gateway_fast import FastLane
-from pipeline import ToolCall
+from pipeline.calls import ToolCall
 from tests.mcp.test_gateway_fast import META, call, request
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("jsonschema")
 
-from pipeline import InvalidToolArgsError, InvalidToolError, Tool, tool
+from pipeline import Tool, tool
+from pipeline.errors import InvalidToolArgsError, InvalidToolError
 from pipeline.mcp import MCPArguments, schema_model
 
 SCHEMA = {

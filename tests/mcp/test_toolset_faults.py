@@ -17,8 +17,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from pipeline import InvalidToolError, Log
 from pipeline.artifacts import SpooledArtifact
+from pipeline.errors import InvalidToolError
+from pipeline.events import Log
 from pipeline.mcp import MCPServerError, MCPTimeoutError, MCPToolset
 from pipeline.stores import FileSpoolStore
 from tests.mcp.conftest import (

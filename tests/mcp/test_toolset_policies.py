@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from middleware import ApprovalGate, Middleware, RepetitionDetector
-from pipeline import Gate, ToolCallContext, ToolCallNext
+from pipeline import Gate
+from pipeline.calls import ToolCallContext, ToolCallNext
 from pipeline.mcp import MCPToolset
 
 from .conftest import fixture_command, logged, runner, scripted

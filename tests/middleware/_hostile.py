@@ -18,19 +18,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from middleware import AuditLog, SqliteAuditSink
-from pipeline import (
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    Tool,
-    ToolCall,
-    ToolExecutionStart,
-    ToolLoopExecutor,
-    TurnResult,
-    TurnRunner,
-)
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import DispatchContext, Tool, ToolLoopExecutor, TurnResult, TurnRunner
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.events import ToolExecutionStart
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 LOOK_ALIKES = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from middleware import AuditEntry
+from middleware.audit import AuditEntry
 from middleware.audit._chain import entry_to_fields
 
 __all__ = ["OLD_COLUMNS", "old_fields"]

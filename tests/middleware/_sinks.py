@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from middleware import JsonlAuditSink, PostgresAuditSink, SqliteAuditSink
+from middleware.audit import JsonlAuditSink, PostgresAuditSink, SqliteAuditSink
 
 __all__ = ["JsonlSinks", "PostgresSinks", "Sink", "SinkBackend", "SqliteSinks"]
 

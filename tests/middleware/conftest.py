@@ -9,17 +9,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pipeline import (
-    Log,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    Tool,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import Tool, ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.events import Log
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 
 from ._sinks import JsonlSinks, PostgresSinks, SinkBackend, SqliteSinks
 

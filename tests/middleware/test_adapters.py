@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from middleware import Middleware, dispatch_output, turn_output
-from pipeline import CallNext, DispatchContext, Log, ToolCall, TurnContext
+from pipeline import DispatchContext, TurnContext
+from pipeline.calls import ToolCall
+from pipeline.events import Log
+from pipeline.stages import CallNext
 from pipeline.testing import make_dispatch_context
 
 

@@ -9,26 +9,14 @@ from typing import Any
 
 import pytest
 
-from middleware import ApprovalGate, AuditLog, Middleware, SqliteAuditSink
-from pipeline import (
-    Event,
-    Gate,
-    GateClosed,
-    GateOpened,
-    InvalidGateResolutionError,
-    InvalidMiddlewareConfigError,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
-    ToolLoopExecutor,
-    TurnResult,
-    TurnRunner,
-    tool,
-)
+from middleware import ApprovalGate, Middleware
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import Gate, ToolLoopExecutor, TurnResult, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext
+from pipeline.errors import InvalidGateResolutionError, InvalidMiddlewareConfigError
+from pipeline.events import Event, GateClosed, GateOpened
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 deleted: list[str] = []

@@ -15,37 +15,22 @@ from typing import Any
 
 import pytest
 
-from middleware import (
-    AuditEntry,
-    AuditHead,
-    AuditLog,
-    AuditRow,
-    Middleware,
-    RepetitionDetector,
-    SqliteAuditSink,
-    ToolCallLimit,
-    ToolPolicy,
-)
+from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
+from middleware.audit import AuditEntry, AuditHead, AuditLog, AuditRow, SqliteAuditSink
 from pipeline import (
-    CallNext,
     DispatchContext,
-    InvalidMiddlewareConfigError,
-    Log,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    RecordChange,
-    SqliteStore,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
     ToolLoopExecutor,
-    TransactionWriter,
     TurnContext,
     TurnRunner,
     canonical_json,
     tool,
 )
+from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.events import Log
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext, RecordChange
+from pipeline.stores import SqliteStore, TransactionWriter
 from pipeline.testing import ScriptedModel
 
 from ._sinks import Sink, SinkBackend

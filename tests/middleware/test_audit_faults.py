@@ -19,15 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from middleware import AuditEntry, AuditLog, AuditRow, JsonlAuditSink, SqliteAuditSink
-from pipeline import (
-    ModelResponse,
-    ProposedToolCall,
-    ToolCallStored,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from middleware.audit import AuditEntry, AuditLog, AuditRow, JsonlAuditSink, SqliteAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.events import ToolCallStored
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 from ._sinks import SinkBackend
@@ -224,7 +219,7 @@ _KILLED_MID_APPEND = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from tests.middleware.test_audit_faults import append, entry, next_lines
-from middleware import JsonlAuditSink
+from middleware.audit import JsonlAuditSink
 from pathlib import Path
 path = Path({path!r})
 sink = JsonlAuditSink(path, synchronous="normal")
@@ -293,8 +288,10 @@ async def test_a_call_has_its_row_as_soon_as_it_is_stored(
 _KILLED_IN_A_HANDLER = """
 import asyncio, json, os, signal, sys
 sys.path.insert(0, {root!r})
-from middleware import AuditLog, SqliteAuditSink
-from pipeline import ModelResponse, ProposedToolCall, SqliteStore, ToolLoopExecutor, TurnRunner
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import SqliteStore
 from pipeline import tool
 from pipeline.testing import ScriptedModel
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from middleware import SqliteAuditSink
-from pipeline import SqliteStore, ToolCall
+from middleware.audit import SqliteAuditSink
+from pipeline.calls import ToolCall
+from pipeline.stores import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = 25
@@ -31,8 +32,11 @@ KILLS = 25
 
 _CHILD = '''
 import asyncio, json, sys
-from middleware import AuditLog, SqliteAuditSink, ToolCallLimit, ToolPolicy
-from pipeline import ModelResponse, ProposedToolCall, SqliteStore, ToolLoopExecutor, TurnRunner
+from middleware import ToolCallLimit, ToolPolicy
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import SqliteStore
 from pipeline import tool
 
 store_path, audit_path, sink_sync, tag = sys.argv[1:5]

@@ -20,7 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from middleware import AuditEntry, AuditRow, JsonlAuditSink, PostgresAuditSink, SqliteAuditSink
+from middleware.audit import (
+    AuditEntry,
+    AuditRow,
+    JsonlAuditSink,
+    PostgresAuditSink,
+    SqliteAuditSink,
+)
 from middleware.audit._chain import GENESIS_HASH, row_hash
 
 from ._old_rows import OLD_COLUMNS, old_fields

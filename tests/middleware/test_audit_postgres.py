@@ -18,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from middleware import AuditEntry, AuditLog, AuditRow, PostgresAuditSink
-from pipeline import (
-    InvalidMiddlewareConfigError,
-    ModelResponse,
-    ProposedToolCall,
-    RecordChange,
-    ToolLoopExecutor,
-    TransactionWriter,
-    TurnRunner,
-    tool,
-)
+from middleware.audit import AuditEntry, AuditLog, AuditRow, PostgresAuditSink
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import RecordChange
+from pipeline.stores import TransactionWriter
 from pipeline.testing import ScriptedModel
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
@@ -63,7 +58,7 @@ _WRITER = textwrap.dedent(
     """
     import asyncio, sys
     from datetime import UTC, datetime
-    from middleware import AuditEntry, PostgresAuditSink
+    from middleware.audit import AuditEntry, PostgresAuditSink
 
     conninfo, worker, appends = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
@@ -208,8 +203,8 @@ def test_a_newer_audit_schema_is_refused(pg_conninfo: str) -> None:
 
 async def test_a_store_and_an_audit_sink_share_one_database(pg_conninfo: str) -> None:
     """PostgresStore and PostgresAuditSink in one database keep their own tables and versions."""
-    from pipeline import MemorySpoolStore, ToolCall
-    from pipeline.stores import PostgresStore
+    from pipeline.calls import ToolCall
+    from pipeline.stores import MemorySpoolStore, PostgresStore
 
     sink = PostgresAuditSink(pg_conninfo)
     async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
@@ -279,8 +274,7 @@ async def test_a_store_and_a_sink_on_one_database_commit_each_call_with_its_row(
     """PostgresStore and PostgresAuditSink on one database: the sink joins the store's
     transactions, so each call's row was inserted by the very transaction that stored the
     call (the same ``xmin``), and the chain and the sink's head are current."""
-    from pipeline import MemorySpoolStore
-    from pipeline.stores import PostgresStore
+    from pipeline.stores import MemorySpoolStore, PostgresStore
 
     sink = PostgresAuditSink(pg_conninfo)
     try:
@@ -315,8 +309,7 @@ async def test_a_failed_store_transaction_on_the_shared_database_keeps_no_row(
 ) -> None:
     """When the store's transaction fails (here another joint writer raises for call ``b``),
     the call's row is rolled back with it: the audit never names a call the store lost."""
-    from pipeline import MemorySpoolStore
-    from pipeline.stores import PostgresStore
+    from pipeline.stores import MemorySpoolStore, PostgresStore
 
     sink = PostgresAuditSink(pg_conninfo)
     try:

@@ -18,8 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
-from pipeline import InvalidMiddlewareConfigError, SqliteStore, ToolCall
+from middleware.audit import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stores import SqliteStore
 
 from ._sinks import Sink, SinkBackend
 

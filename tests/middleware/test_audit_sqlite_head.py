@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from middleware import AuditEntry, AuditHead, SqliteAuditSink
+from middleware.audit import AuditEntry, AuditHead, SqliteAuditSink
 from middleware.audit._chain import GENESIS_HASH, row_hash
 
 from ._old_rows import old_fields
@@ -197,15 +197,10 @@ async def test_rows_written_in_a_stores_transaction_chain_after_the_head_and_sur
     what the file holds and ``verify()`` still reports the forgery."""
     import json
 
-    from middleware import AuditLog
-    from pipeline import (
-        ModelResponse,
-        ProposedToolCall,
-        SqliteStore,
-        ToolLoopExecutor,
-        TurnRunner,
-        tool,
-    )
+    from middleware.audit import AuditLog
+    from pipeline import ToolLoopExecutor, TurnRunner, tool
+    from pipeline.models import ModelResponse, ProposedToolCall
+    from pipeline.stores import SqliteStore
     from pipeline.testing import ScriptedModel
 
     @tool

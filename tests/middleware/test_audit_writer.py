@@ -24,8 +24,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from middleware import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
-from middleware.audit import _jsonl, _writer
+from middleware.audit import (
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    JsonlAuditSink,
+    SqliteAuditSink,
+    _jsonl,
+    _writer,
+)
 from middleware.audit._chain import (
     DECISIONS,
     GENESIS_HASH,

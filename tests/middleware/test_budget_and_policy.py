@@ -8,18 +8,10 @@ from typing import Any
 import pytest
 
 from middleware import IterationBudget, ToolPolicy
-from pipeline import (
-    Decision,
-    InvalidMiddlewareConfigError,
-    ModelResponse,
-    PolicyViolationError,
-    ProposedToolCall,
-    ToolCall,
-    ToolDecision,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import Decision, ToolCall, ToolDecision
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel, make_dispatch_context
 
 

@@ -13,14 +13,8 @@ from middleware import (
     ToolCallLimit,
     ToolPolicy,
 )
-from pipeline import (
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 
 
 @tool

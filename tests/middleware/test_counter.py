@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from middleware import ToolCallCounter
-from pipeline import InvalidMiddlewareConfigError, ToolCall, TurnRunner
+from pipeline import TurnRunner
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidMiddlewareConfigError
 from pipeline.testing import make_dispatch_context
 
 

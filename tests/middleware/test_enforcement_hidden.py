@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
-from pipeline import DispatchContext, ModelResponse, ToolCallContext, ToolCallNext
+from pipeline import DispatchContext
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.models import ModelResponse
 
 from ._hostile import (
     LOOK_ALIKES,

@@ -17,17 +17,10 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import ApprovalGate, Middleware, ToolCallLimit, ToolPolicy
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    Gate,
-    ProposedToolCall,
-    Tool,
-    ToolCallContext,
-    ToolCallNext,
-    ToolRegistry,
-    TurnContext,
-)
+from pipeline import DispatchContext, Gate, Tool, ToolRegistry, TurnContext
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.models import ProposedToolCall
+from pipeline.stages import CallNext
 
 from ._hostile import PARALLEL, Counted, audit_rows, batch, call, denied, play, unavailable
 

@@ -16,14 +16,9 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import ApprovalGate, RepetitionDetector, ToolCallLimit
-from pipeline import (
-    DispatchContext,
-    Gate,
-    ModelResponse,
-    PolicyViolationError,
-    ProposedToolCall,
-    Tool,
-)
+from pipeline import DispatchContext, Gate, Tool
+from pipeline.errors import PolicyViolationError
+from pipeline.models import ModelResponse, ProposedToolCall
 
 from ._hostile import PARALLEL, Counted, audit_rows, audit_tool_rows, batch, call, denied, play
 
@@ -154,7 +149,7 @@ async def test_a_handler_that_raises_after_its_side_effect_uses_its_slot(paralle
 async def test_a_handler_whose_result_a_hook_withholds_uses_its_slot() -> None:
     """The handler ran even though the model never sees its result: it counts as a run."""
     from middleware import Middleware
-    from pipeline import ToolCallContext, ToolCallNext
+    from pipeline.calls import ToolCallContext, ToolCallNext
 
     tools = Counted()
     redact = Middleware("redact")

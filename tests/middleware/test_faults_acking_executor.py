@@ -14,16 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 import pytest
 
 from middleware import Middleware, RepetitionDetector, ToolCallCounter, ToolCallLimit, ToolPolicy
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    Message,
-    PolicyViolationError,
-    ToolCall,
-    TurnContext,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, TurnContext, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.errors import PolicyViolationError
+from pipeline.models import Message
+from pipeline.stages import CallNext
 
 
 @tool

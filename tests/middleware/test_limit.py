@@ -8,13 +8,9 @@ from typing import Any
 import pytest
 
 from middleware import ToolCallLimit
-from pipeline import (
-    InvalidMiddlewareConfigError,
-    PolicyViolationError,
-    ToolCall,
-    ToolDecision,
-    TurnRunner,
-)
+from pipeline import TurnRunner
+from pipeline.calls import ToolCall, ToolDecision
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.testing import make_dispatch_context
 
 
@@ -207,7 +203,8 @@ def test_repr_and_properties_show_the_configuration() -> None:
 
 async def test_a_hidden_artifact_tool_stays_hidden_when_new_artifacts_are_forged() -> None:
     """A limit reached on a forged tool survives re-forging when another artifact arrives."""
-    from pipeline import ModelResponse, ProposedToolCall, ToolLoopExecutor, TurnRunner, tool
+    from pipeline import ToolLoopExecutor, TurnRunner, tool
+    from pipeline.models import ModelResponse, ProposedToolCall
     from pipeline.testing import ScriptedModel
 
     @tool

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from middleware import Middleware, RepetitionDetector, ToolCallCounter, dispatch_output
-from pipeline import CallNext, DispatchContext, TurnContext, TurnRunner
+from pipeline import DispatchContext, TurnContext, TurnRunner
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 

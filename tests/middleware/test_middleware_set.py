@@ -8,14 +8,9 @@ from typing import Any
 import pytest
 
 from middleware import Middleware, dispatch_input, dispatch_output, turn_input, turn_output
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    InvalidMiddlewareConfigError,
-    MethodRegistration,
-    MiddlewareProvider,
-    TurnContext,
-)
+from pipeline import DispatchContext, TurnContext
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.stages import CallNext, MethodRegistration, MiddlewareProvider
 
 STAGE_NAMES = ("turn_input", "dispatch_input", "dispatch_output", "turn_output")
 

@@ -16,13 +16,9 @@ from typing import Any
 import pytest
 
 from middleware import ApprovalGate, Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
-from pipeline import (
-    Gate,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCallContext,
-    ToolCallNext,
-)
+from pipeline import Gate
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.models import ModelResponse, ProposedToolCall
 
 from ._hostile import PARALLEL, Counted, audit_rows, audit_tool_rows, batch, call, play
 

@@ -11,18 +11,12 @@ from hypothesis import strategies as st
 
 from middleware import RepetitionDetector
 from middleware._repetition import find_oscillation
-from pipeline import (
-    Decision,
-    InvalidMiddlewareConfigError,
-    MemoryStore,
-    ModelResponse,
-    PolicyViolationError,
-    ProposedToolCall,
-    ToolDecided,
-    ToolDecision,
-    TurnRunner,
-    tool,
-)
+from pipeline import TurnRunner, tool
+from pipeline.calls import Decision, ToolDecision
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline.events import ToolDecided
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 # -- acceptance: a model that calls search with the same arguments forever -----------------

@@ -1,4 +1,5 @@
-"""`middleware.replay` and `read_transcript` as a Python API: inputs, formats, near misses."""
+"""`middleware.transcripts.replay` and `read_transcript` as a Python API: inputs, formats, near
+misses."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ from typing import Any
 
 import pytest
 
-from middleware import (
+from middleware import ToolCallLimit, ToolPolicy
+from middleware.transcripts import (
     ReplayReport,
-    ToolCallLimit,
-    ToolPolicy,
     Transcript,
+    parse_transcript,
     read_transcript,
     replay,
     replay_async,
 )
-from middleware.transcripts import parse_transcript
 from pipeline import tool as as_tool
 
 DATA = Path(__file__).resolve().parents[1] / "data"

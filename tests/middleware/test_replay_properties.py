@@ -1,4 +1,5 @@
-"""`middleware.replay` on hypothesis-generated transcripts, checked against an independent count.
+"""`middleware.transcripts.replay` on hypothesis-generated transcripts, checked against an
+independent count.
 
 Random conversations (turns of steps of one to three calls, a few tools and argument values so
 repeats happen, results answered in any order, some missing, some recorded as errors, some with
@@ -22,7 +23,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from middleware import RepetitionDetector, read_transcript, replay
+from middleware import RepetitionDetector
+from middleware.transcripts import read_transcript, replay
 
 TOOLS = ("search", "read_file", "Final Answer")
 

@@ -5,17 +5,9 @@ from __future__ import annotations
 import pytest
 
 from middleware import TokenBudget
-from pipeline import (
-    InvalidMiddlewareConfigError,
-    ModelRequest,
-    ModelResponse,
-    PolicyViolationError,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    Usage,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall, Usage
 
 
 @tool

@@ -19,26 +19,21 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy, Tracing
-from pipeline import (
-    CallNext,
-    DispatchContext,
+from pipeline import DispatchContext, ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.events import (
     DispatchStart,
     Event,
-    InvalidMiddlewareConfigError,
     IterationStart,
     Log,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolLoopExecutor,
-    TurnContext,
     TurnEnd,
-    TurnRunner,
     TurnStart,
-    tool,
 )
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 # -- tools, models, helpers ---------------------------------------------------------------------
@@ -798,7 +793,7 @@ def test_importing_middleware_never_imports_opentelemetry() -> None:
         "import sys; sys.modules['opentelemetry'] = None\n"
         "import middleware\n"
         "assert not [m for m in sys.modules if m.startswith('opentelemetry.')]\n"
-        "from pipeline import InvalidMiddlewareConfigError\n"
+        "from pipeline.errors import InvalidMiddlewareConfigError\n"
         "try:\n"
         "    middleware.Tracing()\n"
         "except InvalidMiddlewareConfigError as exc:\n"

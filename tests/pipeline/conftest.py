@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from pipeline import Event, MemoryStore, Tool, TurnRunner, TurnStore, tool
+from pipeline import Tool, TurnRunner, tool
+from pipeline.events import Event
+from pipeline.stores import MemoryStore, TurnStore
 
 from .._stores import PostgresBackend, SqliteBackend, StoreBackend
 

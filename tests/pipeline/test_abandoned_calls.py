@@ -11,16 +11,10 @@ import json
 
 import pytest
 
-from pipeline import (
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnAbortedError,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.errors import TurnAbortedError
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 started: list[str] = []

@@ -13,29 +13,13 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    DispatchEnd,
-    Event,
-    Gate,
-    GateClosed,
-    GateOpened,
-    MemoryStore,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    Tool,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnAbortedError,
-    TurnContext,
-    TurnEnd,
-    TurnRunner,
-    TurnStart,
-    tool,
-)
+from pipeline import DispatchContext, Gate, Tool, ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.errors import TurnAbortedError
+from pipeline.events import DispatchEnd, Event, GateClosed, GateOpened, TurnEnd, TurnStart
+from pipeline.models import Message, ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 

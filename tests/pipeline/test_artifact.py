@@ -10,11 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pipeline.stores._file_spool as file_spool
-from pipeline import (
-    FileSpoolStore,
-    InvalidToolArgsError,
-    MemorySpoolStore,
-    NotASpoolReaderError,
+from pipeline.artifacts import (
     SpooledArtifact,
     SpooledJsonArtifact,
     SpooledMarkdownArtifact,
@@ -23,6 +19,8 @@ from pipeline import (
 from pipeline.artifacts._args import CountArgs, TokenArgs
 from pipeline.artifacts._artifact import own_tool_methods
 from pipeline.artifacts._tokens import ENCODINGS, exact_tokens_available
+from pipeline.errors import InvalidToolArgsError, NotASpoolReaderError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 STORES = ["memory", "file"]
 TEXT = "alpha\nBeta\ngamma delta\n\nepsilon\nalphabet"
@@ -339,7 +337,9 @@ def test_catastrophic_backtracking_is_stopped_with_a_typed_error() -> None:
     """A pattern like ``(a|aa)+$`` on a hostile line is cut off at the time limit, not hung."""
     import time
 
-    from pipeline import InvalidToolArgsError, MemorySpoolStore, SpooledArtifact
+    from pipeline.artifacts import SpooledArtifact
+    from pipeline.errors import InvalidToolArgsError
+    from pipeline.stores import MemorySpoolStore
 
     artifact = SpooledArtifact(MemorySpoolStore().write("redos", "a" * 40 + "!"))
     started = time.process_time()  # CPU time: the limit holds however loaded the machine is

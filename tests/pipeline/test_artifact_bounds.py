@@ -9,13 +9,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import (
-    FileSpoolStore,
-    MemorySpoolStore,
-    SpooledJsonArtifact,
-    SpooledMarkdownArtifact,
-    ToolDownstreamError,
-)
+from pipeline.artifacts import SpooledJsonArtifact, SpooledMarkdownArtifact
+from pipeline.errors import ToolDownstreamError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 
 class Bounded(SpooledJsonArtifact):

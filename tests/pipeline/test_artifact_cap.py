@@ -13,17 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import (
-    FileSpoolStore,
-    MemorySpoolStore,
+from pipeline.artifacts import (
     SpooledArtifact,
     SpooledJsonArtifact,
     SpooledMarkdownArtifact,
-    ToolCall,
     ToolMethod,
 )
 from pipeline.artifacts._args import NoArgs
 from pipeline.artifacts._toolmethod import default_serialise
+from pipeline.calls import ToolCall
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 CAP = 2048
 NOTE = re.compile(r"\n?\[output capped at [\d,]+ bytes: [^\n]*\]$")

@@ -15,18 +15,12 @@ import json5
 import pytest
 
 import pipeline.artifacts._grep as grep_module
-from pipeline import (
-    FileSpoolStore,
-    InvalidToolArgsError,
-    MemorySpoolStore,
-    SpooledArtifact,
-    SpooledJsonArtifact,
-    ToolCall,
-    ToolDownstreamError,
-    ToolMethod,
-)
+from pipeline.artifacts import SpooledArtifact, SpooledJsonArtifact, ToolMethod
 from pipeline.artifacts._args import NoArgs
 from pipeline.artifacts._json_formats import JSON5_MAX_BYTES
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidToolArgsError, ToolDownstreamError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 # Each line backtracks for under a millisecond with (?:a|a?)+$, far below any budget, but the
 # 0.3 MB body (the case) takes seconds in all.

@@ -14,24 +14,18 @@ from typing import Any
 import pytest
 
 from middleware import ToolPolicy
-from pipeline import (
-    FileSpoolStore,
+from pipeline import ToolLoopExecutor, ToolRegistry, TurnRunner, tool
+from pipeline.artifacts import (
     Media,
-    MemorySpoolStore,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
     SpooledArtifact,
     SpooledJsonArtifact,
     SpooledMarkdownArtifact,
-    ToolCall,
-    ToolDownstreamError,
-    ToolLoopExecutor,
-    ToolRegistry,
-    TurnRunner,
     render_tool_result,
-    tool,
 )
+from pipeline.calls import ToolCall
+from pipeline.errors import ToolDownstreamError
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 THREE_RECORDS = (
     '{"id": 1, "role": "user"}\n{"id": 2, "role": "tool"}\n{"id": 3, "role": "user"}\n'

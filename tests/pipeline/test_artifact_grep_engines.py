@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pipeline.artifacts._grep as grep_module
-from pipeline import InvalidToolArgsError, MemorySpoolStore, SpooledArtifact
+from pipeline.artifacts import SpooledArtifact
 from pipeline.artifacts._grep_shape import pattern_shape, required_literal
+from pipeline.errors import InvalidToolArgsError
+from pipeline.stores import MemorySpoolStore
 
 SLACK = 3.0  # regex's timeout counts CPU time: on a loaded machine the wall clock runs ahead
 

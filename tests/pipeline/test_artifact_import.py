@@ -32,21 +32,22 @@ def test_importing_pipeline_and_middleware_loads_no_optional_parser() -> None:
 
 
 def test_the_replay_engine_loads_when_first_named() -> None:
-    """``from middleware import replay`` loads the replay engine and nothing else optional."""
-    assert loaded_after("from middleware import replay") == ["middleware.transcripts"]
+    """``from middleware.transcripts import replay`` loads the replay engine and nothing else
+    optional."""
+    assert loaded_after("from middleware.transcripts import replay") == ["middleware.transcripts"]
 
 
 def test_each_parser_loads_when_its_query_first_runs() -> None:
     """A grep loads regex, a JSON query jsonpath-ng, a Markdown one markdown-it, and so on."""
     code = """
-import pipeline
-store = pipeline.MemorySpoolStore()
-plain = pipeline.SpooledArtifact(store.write("a", "x\\ny"))
+import pipeline.artifacts, pipeline.stores
+store = pipeline.stores.MemorySpoolStore()
+plain = pipeline.artifacts.SpooledArtifact(store.write("a", "x\\ny"))
 assert plain.grep("y") == ["1:y"]
 assert "regex" in sys.modules and "jsonpath_ng" not in sys.modules
-doc = pipeline.SpooledJsonArtifact(store.write("b", "{a: 1,}"))
+doc = pipeline.artifacts.SpooledJsonArtifact(store.write("b", "{a: 1,}"))
 assert doc.json_get("$.a") == [1] and doc.json_type() == "json5"
-md = pipeline.SpooledMarkdownArtifact(store.write("c", "---\\nt: 1\\n---\\n# Hi"))
+md = pipeline.artifacts.SpooledMarkdownArtifact(store.write("c", "---\\nt: 1\\n---\\n# Hi"))
 assert md.md_frontmatter() == {"t": 1} and md.md_headings()[0]["text"] == "Hi"
 """
     assert loaded_after(code) == list(PARSERS)

@@ -26,10 +26,10 @@ SCRIPT = textwrap.dedent(
     """
     import asyncio, json, resource, sys
 
-    from pipeline import (
-        FileSpoolStore, LoopError, SpooledArtifact, SpooledJsonArtifact,
-        SpooledMarkdownArtifact, ToolCall,
-    )
+    from pipeline.artifacts import SpooledArtifact, SpooledJsonArtifact, SpooledMarkdownArtifact
+    from pipeline.calls import ToolCall
+    from pipeline.errors import LoopError
+    from pipeline.stores import FileSpoolStore
 
     directory, size_mb = sys.argv[1], int(sys.argv[2])
     PAD = "x" * 1900
@@ -129,7 +129,7 @@ def test_every_tool_was_called_on_a_200_mb_body(report: dict[str, object]) -> No
     size = report["size"]
     assert isinstance(size, int)
     assert size >= SIZE_MB * 1024 * 1024
-    from pipeline import SpooledJsonArtifact, SpooledMarkdownArtifact
+    from pipeline.artifacts import SpooledJsonArtifact, SpooledMarkdownArtifact
 
     names = {m.name for m in SpooledJsonArtifact.all_tool_methods()}
     names |= {m.name for m in SpooledMarkdownArtifact.all_tool_methods()}

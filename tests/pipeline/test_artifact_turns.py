@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from middleware import Middleware
-from pipeline import (
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    ToolCall,
-    ToolLoopExecutor,
-    ToolRegistry,
-    TurnRunner,
-    render_tool_result,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, ToolRegistry, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact, render_tool_result
+from pipeline.calls import ToolCall
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 LINES = 100_000

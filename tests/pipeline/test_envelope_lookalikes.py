@@ -21,7 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pipeline import Tool, ToolCall, ToolRegistry, render_tool_result
+from pipeline import Tool, ToolRegistry
+from pipeline.artifacts import render_tool_result
+from pipeline.calls import ToolCall
 
 
 class NoArgs(BaseModel):

@@ -5,10 +5,12 @@ from typing import Any
 
 import pytest
 
-import pipeline
 import pipeline.errors
-from pipeline import (
+from pipeline.errors import (
     AlreadySignalledError,
+    ArgumentsLockedError,
+    CallDeniedError,
+    CallRejectedError,
     ConfigurationError,
     DispatchPipelineError,
     ExecutorError,
@@ -50,9 +52,8 @@ from pipeline import (
     ToolUnavailableError,
     TurnAbortedError,
 )
-from pipeline.errors import ArgumentsLockedError, CallDeniedError, CallRejectedError
 
-# (class, code, status, fatal): DESIGN section 2's table, plus section 12's middleware config error.
+# (class, code, status, fatal): the table in README.md, "Error codes".
 TABLE: list[tuple[type[LoopError], str, int, bool]] = [
     (InvalidToolError, "E_INVALID_INITIAL_TOOL_VALUE", 500, True),
     (InvalidToolArgsError, "E_INVALID_TOOL_ARGS", 422, False),
@@ -116,16 +117,16 @@ def test_codes_are_unique() -> None:
 
 @pytest.mark.parametrize("cls", CLASSES, ids=IDS)
 def test_reports_public_module_and_root(cls: type[LoopError]) -> None:
-    """Every class is a LoopError (an Exception) and reports module ``pipeline``."""
+    """Every class is a LoopError (an Exception) and reports module ``pipeline.errors``."""
     assert issubclass(cls, LoopError)
     assert issubclass(cls, Exception)
-    assert cls.__module__ == "pipeline"
-    assert getattr(pipeline, cls.__name__) is cls
+    assert cls.__module__ == "pipeline.errors"
+    assert getattr(pipeline.errors, cls.__name__) is cls
 
 
 def test_root_reports_public_module() -> None:
-    """LoopError itself reports module ``pipeline`` and derives from Exception."""
-    assert LoopError.__module__ == "pipeline"
+    """LoopError itself reports module ``pipeline.errors`` and derives from Exception."""
+    assert LoopError.__module__ == "pipeline.errors"
     assert LoopError.__mro__[1] is Exception
 
 
@@ -310,10 +311,8 @@ def test_families_are_public_documented_loop_errors(family: type[LoopError]) -> 
     """A family is a LoopError with a docstring, its own unique code, exported like the rest."""
     assert family.__mro__[1] is LoopError
     assert (family.__doc__ or "").strip()
-    assert family.__module__ == "pipeline"
-    assert getattr(pipeline, family.__name__) is family
-    assert getattr(pipeline.errors, family.__name__) is family
-    assert family.__name__ in pipeline.__all__
+    assert family.__module__ == "pipeline.errors"
+    assert family.__name__ in pipeline.errors.__all__
     everything: list[type[LoopError]] = [*CLASSES, *FAMILIES, LoopError]
     codes = [cls.code for cls in everything]
     assert codes.count(family.code) == 1

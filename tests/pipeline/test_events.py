@@ -11,7 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
+from pipeline import Tool, ToolLoopExecutor, TurnRunner
+from pipeline.events import (
     DispatchEnd,
     DispatchStart,
     Event,
@@ -19,17 +20,13 @@ from pipeline import (
     IterationStart,
     Log,
     MessageStored,
-    ModelResponse,
-    ProposedToolCall,
-    Tool,
     ToolCallStored,
     ToolExecutionEnd,
     ToolExecutionStart,
-    ToolLoopExecutor,
     TurnEnd,
-    TurnRunner,
     TurnStart,
 )
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 

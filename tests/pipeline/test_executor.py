@@ -10,21 +10,13 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    Tool,
-    ToolCall,
-    ToolExecutionEnd,
-    ToolLoopExecutor,
-    TurnAbortedError,
-    TurnResult,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, Tool, ToolLoopExecutor, TurnResult, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import TurnAbortedError
+from pipeline.events import ToolExecutionEnd
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 

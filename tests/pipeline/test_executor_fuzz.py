@@ -8,7 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import ModelResponse, ProposedToolCall, ToolLoopExecutor, TurnRunner, tool
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import (
-    MemorySpoolStore,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    SpoolReader,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import MemorySpoolStore, SpoolReader
 from pipeline.testing import ScriptedModel
 
 

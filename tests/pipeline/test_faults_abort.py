@@ -16,19 +16,11 @@ from typing import Literal
 
 import pytest
 
-from pipeline import (
-    DispatchContext,
-    MemoryStore,
-    Message,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCall,
-    ToolCallStored,
-    ToolLoopExecutor,
-    TurnRunner,
-    TurnStore,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.events import ToolCallStored
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore, TurnStore
 from pipeline.testing import ScriptedModel
 
 TRIALS = 50

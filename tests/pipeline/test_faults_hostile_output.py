@@ -12,16 +12,10 @@ from typing import Any
 import pytest
 
 from middleware import Middleware
-from pipeline import (
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 MB = 1024 * 1024

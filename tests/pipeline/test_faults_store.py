@@ -12,17 +12,11 @@ import json
 import sqlite3
 from pathlib import Path
 
-from pipeline import (
-    Media,
-    ModelResponse,
-    ProposedToolCall,
-    SqliteStore,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    TurnStore,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import Media
+from pipeline.calls import ToolCall
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import SqliteStore, TurnStore
 from pipeline.stores._sqlite_schema import SCHEMA_VERSION
 from pipeline.testing import ScriptedModel
 

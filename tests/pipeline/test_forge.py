@@ -8,25 +8,21 @@ from typing import Any
 
 import pytest
 
-from pipeline import (
+from pipeline import ToolLoopExecutor, TurnRunner
+from pipeline import tool as tool_from_function
+from pipeline.artifacts import (
     ArtifactTool,
-    FileSpoolStore,
-    InvalidToolArgsError,
-    InvalidToolError,
-    MemorySpoolStore,
-    ModelResponse,
-    ProposedToolCall,
     SpooledArtifact,
     SpooledJsonArtifact,
     SpooledMarkdownArtifact,
-    ToolCall,
-    ToolLoopExecutor,
     ToolMethod,
-    TurnRunner,
 )
-from pipeline import tool as tool_from_function
 from pipeline.artifacts._args import NoArgs
 from pipeline.artifacts._toolmethod import default_serialise
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidToolArgsError, InvalidToolError
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 from pipeline.testing import ScriptedModel
 
 

@@ -6,8 +6,8 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from pipeline import (
-    Gate,
+from pipeline import Gate
+from pipeline.errors import (
     GateAbortedError,
     GateTimeoutError,
     InvalidGateError,

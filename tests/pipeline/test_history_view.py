@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import Message, ToolCall
-from pipeline.models import HistoryView
+from pipeline.calls import ToolCall
+from pipeline.models import HistoryView, Message
 from pipeline.testing import make_dispatch_context
 
 

@@ -7,15 +7,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import (
-    FileSpoolStore,
-    InvalidToolArgsError,
-    MemorySpoolStore,
-    SpooledArtifact,
-    SpooledJsonArtifact,
-    ToolDownstreamError,
-)
+from pipeline.artifacts import SpooledArtifact, SpooledJsonArtifact
 from pipeline.artifacts._json_artifact import JsonFormat
+from pipeline.errors import InvalidToolArgsError, ToolDownstreamError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 STORES = ["memory", "file"]
 BOOKS = """{
@@ -230,6 +225,6 @@ def test_json_format_literal_is_public() -> None:
     """JsonFormat is exported and lists the formats a SpooledJsonArtifact accepts."""
     from typing import get_args
 
-    from pipeline import JsonFormat
+    from pipeline.artifacts import JsonFormat
 
     assert get_args(JsonFormat) == ("json", "jsonl", "ndjson", "json5")

@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import (
-    FileSpoolStore,
-    InvalidToolArgsError,
-    MemorySpoolStore,
-    SpooledMarkdownArtifact,
-    ToolDownstreamError,
-)
+from pipeline.artifacts import SpooledMarkdownArtifact
+from pipeline.errors import InvalidToolArgsError, ToolDownstreamError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore
 
 STORES = ["memory", "file"]
 DOC = """---

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import InvalidMediaError, Media
+from pipeline.artifacts import Media
+from pipeline.errors import InvalidMediaError
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
 GOOD: dict[str, Any] = {
@@ -137,7 +138,7 @@ def test_repr_hides_the_content() -> None:
     assert "12 bytes" in text
     assert "PNG" not in text
     assert text.startswith("Media(kind='image'")
-    assert type(Media(**GOOD)).__module__ == "pipeline"
+    assert type(Media(**GOOD)).__module__ == "pipeline.artifacts"
 
 
 def test_explicit_inert_hazard_is_allowed() -> None:
@@ -150,7 +151,7 @@ def test_field_literals_are_public_for_annotations() -> None:
     """MediaKind, TrustTier and ModalityHazard are exported and list the accepted values."""
     from typing import get_args
 
-    from pipeline import MediaKind, ModalityHazard, TrustTier
+    from pipeline.artifacts import MediaKind, ModalityHazard, TrustTier
 
     assert get_args(MediaKind) == ("image", "audio", "video", "document")
     assert get_args(TrustTier) == ("first-party", "third-party-public", "third-party-private")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import InvalidToolCallError, Message
+from pipeline.errors import InvalidToolCallError
+from pipeline.models import Message
 
 BAD_MESSAGES: dict[str, dict[str, Any]] = {
     "role": {"role": "system", "content": "x"},

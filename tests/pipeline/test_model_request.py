@@ -8,20 +8,12 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import (
-    DispatchContext,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ModelTextDelta,
-    ProposedToolCall,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
 from pipeline._json import tool_call_checksum
+from pipeline.calls import ToolCall
 from pipeline.calls._toolcall import build_record
+from pipeline.events import ModelTextDelta
+from pipeline.models import Message, ModelRequest, ModelResponse, ProposedToolCall
 from pipeline.models._message import new_message
 from pipeline.testing import ScriptedModel, make_dispatch_context
 

@@ -11,21 +11,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    DispatchPipelineError,
-    Event,
-    IterationEnd,
-    Message,
-    ModelResponse,
-    NextCalledTwiceError,
-    PolicyViolationError,
-    ProposedToolCall,
-    Tool,
-    ToolLoopExecutor,
-    TurnRunner,
-)
+from pipeline import DispatchContext, Tool, ToolLoopExecutor, TurnRunner
+from pipeline.errors import DispatchPipelineError, NextCalledTwiceError, PolicyViolationError
+from pipeline.events import Event, IterationEnd
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 StageFn = Callable[[Any, CallNext], Any]

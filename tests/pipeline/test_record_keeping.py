@@ -14,27 +14,13 @@ from typing import Any
 
 import pytest
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    JointRecordKeeper,
-    JointStore,
-    Log,
-    MemoryStore,
-    MiddlewareSpec,
-    ModelResponse,
-    ProposedToolCall,
-    RecordChange,
-    RecordKeeper,
-    SqliteStore,
-    ToolCall,
-    ToolCallStored,
-    ToolLoopExecutor,
-    TransactionWriter,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.calls import ToolCall
 from pipeline.durable._steps import DurableStore
+from pipeline.events import Log, ToolCallStored
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext, JointRecordKeeper, MiddlewareSpec, RecordChange, RecordKeeper
+from pipeline.stores import JointStore, MemoryStore, SqliteStore, TransactionWriter
 from pipeline.stores._store import is_durable
 from pipeline.testing import ScriptedModel
 

@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pipeline import (
-    InvalidToolError,
-    Stash,
-    Tool,
-    ToolAlreadyRegisteredError,
-    ToolRegistry,
-)
+from pipeline import Stash, Tool, ToolRegistry
+from pipeline.errors import InvalidToolError, ToolAlreadyRegisteredError
 from pipeline.testing import make_dispatch_context
 
 

@@ -11,18 +11,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware, ToolPolicy
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    ModelResponse,
-    ProposedToolCall,
-    Stash,
-    Tool,
-    ToolAlreadyRegisteredError,
-    ToolLoopExecutor,
-    ToolRegistry,
-    TurnRunner,
-)
+from pipeline import DispatchContext, Stash, Tool, ToolLoopExecutor, ToolRegistry, TurnRunner
+from pipeline.errors import ToolAlreadyRegisteredError
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 

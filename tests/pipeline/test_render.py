@@ -10,17 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pipeline import (
+from pipeline import Tool, ToolRegistry
+from pipeline.artifacts import (
     Media,
-    MemorySpoolStore,
     RenderedResult,
     SpooledArtifact,
     SpooledJsonArtifact,
-    Tool,
-    ToolCall,
-    ToolRegistry,
     render_tool_result,
 )
+from pipeline.calls import ToolCall
+from pipeline.stores import MemorySpoolStore
 
 
 class NoArgs(BaseModel):

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from pipeline import to_anthropic_tools, to_gemini_tools, to_openai_tools, tool
+from pipeline import tool
+from pipeline.models import to_anthropic_tools, to_gemini_tools, to_openai_tools
 
 
 class Address(BaseModel):

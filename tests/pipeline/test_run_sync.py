@@ -9,15 +9,9 @@ import threading
 import pytest
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnContext,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 loops: list[asyncio.AbstractEventLoop] = []

@@ -10,21 +10,11 @@ import pytest
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    InvalidRunnerConfigError,
-    InvalidStashValueError,
-    MemoryStore,
-    Message,
-    MiddlewareSpec,
-    ModelResponse,
-    Tool,
-    ToolLoopExecutor,
-    ToolRegistry,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, Tool, ToolLoopExecutor, ToolRegistry, TurnRunner, tool
+from pipeline.errors import InvalidRunnerConfigError, InvalidStashValueError
+from pipeline.models import Message, ModelResponse
+from pipeline.stages import CallNext, MiddlewareSpec
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 

@@ -9,17 +9,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    Message,
-    Stash,
-    Tool,
-    ToolCall,
-    TurnContext,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, Stash, Tool, TurnContext, TurnRunner, tool
+from pipeline.calls import ToolCall
+from pipeline.models import Message
+from pipeline.stages import CallNext
 
 
 class NoArgs(BaseModel):

@@ -11,13 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pipeline.stores._file_spool as file_spool
-from pipeline import (
-    FileSpoolStore,
-    InvalidRunnerConfigError,
-    MemorySpoolStore,
-    SpoolReader,
-    SpoolStore,
-)
+from pipeline.errors import InvalidRunnerConfigError
+from pipeline.stores import FileSpoolStore, MemorySpoolStore, SpoolReader, SpoolStore
 
 STORES = ["memory", "file"]
 

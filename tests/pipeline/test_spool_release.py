@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from pipeline import (
-    MemorySpoolStore,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import MemorySpoolStore
 from pipeline.testing import ScriptedModel
 
 

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import InvalidStashValueError, LoopError, Stash, StashKey, ToolCall
+from pipeline import Stash, StashKey
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidStashValueError, LoopError
 
 
 def _path_of(error: InvalidStashValueError) -> object:

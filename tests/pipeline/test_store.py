@@ -9,19 +9,10 @@ import json
 from typing import Any
 
 from middleware import Middleware
-from pipeline import (
-    DispatchContext,
-    MemoryStore,
-    Message,
-    ModelResponse,
-    ProposedToolCall,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    TurnStore,
-    tool,
-    tool_call_checksum,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool, tool_call_checksum
+from pipeline.calls import ToolCall
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore, TurnStore
 from pipeline.testing import ScriptedModel
 
 

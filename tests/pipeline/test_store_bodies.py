@@ -16,18 +16,11 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from pipeline import (
-    MemorySpoolStore,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    SqliteStore,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
-from pipeline.stores import FileSpoolStore
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stores import FileSpoolStore, MemorySpoolStore, SqliteStore
 from pipeline.stores._file_spool import FileSpoolReader
 from pipeline.testing import ScriptedModel
 

@@ -24,22 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import (
-    Media,
-    MemorySpoolStore,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    SpooledJsonArtifact,
-    SpooledMarkdownArtifact,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRecord,
-    TurnRunner,
-    tool,
-)
+from pipeline import ToolLoopExecutor, TurnRunner, tool
+from pipeline.artifacts import Media, SpooledArtifact, SpooledJsonArtifact, SpooledMarkdownArtifact
+from pipeline.calls import ToolCall
+from pipeline.models import Message, ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stores import MemorySpoolStore, TurnRecord
 from pipeline.testing import ScriptedModel
 
 from .._stores import DurableStore, StoreBackend
@@ -213,8 +202,10 @@ async def test_two_stores_on_one_database_do_not_lock_each_other_out(
 _CHILD = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from pipeline import (ModelResponse, ProposedToolCall, SqliteStore, ToolCallStored,
-                          ToolLoopExecutor, TurnRunner, tool)
+    from pipeline import ToolLoopExecutor, TurnRunner, tool
+    from pipeline.events import ToolCallStored
+    from pipeline.models import ModelResponse, ProposedToolCall
+    from pipeline.stores import SqliteStore
     from pipeline.stores import FileSpoolStore, PostgresStore
     from pipeline.testing import ScriptedModel
 

@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import (
-    InvalidRunnerConfigError,
-    MemorySpoolStore,
-    ModelResponse,
-    ToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-)
-from pipeline.stores import FileSpoolStore, PostgresStore
+from pipeline import ToolLoopExecutor, TurnRunner
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidRunnerConfigError
+from pipeline.models import ModelResponse
+from pipeline.stores import FileSpoolStore, MemorySpoolStore, PostgresStore
 from pipeline.testing import ScriptedModel
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (extra: postgres)")
@@ -159,7 +155,7 @@ async def test_tables_live_in_their_own_schema(pg_conninfo: str) -> None:
 _WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from pipeline import ToolCall
+    from pipeline.calls import ToolCall
     from pipeline.stores import FileSpoolStore, PostgresStore
 
     async def main() -> None:

@@ -7,15 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import (
-    InvalidRunnerConfigError,
-    Media,
-    MemorySpoolStore,
-    SpooledArtifact,
-    SqliteStore,
-    ToolCall,
-    tool,
-)
+from pipeline import tool
+from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidRunnerConfigError
+from pipeline.stores import MemorySpoolStore, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SPOOL = MemorySpoolStore()

@@ -5,17 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from middleware import Middleware
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    DispatchPipelineError,
-    ExecutorError,
-    ModelResponse,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline.errors import DispatchPipelineError, ExecutorError
+from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
 

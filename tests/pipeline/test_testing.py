@@ -1,25 +1,16 @@
-"""The test doubles in `pipeline.testing` (DESIGN 11, 12): ScriptedModel, make_dispatch_context."""
+"""The test doubles in `pipeline.testing`: ScriptedModel, make_dispatch_context."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
 
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    Event,
-    MemoryStore,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    Stash,
-    Tool,
-    ToolCall,
-    ToolCallStored,
-    ToolRegistry,
-)
+from pipeline import DispatchContext, Stash, Tool, ToolRegistry
+from pipeline.calls import ToolCall
+from pipeline.events import Event, ToolCallStored
+from pipeline.models import Message, ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel, make_dispatch_context
 
 

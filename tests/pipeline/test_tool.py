@@ -18,23 +18,16 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator, model_validator
 from typing_extensions import TypedDict
 
-from pipeline import (
-    ArtifactTool,
-    Event,
+from pipeline import Stash, Tool, ToolRegistry, tool_call_checksum
+from pipeline.artifacts import ArtifactTool, SpooledArtifact, SpooledJsonArtifact
+from pipeline.errors import (
     InvalidToolArgsError,
     InvalidToolError,
     LoopError,
-    SpooledArtifact,
-    SpooledJsonArtifact,
-    Stash,
-    Tool,
     ToolDownstreamError,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolRegistry,
     TurnAbortedError,
-    tool_call_checksum,
 )
+from pipeline.events import Event, ToolExecutionEnd, ToolExecutionStart
 
 # --- shared fixtures -----------------------------------------------------------------------
 

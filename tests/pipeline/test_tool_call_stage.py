@@ -18,20 +18,10 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware, tool_call
-from pipeline import (
-    Decision,
-    DispatchContext,
-    ErrorReported,
-    Gate,
-    ModelResponse,
-    ProposedToolCall,
-    Tool,
-    ToolCallContext,
-    ToolCallNext,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool_call_checksum,
-)
+from pipeline import DispatchContext, Gate, Tool, ToolLoopExecutor, TurnRunner, tool_call_checksum
+from pipeline.calls import Decision, ToolCallContext, ToolCallNext
+from pipeline.events import ErrorReported
+from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
 
@@ -352,7 +342,7 @@ async def test_a_hook_can_wait_on_a_gate_per_call_id() -> None:
         mw,
         parallel=True,
     )
-    from pipeline import GateOpened
+    from pipeline.events import GateOpened
 
     r.on(GateOpened, lambda e: e.gate.resolve(e.gate.id == "c2"))
     result = await r.run("x")

@@ -8,15 +8,9 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel, Field
 
-from pipeline import (
-    DispatchContext,
-    Event,
-    InvalidToolArgsError,
-    InvalidToolError,
-    Stash,
-    Tool,
-    tool,
-)
+from pipeline import DispatchContext, Stash, Tool, tool
+from pipeline.errors import InvalidToolArgsError, InvalidToolError
+from pipeline.events import Event
 
 
 class FakeContext:

@@ -16,14 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pipeline import (
-    InvalidToolCallError,
-    Media,
-    MemorySpoolStore,
-    SpooledArtifact,
-    ToolCall,
-    tool_call_checksum,
-)
+from pipeline import tool_call_checksum
+from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import InvalidToolCallError
+from pipeline.stores import MemorySpoolStore
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 CHECKSUM = "a" * 64
@@ -381,7 +378,7 @@ def test_replace_revalidates() -> None:
 
 def test_public_module() -> None:
     """ToolCall reports ``pipeline`` as its module."""
-    assert ToolCall.__module__ == "pipeline"
+    assert ToolCall.__module__ == "pipeline.calls"
 
 
 json_values = st.recursive(

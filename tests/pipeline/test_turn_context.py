@@ -11,26 +11,24 @@ from pydantic import BaseModel
 
 from middleware import Middleware
 from pipeline import (
-    AlreadySignalledError,
-    CallNext,
     DispatchContext,
-    Event,
-    InvalidToolCallError,
-    Log,
-    MemoryStore,
-    Message,
-    ModelResponse,
-    NackedError,
-    PolicyViolationError,
-    ProposedToolCall,
     Tool,
-    ToolCall,
-    ToolCallStored,
     ToolLoopExecutor,
     TurnContext,
     TurnRunner,
     tool_call_checksum,
 )
+from pipeline.calls import ToolCall
+from pipeline.errors import (
+    AlreadySignalledError,
+    InvalidToolCallError,
+    NackedError,
+    PolicyViolationError,
+)
+from pipeline.events import Event, Log, ToolCallStored
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel, make_dispatch_context
 
 

@@ -13,37 +13,32 @@ import pytest
 
 from middleware import Middleware
 from pipeline import (
-    AlreadySignalledError,
-    CallNext,
     DispatchContext,
-    DispatchEnd,
+    ToolLoopExecutor,
+    ToolRegistry,
+    TurnContext,
+    TurnResult,
+    TurnRunner,
+    tool,
+)
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import (
+    AlreadySignalledError,
     DispatchPipelineError,
-    DispatchStart,
-    ErrorReported,
-    Event,
     ExecutorError,
     InputPipelineError,
     IterationLimitError,
-    MemoryStore,
-    Message,
-    ModelResponse,
     NackedError,
     OutputPipelineError,
     PipelineShortCircuitedError,
     PolicyViolationError,
-    ProposedToolCall,
-    SpooledArtifact,
     StoreError,
-    ToolCall,
-    ToolLoopExecutor,
-    ToolRegistry,
-    TurnContext,
-    TurnEnd,
-    TurnResult,
-    TurnRunner,
-    TurnStart,
-    tool,
 )
+from pipeline.events import DispatchEnd, DispatchStart, ErrorReported, Event, TurnEnd, TurnStart
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 

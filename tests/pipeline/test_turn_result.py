@@ -15,25 +15,25 @@ from hypothesis import strategies as st
 
 from middleware import Middleware
 from pipeline import (
-    CallNext,
     DispatchContext,
-    InvalidStashValueError,
-    MemoryStore,
-    Message,
-    ModelResponse,
-    NackedError,
-    PolicyViolationError,
-    ProposedToolCall,
     Stash,
     StashKey,
     StashSnapshot,
     ToolLoopExecutor,
-    TurnAbortedError,
     TurnContext,
     TurnResult,
     TurnRunner,
     tool,
 )
+from pipeline.errors import (
+    InvalidStashValueError,
+    NackedError,
+    PolicyViolationError,
+    TurnAbortedError,
+)
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stages import CallNext
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 

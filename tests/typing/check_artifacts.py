@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline import SpooledArtifact, SpooledJsonArtifact, SpooledMarkdownArtifact
+from pipeline.artifacts import SpooledArtifact, SpooledJsonArtifact, SpooledMarkdownArtifact
 from pipeline.artifacts._capped import LineQueries
 from pipeline.artifacts._json_tools import JsonQueries
 from pipeline.artifacts._md_tools import MarkdownQueries

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any, assert_type
 
-from pipeline import ConfigurationError, GateError, Tool, ToolError, tool
+from pipeline import Tool, tool
 from pipeline.durable import (
     DurableClient,
     DurableConfigError,
+    DurableTurnOutcome,
     DurableTurnRunner,
     GateNotWaitingError,
     ToolInterruptedError,
-    TurnOutcome,
     WaitingGate,
     durable_tool,
 )
+from pipeline.errors import ConfigurationError, GateError, ToolError
 
 
 @tool
@@ -27,11 +28,11 @@ async def outcome(runner: DurableTurnRunner, client: DurableClient) -> None:
     turn_id = await runner.enqueue("hi", conversation_id="c1")
     assert_type(turn_id, str)
     done = await runner.result(turn_id)
-    assert_type(done, TurnOutcome)
+    assert_type(done, DurableTurnOutcome)
     assert_type(done["status"], str)
     assert_type(done["output"], str | None)
     assert_type(client.waiting_gates(), list[WaitingGate])
-    assert_type(client.outcomes([turn_id]), dict[str, TurnOutcome])
+    assert_type(client.outcomes([turn_id]), dict[str, DurableTurnOutcome])
     await runner.settle("t:gate-1", approve=False, reason="no")
     await runner.enqueue(42)  # type: ignore[arg-type]
     done["stats"]  # type: ignore[typeddict-item]

@@ -5,23 +5,21 @@ from __future__ import annotations
 
 from typing import Any, assert_type
 
-from pipeline import (
+from pipeline.errors import (
     ConfigurationError,
     GateError,
-    LoopError,
-    PipelineError,
-    ToolError,
-    ToolNotFoundError,
-)
-from pipeline.errors import (
     GateTimeoutError,
     InvalidMiddlewareConfigError,
     InvalidRunnerConfigError,
     InvalidStashValueError,
     InvalidToolArgsError,
+    LoopError,
+    PipelineError,
     PipelineShortCircuitedError,
     PolicyViolationError,
     ToolDownstreamError,
+    ToolError,
+    ToolNotFoundError,
     TurnAbortedError,
 )
 

@@ -27,14 +27,8 @@ from middleware import (
     turn_input,
     turn_output,
 )
-from pipeline import (
-    CallNext,
-    DispatchContext,
-    MethodRegistration,
-    StashKey,
-    TurnContext,
-    TurnRunner,
-)
+from pipeline import DispatchContext, StashKey, TurnContext, TurnRunner
+from pipeline.stages import CallNext, MethodRegistration
 
 mw = Middleware("checks")
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import assert_type
 
-from middleware import AuditLog, JsonlAuditSink, SqliteAuditSink
-from pipeline import (
-    JointRecordKeeper,
+from middleware.audit import AuditLog, JsonlAuditSink, SqliteAuditSink
+from pipeline.stages import JointRecordKeeper, RecordChange, RecordKeeper
+from pipeline.stores import (
     JointStore,
     MemorySpoolStore,
     MemoryStore,
-    RecordChange,
-    RecordKeeper,
+    PostgresStore,
     SqliteStore,
     TransactionWriter,
     TurnStore,
 )
-from pipeline.stores import PostgresStore
 
 
 class Counting:

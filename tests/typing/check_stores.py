@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import assert_type
 
-from middleware import AuditLog, AuditSink, PostgresAuditSink, SqliteAuditSink
-from pipeline import MemorySpoolStore, SpoolStore, SqliteStore, TurnRecord, TurnRunner, TurnStore
-from pipeline.stores import FileSpoolStore, PostgresStore
+from middleware.audit import AuditLog, AuditSink, PostgresAuditSink, SqliteAuditSink
+from pipeline import TurnRunner
+from pipeline.stores import (
+    FileSpoolStore,
+    MemorySpoolStore,
+    PostgresStore,
+    SpoolStore,
+    SqliteStore,
+    TurnRecord,
+    TurnStore,
+)
 
 
 async def main() -> None:

@@ -8,17 +8,9 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from pipeline import (
-    DispatchContext,
-    Stash,
-    Tool,
-    ToolCall,
-    ToolContext,
-    ToolDescription,
-    ToolOutput,
-    ToolRegistry,
-    tool,
-)
+from pipeline import DispatchContext, Stash, Tool, ToolContext, ToolOutput, ToolRegistry, tool
+from pipeline.calls import ToolCall
+from pipeline.models import ToolDescription
 
 
 class SearchArgs(BaseModel):

@@ -19,19 +19,10 @@ from middleware import (
     ToolPolicy,
     tool_call,
 )
-from pipeline import (
-    CallNext,
-    Decision,
-    DispatchContext,
-    Gate,
-    LoopError,
-    ToolCall,
-    ToolCallContext,
-    ToolCallNext,
-    TurnContext,
-    TurnRunner,
-    Verdict,
-)
+from pipeline import DispatchContext, Gate, TurnContext, TurnRunner
+from pipeline.calls import Decision, ToolCall, ToolCallContext, ToolCallNext, Verdict
+from pipeline.errors import LoopError
+from pipeline.stages import CallNext
 
 guard = Middleware("guard")
 

@@ -16,26 +16,19 @@ from pathlib import Path
 
 from middleware import (
     ApprovalGate,
-    AuditLog,
     IterationBudget,
     Middleware,
     RepetitionDetector,
-    SqliteAuditSink,
     TokenBudget,
     ToolCallCounter,
     ToolCallLimit,
     ToolPolicy,
 )
-from pipeline import (
-    ModelRequest,
-    ModelResponse,
-    ProposedToolCall,
-    SpooledArtifact,
-    ToolCallContext,
-    ToolCallNext,
-    Usage,
-    tool,
-)
+from middleware.audit import AuditLog, SqliteAuditSink
+from pipeline import tool
+from pipeline.artifacts import SpooledArtifact
+from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall, Usage
 
 CALLS_PER_RESPONSE = 2
 RESPONSES = 3

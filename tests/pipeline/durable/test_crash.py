@@ -14,9 +14,9 @@ import random
 import time
 from collections import Counter
 
-from middleware import SqliteAuditSink
-from pipeline import SqliteStore
+from middleware.audit import SqliteAuditSink
 from pipeline.durable import DurableClient
+from pipeline.stores import SqliteStore
 
 from .app import CALLS_PER_TURN, RESPONSES, text_of
 from .conftest import Workers

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from middleware import SqliteAuditSink
-from pipeline import SqliteStore
+from middleware.audit import SqliteAuditSink
 from pipeline.durable import DurableClient
+from pipeline.stores import SqliteStore
 
 from .conftest import Workers
 

@@ -11,18 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import StrictBool
 
-from pipeline import (
-    Gate,
-    MemoryStore,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    PolicyViolationError,
-    ProposedToolCall,
-    ToolLoopExecutor,
-    TurnRunner,
-    tool,
-)
+from pipeline import Gate, ToolLoopExecutor, TurnRunner, tool
 from pipeline._ids import new_id, reset_id_source, use_id_source
 from pipeline.durable import (
     DurableModel,
@@ -31,6 +20,9 @@ from pipeline.durable import (
     durable_tool,
 )
 from pipeline.durable._gates import decision_message, settle, split_gate_id
+from pipeline.errors import PolicyViolationError
+from pipeline.models import Message, ModelRequest, ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 from .app import text_of
@@ -85,7 +77,7 @@ def test_with_handler_keeps_the_schema_and_events_and_wraps_only_the_handler() -
 
 
 def test_with_handler_refuses_a_wrapper_that_is_not_a_handler() -> None:
-    from pipeline import InvalidToolError
+    from pipeline.errors import InvalidToolError
 
     with pytest.raises(InvalidToolError):
         shout.with_handler("nope")  # type: ignore[arg-type]
@@ -199,8 +191,8 @@ def test_any_message_settles_the_gate_and_never_raises(message: object) -> None:
 
 
 def test_bad_turn_arguments_are_refused_before_anything_is_queued(tmp_path: Any) -> None:
-    from pipeline import InvalidStashValueError
     from pipeline.durable import DurableClient
+    from pipeline.errors import InvalidStashValueError
 
     pytest.importorskip("dbos")
     with DurableClient(f"sqlite:///{tmp_path / 'system.sqlite'}") as client:

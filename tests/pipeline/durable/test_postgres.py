@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import FileSpoolStore
 from pipeline.durable import DurableClient
+from pipeline.stores import FileSpoolStore
 
 from ..._pg import PgServer
 from .app import CALLS_PER_TURN

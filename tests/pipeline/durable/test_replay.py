@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from pipeline import SqliteStore
 from pipeline.durable import DurableClient
+from pipeline.stores import SqliteStore
 
 from .conftest import Workers
 

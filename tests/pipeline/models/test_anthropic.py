@@ -20,29 +20,28 @@ from pydantic import BaseModel
 
 import pipeline.models._anthropic as anthropic_module
 from pipeline import (
-    AnthropicModel,
-    Media,
-    MemoryStore,
-    Message,
-    ModelAuthenticationError,
-    ModelError,
-    ModelRefusalError,
-    ModelRequest,
-    ModelResponse,
-    ModelTextDelta,
     Tool,
-    ToolCall,
     ToolLoopExecutor,
     ToolRegistry,
     TurnResult,
     TurnRunner,
-    Usage,
-    render_tool_result,
-    to_anthropic_tools,
     tool,
     tool_call_checksum,
 )
+from pipeline.artifacts import Media, render_tool_result
+from pipeline.calls import ToolCall
+from pipeline.errors import ModelAuthenticationError, ModelError, ModelRefusalError
+from pipeline.events import ModelTextDelta
+from pipeline.models import (
+    AnthropicModel,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+    to_anthropic_tools,
+)
 from pipeline.models._anthropic_messages import Alternation, convert_step, media_block
+from pipeline.stores import MemoryStore
 
 from .conftest import Server
 
@@ -903,6 +902,6 @@ def test_importing_pipeline_does_not_import_the_sdk() -> None:
 
 
 def test_the_model_reports_the_public_module() -> None:
-    """`AnthropicModel` shows as ``pipeline.AnthropicModel`` and satisfies the ChatModel seam."""
-    assert AnthropicModel.__module__ == "pipeline"
-    assert ModelResponse.__module__ == "pipeline"
+    """`AnthropicModel` shows as ``pipeline.models.AnthropicModel``, its public module."""
+    assert AnthropicModel.__module__ == "pipeline.models"
+    assert ModelResponse.__module__ == "pipeline.models"

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import (
+from pipeline import ToolLoopExecutor, TurnRunner
+from pipeline.errors import InvalidRunnerConfigError, ModelAuthenticationError
+from pipeline.models import (
     AnthropicModel,
-    InvalidRunnerConfigError,
-    ModelAuthenticationError,
     ModelRequest,
     ModelResponse,
-    ToolLoopExecutor,
-    TurnRunner,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
     infer_model,
 )
-from pipeline.models import OpenAIChatModel, OpenAIResponsesModel
 
 CREDENTIAL_VARIABLES = (
     "ANTHROPIC_API_KEY",

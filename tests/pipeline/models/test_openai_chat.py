@@ -20,24 +20,18 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from pipeline import (
-    Media,
-    MemoryStore,
+from pipeline import Tool, TurnRunner, tool, tool_call_checksum
+from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import (
     ModelAuthenticationError,
+    ModelBadRequestError,
     ModelContextLengthError,
     ModelRefusalError,
-    ModelRequest,
-    ModelTextDelta,
-    OpenAIChatModel,
-    SpooledArtifact,
-    Tool,
-    ToolCall,
-    TurnRunner,
-    Usage,
-    tool,
-    tool_call_checksum,
 )
-from pipeline.errors import ModelBadRequestError
+from pipeline.events import ModelTextDelta
+from pipeline.models import ModelRequest, OpenAIChatModel, Usage
+from pipeline.stores import MemoryStore
 
 from .conftest import Server, error_body, json_reply, sse_reply
 
@@ -661,7 +655,7 @@ async def test_a_compatible_server_without_ids_and_with_object_arguments(
 async def test_an_announced_call_without_a_record_still_gets_a_tool_message() -> None:
     """An assistant message whose call was never recorded (an aborted turn) is answered with
     an error tool message, or the provider would refuse the conversation."""
-    from pipeline import Message
+    from pipeline.models import Message
 
     server = Server([answer("ok")])
     model = OpenAIChatModel(MODEL, client=server.client())

@@ -13,23 +13,13 @@ import httpx2
 import pytest
 from pydantic import BaseModel
 
-from pipeline import (
-    Media,
-    MemoryStore,
-    ModelAuthenticationError,
-    ModelContextLengthError,
-    ModelRefusalError,
-    ModelRequest,
-    ModelTextDelta,
-    OpenAIResponsesModel,
-    SpooledArtifact,
-    Tool,
-    ToolCall,
-    TurnRunner,
-    Usage,
-    tool,
-    tool_call_checksum,
-)
+from pipeline import Tool, TurnRunner, tool, tool_call_checksum
+from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.calls import ToolCall
+from pipeline.errors import ModelAuthenticationError, ModelContextLengthError, ModelRefusalError
+from pipeline.events import ModelTextDelta
+from pipeline.models import ModelRequest, OpenAIResponsesModel, Usage
+from pipeline.stores import MemoryStore
 
 from .conftest import Server, error_body, json_reply, sse_reply
 

@@ -1,4 +1,4 @@
-"""`LoopError`, the root of the one exception tree (drawn in ``pipeline/_errors/__init__.py``)."""
+"""`LoopError`, the root of the one exception tree (drawn in ``pipeline/errors/__init__.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one exception tree of loopware.
+"""The `LoopError` tree: every error loopware raises, with its stable `E_...` code.
 
 Every error raised by the framework derives from `LoopError`, carries a stable `code`, an
 HTTP-like `status` and a `fatal` flag, and keeps its context as typed attributes. Four families
@@ -153,7 +153,7 @@ __all__ = [
 
 def _publish() -> None:
     for name in __all__:
-        globals()[name].__module__ = "pipeline"
+        globals()[name].__module__ = "pipeline.errors"
 
 
 _publish()
