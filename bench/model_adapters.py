@@ -189,7 +189,7 @@ def turn_requests(turn_id: str, registry: ToolRegistry) -> list[ModelRequest]:
         calls.append(
             ToolCall.completed(id=call_id, tool="add", args={"a": i, "b": i}, results=str(2 * i))
         )
-    tools = (add.definition,)
+    tools = (add.describe(),)
     return [
         ModelRequest(
             "You add numbers with the add tool.",

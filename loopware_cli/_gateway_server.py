@@ -56,7 +56,7 @@ def build_server(gateway: Gateway, transport: str) -> Any:
                 types.Tool(
                     name=t.name,
                     description=t.description,
-                    input_schema=t.definition["input_schema"],
+                    input_schema=t.describe()["input_schema"],
                 )
                 for t in gateway.offered()
             ]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-__all__ = ["FrozenDict", "FrozenList", "freeze_json"]
+__all__ = ["FrozenDict", "FrozenList", "freeze_json", "thaw_json"]
 
 
 def _read_only(self: object, *args: object, **kwargs: object) -> NoReturn:
-    raise TypeError(f"{type(self).__name__} is read-only (a ToolCall's arguments never change)")
+    raise TypeError(f"{type(self).__name__} is read-only")
 
 
 class FrozenDict(dict[str, Any]):
@@ -130,3 +130,12 @@ def slot_setters(cls: type, *names: str) -> tuple[Callable[[object, object], Non
     third cheaper than ``object.__setattr__``, which looks the attribute up again every time.
     """
     return tuple(cls.__dict__[name].__set__ for name in names)
+
+
+def thaw_json(value: Any) -> Any:
+    """Return an editable copy of JSON data: every dict and list (read-only or not) copied."""
+    if isinstance(value, dict):
+        return {key: thaw_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [thaw_json(item) for item in value]
+    return value

@@ -241,7 +241,7 @@ class ToolRegistry:
         """
         offered = self._offered
         if offered is None:
-            offered = self._offered = tuple(tool.definition for tool in self.visible())
+            offered = self._offered = tuple(tool.describe() for tool in self.visible())
         return offered
 
     def view(self) -> ToolView:

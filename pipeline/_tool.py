@@ -16,6 +16,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from ._events import Event, ToolExecutionEnd, ToolExecutionStart
+from ._frozen import freeze_json
 from ._ids import new_id
 from ._json import tool_call_checksum
 from ._stash import Stash
@@ -268,23 +269,22 @@ class Tool(Generic[ArgsT]):
         return self._on_collision
 
     def describe(self) -> ToolDescription:
-        """Return the tool's name, description and input JSON Schema as fresh plain data."""
-        return {
-            "name": self._name,
-            "description": self._description,
-            "input_schema": self._schema.json_schema(),
-        }
+        """Return the tool's name, description and input JSON Schema: what the model is told.
 
-    @property
-    def definition(self) -> ToolDescription:
-        """The description built once and shared (the executor's hot path; never mutate it).
-
-        `describe` returns a fresh copy you may change.
+        Built once and shared by every reader (the registry's offered definitions, the model
+        requests), so it is read-only: changing it raises `TypeError`. Build a variant from a
+        copy (``copy.deepcopy``).
         """
         try:
             return self._described
         except AttributeError:
-            described = self.describe()
+            described: ToolDescription = freeze_json(
+                {
+                    "name": self._name,
+                    "description": self._description,
+                    "input_schema": self._schema.json_schema(),
+                }
+            )
             object.__setattr__(self, "_described", described)
             return described
 

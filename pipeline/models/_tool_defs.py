@@ -8,11 +8,12 @@ provider documents for its tools parameter. They copy, never mutate, the descrip
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from typing import Any
 
 from typing_extensions import TypedDict
+
+from .._frozen import thaw_json
 
 __all__ = ["ToolDescription", "to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
 
@@ -59,7 +60,7 @@ def to_openai_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str, A
             "function": {
                 "name": d["name"],
                 "description": d["description"],
-                "parameters": copy.deepcopy(d["input_schema"]),
+                "parameters": thaw_json(d["input_schema"]),
             },
         }
         for d in descriptions
@@ -72,7 +73,7 @@ def to_anthropic_tools(descriptions: Iterable[ToolDescription]) -> list[dict[str
         {
             "name": d["name"],
             "description": d["description"],
-            "input_schema": copy.deepcopy(d["input_schema"]),
+            "input_schema": thaw_json(d["input_schema"]),
         }
         for d in descriptions
     ]
@@ -116,10 +117,10 @@ def _gemini_schema(node: Any, defs: dict[str, Any], depth: int) -> Any:
     for key, value in node.items():
         if key in _GEMINI_DROP:
             if key == "const":
-                out["enum"] = [copy.deepcopy(value)]
+                out["enum"] = [thaw_json(value)]
             continue
         if key in _DATA_KEYWORDS:  # values, not schemas: copied as they are
-            out[key] = copy.deepcopy(value)
+            out[key] = thaw_json(value)
         elif key == "properties" and isinstance(value, dict):
             out[key] = {name: _gemini_schema(v, defs, depth + 1) for name, v in value.items()}
         else:

@@ -43,7 +43,7 @@ async def test_time_server_tools_run_in_a_turn_with_the_servers_schema_and_descr
     async with MCPToolset(TIME, prefix="time_") as time:
         assert [t.name for t in time] == ["time_get_current_time", "time_convert_time"]
         current = time.tools[0]
-        assert "timezone" in current.definition["input_schema"]["required"]
+        assert "timezone" in current.describe()["input_schema"]["required"]
         assert current.description
         assert not current.trusted
         executor = scripted(

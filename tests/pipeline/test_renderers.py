@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel
@@ -84,9 +85,13 @@ def test_gemini_shape_keeps_default_and_enum_values_as_data() -> None:
     assert "nullable" not in style
 
 
-def test_rendering_never_mutates_the_description() -> None:
-    """Editing a rendered schema leaves the tool's own description untouched."""
+def test_a_rendered_schema_is_editable_and_the_description_stays_as_it_was() -> None:
+    """A rendering is plain data the caller may edit (the read-only description is copied),
+    and editing it leaves the tool's own description untouched."""
     description = ship.describe()
+    before = json.loads(json.dumps(description))
     to_openai_tools([description])[0]["function"]["parameters"]["properties"].clear()
     to_anthropic_tools([description])[0]["input_schema"]["properties"].clear()
-    assert description == ship.describe()
+    (gemini,) = to_gemini_tools([description])
+    gemini["function_declarations"][0]["parameters"]["properties"].clear()
+    assert description == before

@@ -251,15 +251,20 @@ def test_describe_returns_name_description_and_json_schema() -> None:
     json.dumps(description)
 
 
-def test_describe_hands_out_a_fresh_copy_each_time() -> None:
-    """Mutating a returned description never changes the tool's next description."""
+def test_describe_is_built_once_and_nobody_can_change_it() -> None:
+    """Every reader gets the one description, and changing it at any depth raises, so what the
+    model is told about a tool never drifts."""
     tool = make_tool()
     first = tool.describe()
-    first["input_schema"]["properties"].clear()
-    first["name"] = "hacked"
-    second = tool.describe()
-    assert second["name"] == "search"
-    assert "query" in second["input_schema"]["properties"]
+    assert tool.describe() is first
+    with pytest.raises(TypeError, match="read-only"):
+        first["name"] = "hacked"
+    with pytest.raises(TypeError, match="read-only"):
+        first["input_schema"]["properties"].clear()
+    with pytest.raises(TypeError, match="read-only"):
+        first["input_schema"]["required"].append("limit")
+    assert tool.describe()["name"] == "search"
+    assert "query" in tool.describe()["input_schema"]["properties"]
 
 
 class Node(BaseModel):

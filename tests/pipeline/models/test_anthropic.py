@@ -218,7 +218,7 @@ async def test_one_tool_call_round_trips_with_its_exact_id(
     assert result.output == "It is 5."
     assert [c.id for c in result.tool_calls] == ["toolu_01A"]
     first, second = server.bodies
-    assert first["tools"] == to_anthropic_tools([add_tool.definition])
+    assert first["tools"] == to_anthropic_tools([add_tool.describe()])
     assert second["messages"] == [
         {"role": "user", "content": "What is 2+3?"},
         {
