@@ -14,10 +14,10 @@ The body (log-like lines, a needle every 400,000 lines) is written with
 - `SpooledArtifact.grep`: ``re`` where the pattern's backtracking is bounded, the time-limited
   ``regex`` module otherwise (see ``pipeline/artifacts/_grep.py``);
 - the ``regex`` path alone (every line through the time-limited ``regex`` module, as grep ran
-  before issue 14), for reference.
+  before it had two engines), for reference.
 
 Every engine must find the same number of lines. Then a pathological pattern, ``(a|aa)+$``
-over lines of ``a``s, must stop with an error at its deadline. Target (issue 14): grep within 2x
+over lines of ``a``s, must stop with an error at its deadline. Target: grep within 2x
 of ``re`` on ordinary patterns.
 """
 
@@ -68,7 +68,7 @@ def stdlib_count(reader: Any, pattern: str) -> int:
 
 
 def regex_only_count(reader: Any, pattern: str, budget: float) -> int:
-    """Count matching lines with the time-limited ``regex`` path alone (grep before issue 14)."""
+    """Count matching lines with the time-limited ``regex`` path alone (the old grep)."""
     compiled = grep_module.compile_grep(pattern)
     slow = grep_module.GrepPattern(pattern, compiled.slow, None, None, None)
     batches: Iterator[list[str]] = reader.iter_line_batches()

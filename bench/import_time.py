@@ -18,7 +18,7 @@ pydantic; pydantic now loads with the first tool) and the modules outside loopwa
 import does load (`DEPENDENCIES`: ``asyncio`` and a few stdlib modules), the floor of the
 import as it is. Runs of the imports alternate, so load hits them alike. ``--against DIR`` also
 times the import from another source tree (the commit to compare with) in the same alternation
-and reports the paired differences. Target (issue 15): under 0.10 s. For a per-module
+and reports the paired differences. Target: under 0.10 s. For a per-module
 breakdown: ``python -X importtime -c 'import pipeline, middleware'``.
 """
 

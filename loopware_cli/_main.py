@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipelines.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
     pipelines.add_argument("--json", action="store_true", help="print the stages as JSON")
-    from ._gateway_server import add_gateway_command  # issue 16: the MCP gateway
+    from ._gateway_server import add_gateway_command  # the MCP gateway
 
     add_gateway_command(sub)
     _add_durable_commands(sub)

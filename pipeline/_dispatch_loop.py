@@ -1,4 +1,4 @@
-"""The dispatch loop of a turn (DESIGN 6.3), one named step per method.
+"""The dispatch loop of a turn, one named step per method (docs/architecture.md, "One turn").
 
 Per iteration: the iteration cap, re-forging artifact query tools when the turn's artifacts
 changed, `IterationStart`, the ``dispatch_input`` stage, the executor, the ``dispatch_output``

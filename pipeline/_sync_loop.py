@@ -1,9 +1,9 @@
 """`SyncLoop`: the event loop a runner's ``run_sync`` calls share.
 
-``asyncio.run`` builds and tears down an event loop on every call (about 400 µs), which a
-synchronous caller running many short turns pays per turn. A runner keeps one loop instead and
-reuses it, with ``asyncio.run``'s semantics kept per call: it refuses to run inside a running
-loop, and whatever tasks a turn leaves behind are cancelled and awaited before the call returns,
+``asyncio.run`` builds and tears down an event loop on every call, which a synchronous caller
+running many short turns pays per turn. A runner keeps one loop instead and reuses it, with
+``asyncio.run``'s semantics kept per call: it refuses to run inside a running loop, and whatever
+tasks a turn leaves behind are cancelled and awaited before the call returns,
 so nothing of one turn runs during the next. The loop is closed by `TurnRunner.close`, when
 the runner is garbage-collected, or at interpreter exit; an interrupted call (Ctrl-C) closes it
 too and the next call starts a fresh one. A second thread calling while the loop is busy gets

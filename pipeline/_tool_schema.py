@@ -8,9 +8,9 @@ dataclass) into what the hot path needs:
   validate exactly as they would from JSON text; defaults are applied;
 - the set of accepted top-level keys, so unknown keys are rejected unless the schema's own config
   allows extras (``extra="allow"``); nested models keep their own ``extra`` setting;
-- the JSON Schema, kept as text so that every `describe` hands out a fresh copy.
+- the JSON Schema, kept as text so that `json_schema` hands out a fresh copy.
 
-How validation runs (measured; about 0.6 µs against 2.5 µs for a small model): strict
+How validation runs (strict Python validation is the cheaper of the two): strict
 ``validate_python`` first. For JSON-like input a strict Python success is also a strict JSON
 success with the same result (strict Python only accepts values that are already of the target
 type). When it fails, the arguments are written as JSON text and validated with strict

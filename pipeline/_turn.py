@@ -1,4 +1,4 @@
-"""`Turn`: one turn end to end (DESIGN 6.2), over one `TurnState`.
+"""`Turn`: one turn end to end, over one `TurnState` (docs/architecture.md, "One turn").
 
 The turn loads its conversation, runs ``turn_input``, the dispatch loop
 (``pipeline/_dispatch_loop.py``) and ``turn_output``, turns an abort or a cancellation into an
@@ -373,7 +373,7 @@ class Turn:
         if self._release_spool:
             state.release_spool()
         if cancelled is not None:
-            raise cancelled  # after recording the turn as aborted (DESIGN 6.1)
+            raise cancelled  # after recording the turn as aborted: the caller still sees it
         if state.pending:
             await drain(state.pending)
         return result

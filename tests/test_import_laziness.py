@@ -1,7 +1,7 @@
-"""``import pipeline, middleware`` loads only the core (issue 15; docs/architecture.md, "Import
-time"): pydantic, wrapt, ``importlib.metadata``, ``sqlite3``, the provider models, the durable
-stores, the JSON and Markdown artifacts, grep, the built-in middleware, the audit wing and the
-replay engine load when first used, and every public name still resolves where it always did.
+"""``import pipeline, middleware`` loads only the core (docs/architecture.md, "Import time"):
+pydantic, wrapt, ``importlib.metadata``, ``sqlite3``, the provider models, the durable stores,
+the JSON and Markdown artifacts, grep, the built-in middleware, the audit wing and the replay
+engine load when first used, and every public name resolves in its one public module.
 
 Each check runs in a fresh interpreter, so modules this test session already imported do not
 count. These are behaviour tests: the import time itself is measured by

@@ -1,8 +1,8 @@
 """The scenario on loopware: TurnRunner + ToolLoopExecutor(ScriptedModel), middleware layers.
 
 Run with loopware's own interpreter (``/work/main/.venv`` or ``$LOOPWARE_PYTHON``) with the repo
-root on ``PYTHONPATH``; ``run.sh`` does both. Prints one JSON line. Written against DESIGN.md
-sections 6, 7, 11 and 12.
+root on ``PYTHONPATH``; ``run.sh`` does both. Prints one JSON line. Written against the
+public API only (README.md, "Concepts").
 
 - Fake model: ``pipeline.testing.ScriptedModel(steps)``, 20 steps of one ``ProposedToolCall``
   each; past the script it answers ``"done"``. A ScriptedModel answers by call count, so it

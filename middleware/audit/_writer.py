@@ -26,8 +26,8 @@ A ``write(2)`` into the page cache or an SQLite commit without ``fsync`` takes m
 kernel may still make it wait briefly under heavy writeback, as it would any logging write.
 
 The writer thread is a plain thread reading a ``queue.SimpleQueue``: an append's hop to it and
-back costs 38-52 µs on the benchmark machine, against 70-180 µs through a ``ThreadPoolExecutor``
-(whose ``submit`` and idle bookkeeping take Python-level locks; see README.md, Benchmarks). It
+back is cheaper than through a ``ThreadPoolExecutor`` (whose ``submit`` and idle bookkeeping take
+Python-level locks; the figures are in README.md, "Benchmarks"). It
 ends when the writer is closed or garbage-collected, and at interpreter exit after writing what is
 queued (as an executor's worker would).
 """

@@ -1,4 +1,4 @@
-"""Argument models of the artifact query methods (the tools' input schemas, DESIGN 10.2).
+"""Argument models of the artifact query methods (the tools' input schemas).
 
 This module is the one place the artifact wing defines pydantic models, and nothing imports it
 on ``import pipeline``: the tool methods that name these models are built on first read

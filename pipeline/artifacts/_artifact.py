@@ -93,7 +93,7 @@ class SpooledArtifact:
     __slots__ = ("__weakref__", "_batches", "_iter_lines", "_reader", "_tail_lines")
 
     tool_methods: ClassVar[tuple[ToolMethod, ...]]
-    """The query methods offered to the model (DESIGN 10.2)."""
+    """The query methods offered to the model (README.md, "Artifacts, media and trust")."""
 
     max_result_bytes: ClassVar[int] = DEFAULT_MAX_RESULT_BYTES
     """The most a query tool returns to the model, in UTF-8 bytes (32 KiB; at least 1 KiB).
@@ -340,7 +340,7 @@ class SpooledArtifact:
 
     @classmethod
     def forge_tools(cls, ctx: ArtifactContext) -> ToolRegistry:
-        """Build this turn's query tools for artifacts of this class (DESIGN 10.3).
+        """Build this turn's query tools for artifacts of this class.
 
         Holds the tools of this class and of each artifact base with instances in the turn
         (the base tools even when the turn has no artifact of this class); empty when the turn

@@ -1,4 +1,4 @@
-"""The base query tools every artifact offers (DESIGN 10.2): head, tail, grep, cat, sizes, tokens.
+"""The base query tools every artifact offers: head, tail, grep, cat, sizes, tokens.
 
 `SpooledArtifact.tool_methods` is `BASE_TOOL_METHODS`, imported when first read (the argument
 models are pydantic models: docs/architecture.md, "Import time"); the line tools render within

@@ -1,4 +1,4 @@
-"""Forging artifact query tools: `ArtifactTool` and ``SpooledArtifact.forge_tools`` (DESIGN 10.3).
+"""Forging artifact query tools: `ArtifactTool` and ``SpooledArtifact.forge_tools``.
 
 For an artifact class, forging makes one `ArtifactTool` per tool method. Its input schema is the
 method's own arguments plus a required ``call_id`` restricted to this turn's artifact call ids
@@ -226,7 +226,7 @@ def _build(owner: type[SpooledArtifact], ids: tuple[str, ...]) -> tuple[Artifact
 
 
 def forge_tools(cls: type[SpooledArtifact], ctx: ArtifactContext) -> ToolRegistry:
-    """Return a registry of the query tools for ``cls`` in ``ctx``'s turn (DESIGN 10.3).
+    """Return a registry of the query tools for ``cls`` in ``ctx``'s turn.
 
     For ``cls`` and each of its artifact bases that has instances in the turn, that class's own
     tools, each restricted to the ids of its own class's instances. So a subclass with no

@@ -1,4 +1,4 @@
-"""The JSON query tools (`JSON_TOOL_METHODS`) of `SpooledJsonArtifact` (DESIGN 10.2).
+"""The JSON query tools (`JSON_TOOL_METHODS`) of `SpooledJsonArtifact`.
 
 Imported when ``SpooledJsonArtifact.tool_methods`` is first read, not on ``import pipeline``:
 the argument models are pydantic models (docs/architecture.md, "Import time"). The renderers

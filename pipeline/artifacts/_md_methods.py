@@ -1,4 +1,4 @@
-"""The Markdown query tools (`MD_TOOL_METHODS`) of `SpooledMarkdownArtifact` (DESIGN 10.2).
+"""The Markdown query tools (`MD_TOOL_METHODS`) of `SpooledMarkdownArtifact`.
 
 Imported when ``SpooledMarkdownArtifact.tool_methods`` is first read, not on ``import
 pipeline``: the argument models are pydantic models (docs/architecture.md, "Import time").

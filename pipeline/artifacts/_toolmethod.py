@@ -19,7 +19,7 @@ __all__ = ["DeferredToolMethods", "ToolMethod", "declared_tool_methods", "defaul
 
 
 def default_serialise(value: Any) -> str:
-    """Turn a query result into the text the model reads (DESIGN 10.2).
+    """Turn a query result into the text the model reads.
 
     Strings are returned as they are; a list of strings is newline-joined (``"(empty list)"``
     when empty); numbers become their text; everything else (dicts, mixed lists, None, ...) is

@@ -83,7 +83,7 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         2,
         (
             # a call is keyed by its turn too: concurrent turns of one conversation may store
-            # the same provider id (issue 18); SQLite cannot drop a UNIQUE constraint, so the
+            # the same provider id; SQLite cannot drop a UNIQUE constraint, so the
             # table is rebuilt with its rows (seq kept, so the results still point at them)
             """CREATE TABLE tool_calls_v2 (
                 seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -114,7 +114,7 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (
         3,
         (
-            # artifact bodies by reference (issues 14 and 17): a part names the spool key of
+            # artifact bodies by reference: a part names the spool key of
             # its body; parts written before keep their text and stay readable
             "ALTER TABLE tool_call_results ADD COLUMN spool_key TEXT",
         ),

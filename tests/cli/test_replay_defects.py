@@ -1,4 +1,5 @@
-"""`loopware replay`: each defect of issue 13, shown on a small transcript (one test each)."""
+"""`loopware replay`: each defect found in the command, shown on a small transcript (one test
+each)."""
 
 from __future__ import annotations
 

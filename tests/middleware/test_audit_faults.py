@@ -1,5 +1,5 @@
-"""Audit faults (issue 18): a torn JSON Lines tail is cut and recorded once (item 5), and a call's
-row is written when the call is stored, not at the end of its iteration (item 6)."""
+"""Audit faults: a torn JSON Lines tail is cut and recorded once, and a call's
+row is written when the call is stored, not at the end of its iteration."""
 
 from __future__ import annotations
 

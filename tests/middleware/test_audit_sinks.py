@@ -152,7 +152,7 @@ def test_truncated_log_stays_detectable_after_more_appends(
 def test_a_torn_acknowledged_row_stays_reported_after_the_repair(tmp_path: Path) -> None:
     """A row cut after the head counted it is not a crash's torn tail: it stays reported.
 
-    (Issue 18: the tail is cut and recorded in a repair row, so rows() no longer raises; the
+    (The tail is cut and recorded in a repair row, so rows() no longer raises; the
     head still counts the lost row, so verify() keeps naming it after more appends.)
     """
     sink = JsonlAuditSink(tmp_path / "audit.jsonl", synchronous="normal")

@@ -1,4 +1,4 @@
-"""Issue 11, adversarial: a hostile model calls tools that reach the registry after turn input.
+"""Adversarial: a hostile model calls tools that reach the registry after turn input.
 
 Routes: forged artifact query tools, a denied tool registered or merged in later (by turn input
 or dispatch input middleware, by a tool's handler, under a new name matching a deny glob), and

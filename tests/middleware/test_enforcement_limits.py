@@ -1,4 +1,4 @@
-"""Issue 11, adversarial: a hostile model tries to run more, or again, than a policy allows.
+"""Adversarial: a hostile model tries to run more, or again, than a policy allows.
 
 Routes: a batch over a limit (parallel and sequential, per tool and in total, hide and nack,
 failed calls), identical calls in one batch under approval and repetition, repeats and

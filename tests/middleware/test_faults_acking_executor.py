@@ -1,6 +1,6 @@
 """Faults: the built-ins observe calls an executor stored and acked in one invocation.
 
-Issue 18, item 9: the seeds' executor pattern stores its calls and acks in the same invocation,
+The seeds' executor pattern stores its calls and acks in the same invocation,
 so that iteration's ``dispatch_output`` never runs. `ToolCallCounter`, `ToolCallLimit` and
 `ToolPolicy` still see every stored call (in ``turn_output``); a denied tool that ran fails the
 turn with `PolicyViolationError`, since the dispatch is acked. `RepetitionDetector` judges each

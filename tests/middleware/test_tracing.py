@@ -594,7 +594,7 @@ async def test_an_aborted_turn_ends_every_span_without_error(traces: Traces) -> 
     assert attrs(traces.one("invoke_agent"))["loopware.turn.status"] == "aborted"
     assert attrs(traces.one("loopware.dispatch"))["loopware.dispatch.status"] == "aborted"
     napped = traces.one("execute_tool nap")
-    # the cancelled call is answered with an error record (issue 18, item 1): its span ends
+    # the cancelled call is answered with an error record: its span ends
     # with that record; the turn, dispatch and iteration are not errors
     assert attrs(napped)["gen_ai.tool.call.id"] == "c1"
     assert napped.status.status_code is StatusCode.ERROR

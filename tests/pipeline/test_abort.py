@@ -1,4 +1,4 @@
-"""Abort (DESIGN 6.5): TurnHandle.abort, TurnAbortedError anywhere, boundaries, store safety."""
+"""Abort: TurnHandle.abort, TurnAbortedError anywhere, boundaries, store safety."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ async def test_raising_turn_aborted_error_in_a_tool_aborts_the_turn() -> None:
     result = await runner.run("go")
     assert result.status == "aborted"
     assert result.abort_reason == "tool said stop"
-    # the announced call is answered with an error record (issue 18, item 1)
+    # the announced call is answered with an error record
     assert [(c.id, c.is_error) for c in result.tool_calls] == [("c0", True)]
     assert len(model.requests) == 1
 
@@ -199,7 +199,7 @@ async def test_outside_abort_keeps_calls_stored_before_it(
     handle.abort("stop")
     result = await handle
     assert result.status == "aborted"
-    # the interrupted call is answered with an error record (issue 18, item 1)
+    # the interrupted call is answered with an error record
     assert [(c.tool, c.is_error) for c in result.tool_calls] == [("echo", False), ("nap", True)]
     _, stored = await store.load_conversation("c")
     assert [(c.tool, c.is_error) for c in stored] == [("echo", False), ("nap", True)]
@@ -236,7 +236,7 @@ async def test_outside_abort_never_cuts_a_store_write_in_half(echo_tool: Tool[Ba
     result = await handle
     assert time.perf_counter() - t0 < 0.1
     assert result.status == "aborted"
-    # c0's write finished whole; c1 never ran and is answered with an error (issue 18, item 1)
+    # c0's write finished whole; c1 never ran and is answered with an error
     assert store.written == ["c0", "c1"]
     assert [(c.id, c.is_error) for c in result.tool_calls] == [("c0", False), ("c1", True)]
 

@@ -288,11 +288,11 @@ def test_non_reader_raises_not_a_spool_reader(bad: object) -> None:
 def test_repr_shows_class_bytes_and_lines(tmp_path: Path) -> None:
     """The repr names the class, the byte length and the line count."""
     assert repr(build("memory", tmp_path)) == "<SpooledArtifact 40 bytes, 6 lines>"
-    assert type(build("memory", tmp_path)).__module__ == "pipeline"
+    assert type(build("memory", tmp_path)).__module__ == "pipeline.artifacts"
 
 
 def test_base_tool_methods_are_the_documented_ones() -> None:
-    """SpooledArtifact declares the seven DESIGN 10.2 query methods, each a real method."""
+    """SpooledArtifact declares the seven base query methods, each a real method."""
     names = [m.name for m in SpooledArtifact.tool_methods]
     assert names == [
         "artifact_head", "artifact_tail", "artifact_grep", "artifact_cat",

@@ -1,4 +1,4 @@
-"""Parse bounds (issue 14): JSON Lines past ``json_max_bytes`` stream record by record, while a
+"""Parse bounds: JSON Lines past ``json_max_bytes`` stream record by record, while a
 whole JSON document or Markdown past its bound is refused with advice, never parsed whole."""
 
 from __future__ import annotations

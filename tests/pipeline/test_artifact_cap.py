@@ -1,4 +1,4 @@
-"""The result size cap (issue 14): no query tool returns more than ``max_result_bytes``, and a
+"""The result size cap: no query tool returns more than ``max_result_bytes``, and a
 capped result says exactly how to read the rest; following that advice reads everything, once.
 """
 

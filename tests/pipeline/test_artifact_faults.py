@@ -1,4 +1,4 @@
-"""Hostile queries of artifacts (issue 18, items 2 and 3): the event loop keeps running, grep's
+"""Hostile queries of artifacts: the event loop keeps running, grep's
 budget is one real deadline, and the JSON5 fallback is bounded."""
 
 from __future__ import annotations

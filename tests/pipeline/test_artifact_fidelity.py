@@ -1,4 +1,4 @@
-"""Artifacts true to the seeds (issue 14): the seeds' own examples, through the model's tools.
+"""Artifacts true to the seeds: the seeds' own examples, through the model's tools.
 
 JSON queries read records (``json_type`` is the format; ``json_get`` returns every match and
 ``[]`` for none), a user's attachment is third-party content, a JSON or Markdown class with no

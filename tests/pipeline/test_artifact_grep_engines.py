@@ -1,4 +1,4 @@
-"""Grep's two engines (issue 14): stdlib ``re`` where backtracking is provably bounded, the
+"""Grep's two engines: stdlib ``re`` where backtracking is provably bounded, the
 time-limited ``regex`` otherwise; the same results either way, and no pattern or line can make a
 search run past its deadline."""
 

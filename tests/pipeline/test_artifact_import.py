@@ -1,4 +1,4 @@
-"""``import pipeline, middleware`` loads no optional parser (issue 15); each loads on first use.
+"""``import pipeline, middleware`` loads no optional parser; each loads on first use.
 
 Run in fresh interpreters, so that modules this test session already imported do not count.
 A behaviour test: the speed itself is measured by ``python -m bench.import_time``.

@@ -1,4 +1,4 @@
-"""Artifacts at scale (issue 14): a 200 MB file-backed body queried by every tool.
+"""Artifacts at scale: a 200 MB file-backed body queried by every tool.
 
 The body is JSON Lines written to a `FileSpoolStore` in 1 MB chunks, so it is never a string
 in memory. A fresh interpreter (so that nothing else this test session holds counts) forges the

@@ -1,4 +1,4 @@
-"""Look-alike envelope tags are neutralised too (issue 18, item 10).
+"""Look-alike envelope tags are neutralised too.
 
 A generated corpus mixes what a model could read as an envelope tag: zero-width and format
 characters beside ``<`` or ``/``, full-width and small less-than signs, angle quotation marks,

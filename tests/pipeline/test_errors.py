@@ -233,7 +233,7 @@ def test_repr_names_the_class() -> None:
     assert repr(ToolNotFoundError("no such tool")) == "ToolNotFoundError('no such tool')"
 
 
-# The families (issue 10; the model errors of issue 12) and their members; every other error
+# The families and their members (the tree in pipeline/errors/__init__.py); every other error
 # is directly under LoopError.
 FAMILIES: dict[type[LoopError], list[type[LoopError]]] = {
     ConfigurationError: [

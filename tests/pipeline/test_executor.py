@@ -1,4 +1,4 @@
-"""`ToolLoopExecutor` with `ScriptedModel` (DESIGN 11): error calls, ordering, ids, requests."""
+"""`ToolLoopExecutor` with `ScriptedModel`: error calls, ordering, ids, requests."""
 
 from __future__ import annotations
 
@@ -365,6 +365,6 @@ async def test_a_parallel_call_aborting_cancels_its_siblings_and_keeps_finished_
     result = await asyncio.wait_for(runner.run("go"), 1.0)
     assert result.status == "aborted"
     assert cancelled == ["slow"]
-    # the cancelled and the aborting calls are answered with errors (issue 18, item 1)
+    # the cancelled and the aborting calls are answered with errors
     answered = [(c.id, c.is_error) for c in result.tool_calls]
     assert answered == [("f", False), ("s", True), ("x", True)]

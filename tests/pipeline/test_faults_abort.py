@@ -1,6 +1,6 @@
 """Faults: an abort or a cancellation mid-batch still answers every announced tool-call id.
 
-Issue 18, item 1: a turn aborted from outside (`TurnHandle.abort`) or cancelled by its caller
+A turn aborted from outside (`TurnHandle.abort`) or cancelled by its caller
 while a handler runs must store a record for the running call and every later one, so the
 conversation's next turn never sends a provider an assistant message whose calls have no
 results. The `store` fixture (``tests/pipeline/conftest.py``) runs the store-backed trials on

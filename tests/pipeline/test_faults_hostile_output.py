@@ -1,4 +1,4 @@
-"""Faults: hostile model output stays bounded (issue 18, item 11).
+"""Faults: hostile model output stays bounded.
 
 A huge tool name never comes back whole, one response cannot run any number of calls, and a
 forged artifact tool a middleware removed does not come back when the next artifact arrives.

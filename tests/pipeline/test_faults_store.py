@@ -1,6 +1,6 @@
 """Faults: concurrent turns of one conversation never overwrite each other's tool calls.
 
-Issue 18, item 4: with provider ids that repeat across responses (``call_0``), concurrent turns
+With provider ids that repeat across responses (``call_0``), concurrent turns
 of one conversation each store a call with the same id; the store must keep every one of them
 (a call is keyed by its turn and its id, not by its conversation and its id).
 """

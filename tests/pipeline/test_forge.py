@@ -146,7 +146,7 @@ def test_a_single_id_is_still_an_enum() -> None:
 def test_forged_tools_are_ephemeral_replaceable_untrusted_artifact_tools(
     ctx: FakeContext,
 ) -> None:
-    """Every forged tool is an ArtifactTool with the DESIGN 10.3 flags."""
+    """Every forged tool is an ephemeral, replaceable, untrusted ArtifactTool."""
     for tool in SpooledMarkdownArtifact.forge_tools(ctx).all():
         assert isinstance(tool, ArtifactTool)
         assert tool.ephemeral is True

@@ -1,4 +1,4 @@
-"""The model seam's values (DESIGN 11, 12): `Message` checks its parts."""
+"""The model seam's values: `Message` checks its parts."""
 
 from __future__ import annotations
 

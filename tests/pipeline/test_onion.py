@@ -1,4 +1,4 @@
-"""Onion composition of middleware (DESIGN 7.1, 7.3, 6.3): order, errors, freshness, signals."""
+"""Onion composition of middleware: order, errors, freshness, signals."""
 
 from __future__ import annotations
 

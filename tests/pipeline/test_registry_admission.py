@@ -1,4 +1,4 @@
-"""ToolRegistry admission checks survive copies and merges (issue 18, item 8)."""
+"""ToolRegistry admission checks survive copies and merges."""
 
 from __future__ import annotations
 

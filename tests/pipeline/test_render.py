@@ -75,7 +75,7 @@ def envelope(prefix: str, kind: str, tool: str, body: str) -> str:
 
 
 def test_text_from_an_untrusted_tool_gets_the_untrusted_envelope() -> None:
-    """Text renders exactly as DESIGN 10.4 draws it, nonce = the call's checksum."""
+    """Text renders in exactly its trust envelope, nonce = the call's checksum."""
     rendered = render_tool_result(done("plain", "hello\nworld"), REGISTRY)
     assert rendered == RenderedResult(envelope("untrusted", "tool-result", "plain", "hello\nworld"))
     assert rendered.media == ()

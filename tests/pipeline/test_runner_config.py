@@ -1,4 +1,4 @@
-"""`TurnRunner` construction and `run()` arguments (DESIGN 6.1): validation, run_sync, describe."""
+"""`TurnRunner` construction and `run()` arguments: validation, run_sync, describe."""
 
 from __future__ import annotations
 

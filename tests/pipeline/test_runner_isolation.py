@@ -1,4 +1,4 @@
-"""Concurrent turns on one runner are isolated (DESIGN 6.1): registry, stash, calls, baseline."""
+"""Concurrent turns on one runner are isolated: registry, stash, calls, baseline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Artifact bodies by reference (issues 14 and 17), for `SqliteStore` and `PostgresStore` alike.
+"""Artifact bodies by reference, for `SqliteStore` and `PostgresStore` alike.
 
 A durable store keeps the spool key of a body, never the body: a body the store's own spool
 already holds is referenced without a copy, a body from another spool is copied into the store's

@@ -1,4 +1,4 @@
-"""TurnContext / DispatchContext semantics (DESIGN 6.4): stored calls, counts, signals, on_ack."""
+"""TurnContext / DispatchContext semantics: stored calls, counts, signals, on_ack."""
 
 from __future__ import annotations
 

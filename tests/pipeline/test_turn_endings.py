@@ -1,4 +1,4 @@
-"""Every row of "what ends a turn" (DESIGN 6.2, 6.3, 6.5, 7.3); TurnEnd once for each."""
+"""Every way a turn ends (docs/architecture.md, "One turn"); TurnEnd once for each."""
 
 from __future__ import annotations
 

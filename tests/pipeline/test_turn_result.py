@@ -1,4 +1,4 @@
-"""`TurnResult` (DESIGN 6.1, 12): raise_for_status, the stash snapshot, messages and the record."""
+"""`TurnResult`: raise_for_status, the stash snapshot, messages and the record."""
 
 from __future__ import annotations
 
