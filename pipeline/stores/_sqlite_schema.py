@@ -133,6 +133,16 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE tool_calls ADD COLUMN validated_checksum TEXT",
         ),
     ),
+    (
+        5,
+        (
+            # the built-in artifact classes report their public module, pipeline.artifacts (they
+            # reported pipeline): parts stored before name the class by the old path
+            "UPDATE tool_call_results SET artifact_class = 'pipeline.artifacts:' || "
+            "substr(artifact_class, 10) WHERE artifact_class IN ('pipeline:SpooledArtifact', "
+            "'pipeline:SpooledJsonArtifact', 'pipeline:SpooledMarkdownArtifact')",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

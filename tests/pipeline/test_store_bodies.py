@@ -244,7 +244,7 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
         assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
-    assert versions == [1, 2, 3, 4]
+    assert versions == [1, 2, 3, 4, 5]
     [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
     assert moved.stat().st_size == size
 

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from pipeline import tool
-from pipeline.artifacts import Media, SpooledArtifact
+from pipeline.artifacts import (
+    Media,
+    SpooledArtifact,
+    SpooledJsonArtifact,
+    SpooledMarkdownArtifact,
+)
 from pipeline.calls import ToolCall
 from pipeline.errors import InvalidRunnerConfigError
 from pipeline.stores import MemorySpoolStore, SqliteStore
@@ -44,7 +49,7 @@ def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    assert versions == [(1,), (2,), (3,), (4,)]
+    assert versions == [(1,), (2,), (3,), (4,), (5,)]
     assert mode == "wal"
 
 
@@ -56,6 +61,31 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         conn.execute("INSERT INTO schema_migrations VALUES (99, 'future')")
     with pytest.raises(InvalidRunnerConfigError, match="schema version 99"):
         SqliteStore(path)
+
+
+async def test_parts_stored_under_the_old_class_paths_read_back_as_their_class(
+    tmp_path: Path,
+) -> None:
+    """Results stored when the built-in artifact classes reported module ``pipeline`` (schema 4)
+    read back as their own classes once the store has migrated the database."""
+    path = tmp_path / "v4.db"
+    classes = [SpooledJsonArtifact, SpooledMarkdownArtifact, SpooledArtifact]
+    async with SqliteStore(path) as store:
+        for position, cls in enumerate(classes):
+            call = ToolCall.completed(
+                id=f"c{position}", tool="x", args={}, results=artifact(cls, "{}")
+            )
+            await store.save_tool_call("conv", "t", call)
+    with sqlite3.connect(path) as conn:  # what schema 4 wrote
+        conn.execute(
+            "UPDATE tool_call_results SET artifact_class ="
+            " replace(artifact_class, 'pipeline.artifacts:', 'pipeline:')"
+        )
+        conn.execute("DELETE FROM schema_migrations WHERE version = 5")
+    conn.close()
+    async with SqliteStore(path) as store:
+        _, calls = await store.load_conversation("conv")
+    assert [type(call.results) for call in calls] == classes
 
 
 def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
