@@ -332,5 +332,5 @@ class TurnContext(TurnView):
         )
 
 
-for _cls in (ContextLog, TurnView, TurnContext):
+for _cls in (ContextLog, TurnContext):
     _cls.__module__ = "pipeline"
