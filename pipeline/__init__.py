@@ -39,6 +39,7 @@ from ._stash_snapshot import StashSnapshot as StashSnapshot
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolOutput as ToolOutput
+from ._tool_checks import is_tool_name as is_tool_name
 from ._tool_decorator import tool as tool
 
 # Re-exported from the public sub-packages, so every old import path keeps working.
@@ -255,6 +256,7 @@ __all__ = [
     "TurnStore",
     "Usage",
     "canonical_json",
+    "is_tool_name",
     "render_tool_result",
     "tool",
     "tool_call_checksum",

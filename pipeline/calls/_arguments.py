@@ -37,8 +37,8 @@ def shown_name(name: str) -> str:
 def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
     """Return the arguments of a call to ``name`` as a fresh dict of JSON data.
 
-    ``arguments`` is the JSON text a provider sent (blank text means ``{}``) or a mapping a
-    model seam parsed already.
+    ``arguments`` is the JSON text a provider sent (blank text and None mean ``{}``) or a
+    mapping a model seam parsed already.
 
     Raises:
         InvalidToolArgsError: the text is not JSON, holds something other than one object, is
@@ -46,6 +46,8 @@ def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
     """
     if type(arguments) is str:
         text = arguments
+    elif arguments is None:  # a provider's ``null`` for a call without arguments
+        return {}
     elif isinstance(arguments, Mapping):
         if type(arguments) is dict and all(
             type(key) is str and type(value) in _SCALARS for key, value in arguments.items()

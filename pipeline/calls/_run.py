@@ -68,10 +68,13 @@ class CallRun(ToolCallContext):
             TurnAbortedError: the handler or a hook aborted the turn (the run is kept for the
                 record of the abandoned call, see `abandon`).
         """
+        given: object = self.name
+        if not isinstance(given, str):  # a seam passed on a provider's null (or worse)
+            self.name = ""
         name = self.name
         shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
-            raw = self._raw_args = self._model_args = parse_arguments(name, arguments)
+            raw = self._raw_args = self._model_args = parse_arguments(shown, arguments)
             self.checksum = tool_call_checksum(shown, raw)
         except InvalidToolArgsError as exc:
             return self._unparsed(shown, exc)
@@ -182,14 +185,15 @@ class CallRun(ToolCallContext):
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
         """The record of a call to a name that is not among the visible tools."""
-        name, shown = self.name, shown_name(self.name)
+        name, shown = self.name, self._shown
         available = ", ".join(t.name for t in registry.visible()) or "(none)"
         taken = self._turn.taken_tools.get(name) if name else None
         if taken is None:
+            what = f"unknown tool {shown!r}" if name else "the call names no tool"
             error: LoopError = ToolNotFoundError(
-                f"unknown tool {shown!r}; available tools: {available}", tool_name=shown
+                f"{what}; available tools: {available}", tool_name=shown
             )
-            return self._refused(REGISTRY, "invalid", error, f"unknown tool {shown!r}")
+            return self._refused(REGISTRY, "invalid", error, what)
         how = "hidden" if taken.action == "hidden" else "withdrawn"
         error = ToolUnavailableError(
             f"tool {name!r} is no longer available in this turn ({taken.policy}: "
@@ -285,7 +289,8 @@ def unrun_record(
     call_id: str, name: str, *, policy: str, action: DecisionAction, reason: str, text: str
 ) -> ToolCall:
     """The record of a call that was answered without a run (the model reads ``text``)."""
-    shown = shown_name(name) or UNNAMED
+    given: object = name
+    shown = (shown_name(name) if isinstance(given, str) else "") or UNNAMED
     decision = Decision(policy=policy, action=action, reason=reason)
     checksum = tool_call_checksum(shown, {})
     return build_record(call_id, shown, {}, checksum, text, True, decisions=(decision,))
