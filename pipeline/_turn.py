@@ -242,10 +242,12 @@ class Turn:
         if conversation_id is not None:
             try:
                 messages, calls = await state.store.load_conversation(conversation_id)
-            except Exception as exc:
+            except BaseException as exc:  # a store error, or the caller cancelling meanwhile
                 if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)
-                raise _store_failed("loading the conversation", exc) from exc
+                if isinstance(exc, Exception):
+                    raise _store_failed("loading the conversation", exc) from exc
+                raise
             state.load_history(messages, calls)
         first_message = len(state.messages)
         if start is not None:

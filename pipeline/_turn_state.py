@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -364,12 +365,8 @@ class TurnState:
     async def store_message(self, message: Message) -> None:
         """Persist a message, then add it to the turn and emit `MessageStored`."""
         if self.saves:
-            self.shield += 1
-            try:
-                await self.store.save_message(self.conversation_id, self.turn_id, message)
-                self.messages.append(message)
-            finally:
-                self._unshield()
+            write = self.store.save_message(self.conversation_id, self.turn_id, message)
+            await self._persist(write, partial(self.messages.append, message))
         else:  # nothing to await: no cancellation can land between save and append
             self.messages.append(message)
         if self.bus.listening:
@@ -395,15 +392,12 @@ class TurnState:
             )
         keeping = self.keeping
         if keeping is not None or self.saves:
-            self.shield += 1
-            try:
-                if keeping is None:
-                    await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-                else:
-                    await keeping.persist(self, self._change("stored", call))
-                self._add(call)
-            finally:
-                self._unshield()
+            write = (
+                self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                if keeping is None
+                else keeping.persist(self, self._change("stored", call))
+            )
+            await self._persist(write, partial(self._add, call))
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
         if self.bus.listening:
@@ -435,22 +429,12 @@ class TurnState:
             raise InvalidToolCallError(
                 f"no tool call with id {call.id!r} in this turn", call_id=call.id
             )
-        self.shield += 1
-        try:
-            if self.keeping is None:
-                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-            else:
-                await self.keeping.persist(self, self._change("amended", call, old))
-            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
-            calls[calls.index(old)] = call
-            self.calls = calls
-            self.by_id[call.id] = call
-            self.count(old, -1)
-            self.count(call, 1)
-            if old in self.new_calls:
-                self.new_calls = tuple(call if c is old else c for c in self.new_calls)
-        finally:
-            self._unshield()
+        write = (
+            self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            if self.keeping is None
+            else self.keeping.persist(self, self._change("amended", call, old))
+        )
+        await self._persist(write, partial(self._replace, old, call))
         if self.bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
@@ -459,22 +443,49 @@ class TurnState:
         old = self.by_id.get(call_id)
         if old is None:
             return False
+        write = (
+            self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            if self.keeping is None
+            else self.keeping.persist(self, self._change("deleted", old))
+        )
+        await self._persist(write, partial(self._replace, old, None))
+        return True
+
+    def _replace(self, old: ToolCall, new: ToolCall | None) -> None:
+        """Put ``new`` in ``old``'s place (position kept), or remove ``old`` when None."""
+        calls = list(self.calls)  # edit a copy: views handed out keep what they showed
+        if new is None:
+            calls.remove(old)
+            del self.by_id[old.id]
+        else:
+            calls[calls.index(old)] = new
+            self.by_id[new.id] = new
+        self.calls = calls
+        self.count(old, -1)
+        if new is not None:
+            self.count(new, 1)
+        if old in self.new_calls:
+            kept = (new if c is old else c for c in self.new_calls)
+            self.new_calls = tuple(c for c in kept if c is not None)
+
+    async def _persist(self, write: Awaitable[object], apply: Callable[[], object]) -> None:
+        """Run a store write, then ``apply`` its change to the turn, as one step.
+
+        Neither an abort from outside (deferred while the write runs, see `_unshield`) nor the
+        caller cancelling the turn's task splits them: the write finishes and the turn records
+        it, then the cancellation propagates. So the turn never misses a record its store holds
+        (an assistant message whose announced calls the turn would then not answer).
+        """
+
+        async def step() -> None:
+            await write
+            apply()
+
         self.shield += 1
         try:
-            if self.keeping is None:
-                await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
-            else:
-                await self.keeping.persist(self, self._change("deleted", old))
-            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
-            calls.remove(old)
-            self.calls = calls
-            del self.by_id[call_id]
-            self.count(old, -1)
-            if old in self.new_calls:
-                self.new_calls = tuple(c for c in self.new_calls if c is not old)
+            await uncancellable(step())
         finally:
             self._unshield()
-        return True
 
     def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
         """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).
