@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from . import _running_ids as running_ids
 from ._bus import drain
 from ._context import TurnContext
 from ._dispatch import DispatchContext
@@ -190,6 +191,13 @@ class Turn:
     # -- the turn --------------------------------------------------------------------------------
     async def execute(self, conversation_id: str | None) -> TurnResult:
         """Run the turn and return its result (re-raising a caller's cancellation)."""
+        try:
+            return await self._execute(conversation_id)
+        finally:
+            if conversation_id is not None and isinstance(self.state.running_ids, set):
+                running_ids.leave(conversation_id)  # entered in `_start`
+
+    async def _execute(self, conversation_id: str | None) -> TurnResult:
         state = self.state
         self._task = asyncio.current_task()
         started_at = datetime.now(UTC)
@@ -240,6 +248,7 @@ class Turn:
             else None
         )
         if conversation_id is not None:
+            state.running_ids = running_ids.enter(conversation_id)  # left in `execute`
             try:
                 messages, calls = await state.store.load_conversation(conversation_id)
             except BaseException as exc:  # a store error, or the caller cancelling meanwhile

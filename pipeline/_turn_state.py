@@ -29,6 +29,7 @@ from ._events import (
     ToolDecided,
 )
 from ._record_keepers import RecordAction, RecordChange
+from ._running_ids import NO_IDS, announce
 from .artifacts._artifact import SpooledArtifact
 from .stores._store import MemoryStore
 
@@ -122,6 +123,7 @@ class TurnState:
         "new_calls",
         "open_gates",
         "pending",
+        "running_ids",
         "saves",
         "shield",
         "spool",
@@ -180,6 +182,8 @@ class TurnState:
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
         self.history_calls: tuple[ToolCall, ...] = ()
         self.history_ids: set[str] = set()
+        self.running_ids: set[str] | frozenset[str] = NO_IDS
+        """Ids announced by the running turns of the conversation (``pipeline/_running_ids.py``)."""
         self.new_calls: tuple[ToolCall, ...] = ()
         """The calls stored during the current iteration (what dispatch output reacts to)."""
         self.stored = 0
@@ -271,10 +275,6 @@ class TurnState:
         """The interrupted run of ``call_id`` (once), to build its record from what it did."""
         return self.interrupted.pop(call_id, None)
 
-    def call_id_taken(self, call_id: str) -> bool:
-        """True when a call with this id is stored in this turn or its conversation."""
-        return call_id in self.by_id or call_id in self.history_ids
-
     # -- events --------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         """Deliver an event to the listeners (async ones are awaited before the turn ends)."""
@@ -363,7 +363,14 @@ class TurnState:
 
     # -- records -------------------------------------------------------------------------------
     async def store_message(self, message: Message) -> None:
-        """Persist a message, then add it to the turn and emit `MessageStored`."""
+        """Persist a message, then add it to the turn and emit `MessageStored`.
+
+        The call ids an assistant message announces are taken in its conversation from here on
+        (before the write: see ``pipeline/_running_ids.py``).
+        """
+        running = self.running_ids
+        if message.tool_call_ids and isinstance(running, set):
+            announce(running, message.tool_call_ids)
         if self.saves:
             write = self.store.save_message(self.conversation_id, self.turn_id, message)
             await self._persist(write, partial(self.messages.append, message))
