@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 from typing_extensions import is_typeddict
 
 from ._errors import InvalidToolArgsError, InvalidToolError
+from ._frozen import FrozenDict
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -247,7 +248,7 @@ class ArgsSchema(Generic[ArgsT]):
             InvalidToolArgsError: the arguments fail the schema; ``errors`` holds pydantic's
                 error list (JSON-safe) and the message names every failing field.
         """
-        if type(args) is not dict:
+        if type(args) is not dict and type(args) is not FrozenDict:
             if not isinstance(args, Mapping):
                 raise self._error(
                     [{"type": "dict_type", "loc": [], "msg": "arguments must be a JSON object"}]

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from math import isfinite
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import InvalidToolArgsError
 
-__all__ = ["NAME_ECHO", "UNNAMED", "json_kind", "parse_arguments", "shown_name"]
+if TYPE_CHECKING:
+    from .._tool import Tool
+
+__all__ = [
+    "NAME_ECHO",
+    "UNNAMED",
+    "json_kind",
+    "parse_arguments",
+    "shown_name",
+    "validate_args",
+]
 
 UNNAMED: Final = "(unnamed)"
 """The tool name stored for a proposed call that named no tool."""
@@ -26,7 +37,27 @@ characters, so only a name no tool can have is cut: a 1 MB name must not come ba
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 """The exact types of JSON scalars as ``json.loads`` gives them (no subclasses)."""
 _JSON_SPACE: Final = " \t\n\r"
-_decode: Final = json.JSONDecoder().raw_decode
+
+
+class _NotFinite(ValueError):
+    """A number the arguments spell that is not a finite double (``NaN``, ``1e999``)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise _NotFinite(text)
+
+
+_decode: Final = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).raw_decode
+"""``json.loads`` without its frames, refusing what JSON has no number for (``NaN``,
+``Infinity``, a literal past the double range): Python would read them as ``nan`` and ``inf``,
+which a handler would get and an audit row would write as ``null``."""
 
 
 def shown_name(name: str) -> str:
@@ -50,11 +81,14 @@ def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
         return {}
     elif isinstance(arguments, Mapping):
         if type(arguments) is dict and all(
-            type(key) is str and type(value) in _SCALARS for key, value in arguments.items()
+            type(key) is str
+            and type(value) in _SCALARS
+            and (type(value) is not float or isfinite(value))
+            for key, value in arguments.items()
         ):
             return dict(arguments)  # flat JSON scalars: what the JSON round trip would give
         try:
-            text = json.dumps(dict(arguments))
+            text = json.dumps(dict(arguments), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise _invalid(name, f"are not JSON data ({exc})") from None
         except RecursionError:
@@ -65,6 +99,8 @@ def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
         args, end = _decode(text)
     except RecursionError:
         raise _too_deep(name) from None
+    except _NotFinite as exc:
+        raise _invalid(name, f"hold {exc}, which is not a JSON number") from None
     except json.JSONDecodeError as exc:
         start = len(text) - len(text.lstrip(_JSON_SPACE))  # leading space, as json.loads allows
         if start == len(text):
@@ -75,14 +111,15 @@ def parse_arguments(name: str, arguments: object) -> dict[str, Any]:
             args, end = _decode(text, start)
         except RecursionError:
             raise _too_deep(name) from None
+        except _NotFinite as exc:
+            raise _invalid(name, f"hold {exc}, which is not a JSON number") from None
         except json.JSONDecodeError as again:
             raise _not_json(name, again) from None
     if end != len(text) and text[end:].strip(_JSON_SPACE):
         raise _not_json(name, json.JSONDecodeError("Extra data", text, end))
     if type(args) is not dict:
         raise InvalidToolArgsError(
-            f"the arguments for {shown_name(name)!r} must be a JSON object, got "
-            f"{json_kind(args)}.",
+            f"the arguments for {shown_name(name)!r} must be a JSON object, got {json_kind(args)}.",
             tool_name=shown_name(name),
         )
     return args
@@ -96,9 +133,7 @@ def _invalid(name: str, what: str) -> InvalidToolArgsError:
 
 
 def _not_json(name: str, exc: json.JSONDecodeError) -> InvalidToolArgsError:
-    return _invalid(
-        name, f"are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-    )
+    return _invalid(name, f"are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
 
 
 def _too_deep(name: str) -> InvalidToolArgsError:
@@ -116,3 +151,24 @@ def json_kind(value: object) -> str:
     if value is None:
         return "null"
     return "a number"
+
+
+def validate_args(tool: Tool[Any], args: Mapping[str, Any]) -> Any:
+    """``tool.validate(args)``, a schema validator raising anything reported as invalid args.
+
+    A validator of the user's schema may raise any exception, not only ``ValueError``; that is
+    the arguments failing the schema (the model reads why), never the loop failing.
+
+    Raises:
+        InvalidToolArgsError: the arguments fail the schema, or one of its validators raised.
+    """
+    try:
+        return tool.validate(args)
+    except InvalidToolArgsError:
+        raise
+    except Exception as exc:  # a user's validator raising TypeError, KeyError, ...
+        raise InvalidToolArgsError(
+            f"the arguments for {tool.name!r} could not be validated: a validator of its "
+            f"schema raised {type(exc).__name__}: {exc}",
+            tool_name=tool.name,
+        ) from exc

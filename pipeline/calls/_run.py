@@ -23,6 +23,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import (
+    ArgumentsLockedError,
     DispatchPipelineError,
     InvalidToolArgsError,
     LoopError,
@@ -32,8 +33,9 @@ from .._errors import (
     ToolUnavailableError,
     TurnAbortedError,
 )
+from .._frozen import FrozenDict, freeze_json
 from .._json import tool_call_checksum
-from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name
+from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name, validate_args
 from ._context import NOTHING, ToolCallContext
 from ._decision import Decision, DecisionAction
 from ._outcome import outcome_of
@@ -47,6 +49,8 @@ __all__ = ["CallRun", "unrun_record"]
 
 REGISTRY: Final = "loopware.registry"
 """The policy name of the loop's own refusals of a tool name (unknown, or taken away)."""
+NO_ARGS: Final = FrozenDict()
+"""The arguments a record keeps for a call whose own are unusable."""
 ARGUMENTS: Final = "loopware.arguments"
 """The policy name of the loop's own refusals of arguments (not JSON, failing the schema)."""
 
@@ -74,7 +78,7 @@ class CallRun(ToolCallContext):
         name = self.name
         shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
-            raw = self._raw_args = self._model_args = parse_arguments(shown, arguments)
+            raw = self._raw_args = self._model_args = freeze_json(parse_arguments(shown, arguments))
             self.checksum = tool_call_checksum(shown, raw)
         except InvalidToolArgsError as exc:
             return self._unparsed(shown, exc)
@@ -89,7 +93,7 @@ class CallRun(ToolCallContext):
             return self._not_offered(registry)
         self.tool = tool
         try:
-            self._args = tool.validate(raw)
+            self._args = validate_args(tool, raw)
         except InvalidToolArgsError as exc:
             return self._refused(ARGUMENTS, "invalid", exc)
         try:
@@ -179,8 +183,8 @@ class CallRun(ToolCallContext):
 
     def _unparsed(self, shown: str, error: InvalidToolArgsError) -> ToolCall:
         """The record of a call whose arguments are unusable as given (kept as ``{}``)."""
-        self._raw_args = self._model_args = {}
-        self.checksum = tool_call_checksum(shown, {})
+        self._raw_args = self._model_args = NO_ARGS
+        self.checksum = tool_call_checksum(shown, NO_ARGS)
         return self._refused(ARGUMENTS, "invalid", error)
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
@@ -216,6 +220,8 @@ class CallRun(ToolCallContext):
         """The innermost step: run the handler, unless a layer already decided the call."""
         if self._message is not None or self._output is not NOTHING:
             return
+        if self._decisions is not None and self._locked and self._changed_since_approval():
+            return
         self.ran = True
         start = perf_counter()
         try:
@@ -232,6 +238,24 @@ class CallRun(ToolCallContext):
             self.error = exc
         finally:
             self.duration_ms = (perf_counter() - start) * 1000.0
+
+    def _changed_since_approval(self) -> bool:
+        """Fail the call when its arguments no longer read as the approver saw them.
+
+        `replace_args` is refused after an approval; this catches the arguments changed in
+        place (``ctx.args.cents = ...``) by a hook, before or after the approver looked.
+        """
+        if self.tool.dump_args(self._args) == self._approved:
+            return False
+        name = self.tool.name
+        error = ArgumentsLockedError(
+            f"the arguments of the call to {name!r} changed after they were approved; "
+            "it was not run",
+            tool_name=name,
+            call_id=self.call_id,
+        )
+        self._fail("loopware.approval", error)
+        return True
 
     def _fail(self, layer: str, error: LoopError) -> None:
         """A layer raised or did not decide: the call fails with ``error``."""
@@ -292,5 +316,5 @@ def unrun_record(
     given: object = name
     shown = (shown_name(name) if isinstance(given, str) else "") or UNNAMED
     decision = Decision(policy=policy, action=action, reason=reason)
-    checksum = tool_call_checksum(shown, {})
-    return build_record(call_id, shown, {}, checksum, text, True, decisions=(decision,))
+    checksum = tool_call_checksum(shown, NO_ARGS)
+    return build_record(call_id, shown, NO_ARGS, checksum, text, True, decisions=(decision,))
