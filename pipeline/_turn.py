@@ -294,9 +294,10 @@ class Turn:
 
         The conversation's next turn must pair every tool-call id of an assistant message with
         a result, or providers refuse it. The standard executor answers its own calls when
-        interrupted; this covers any executor (the tool is unknown here: stored unnamed). The
-        writes finish even if the caller cancels again (then re-raised); a failing store is
-        logged, as for the turn record.
+        interrupted; this covers any executor: a call whose store write failed is stored again
+        as it was built, a call whose run was interrupted keeps what it did, and any other is
+        stored unnamed (the tool is unknown here). The writes finish even if the caller
+        cancels again (then re-raised); a failing store is logged, as for the turn record.
         """
         state = self.state
         by_id, history = state.by_id, state.history_ids
@@ -312,13 +313,22 @@ class Turn:
 
         async def answer() -> None:
             for cid in missing:
-                call = unrun_record(
-                    cid,
-                    UNNAMED,
-                    policy="loopware.turn",
-                    action=action,
-                    reason=reason,
-                    text=f"Error: {reason}.",
+                unstored = state.unstored.pop(cid, None)
+                if unstored is not None:  # its record was built, its store write failed
+                    await state.store_tool_call(unstored, again=True)
+                    continue
+                run = state.take_interrupted(cid)  # what a custom executor's run did
+                call = (
+                    run.abandon(reason, action)
+                    if run is not None
+                    else unrun_record(
+                        cid,
+                        UNNAMED,
+                        policy="loopware.turn",
+                        action=action,
+                        reason=reason,
+                        text=f"Error: {reason}.",
+                    )
                 )
                 await state.store_tool_call(call)
 

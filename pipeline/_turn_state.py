@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
     from ._stash import Stash
-    from .calls._decision import ToolDecision
+    from .calls._decision import DecisionAction, ToolDecision
     from .calls._toolcall import ToolCall
     from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
@@ -66,8 +66,8 @@ class InterruptedRun(Protocol):
     call_id: str
     """The provider's id of the call."""
 
-    def abandon(self, reason: str) -> ToolCall:
-        """The record of the call, with what the run did and an ``"aborted"`` decision."""
+    def abandon(self, reason: str, action: DecisionAction = "aborted") -> ToolCall:
+        """The record of the call: what the run did, and a decision of ``action``."""
         ...
 
 
@@ -137,6 +137,7 @@ class TurnState:
         "tool_decisions",
         "tools",
         "turn_id",
+        "unstored",
         "validated",
     )
 
@@ -182,6 +183,8 @@ class TurnState:
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
         self.history_calls: tuple[ToolCall, ...] = ()
         self.history_ids: set[str] = set()
+        self.unstored: dict[str, ToolCall] = {}
+        """Completed calls whose store write failed, by id (stored again at the turn's end)."""
         self.running_ids: set[str] | frozenset[str] = NO_IDS
         """Ids announced by the running turns of the conversation (``pipeline/_running_ids.py``)."""
         self.new_calls: tuple[ToolCall, ...] = ()
@@ -379,11 +382,13 @@ class TurnState:
         if self.bus.listening:
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
-    async def store_tool_call(self, call: ToolCall) -> None:
+    async def store_tool_call(self, call: ToolCall, *, again: bool = False) -> None:
         """Persist a completed call, then record it, index it and emit `ToolCallStored`.
 
         The runner's record keepers keep their records of it with the store's write
-        (``pipeline/_record_keeping.py``).
+        (``pipeline/_record_keeping.py``). When the write fails, the record is kept in
+        ``unstored``: the turn stores it ``again`` when it answers its announced calls, and
+        keepers that already kept it are not asked a second time.
         """
         if call.id in self.by_id:
             raise InvalidToolCallError(
@@ -402,9 +407,13 @@ class TurnState:
             write = (
                 self.store.save_tool_call(self.conversation_id, self.turn_id, call)
                 if keeping is None
-                else keeping.persist(self, self._change("stored", call))
+                else keeping.persist(self, self._change("stored", call), again=again)
             )
-            await self._persist(write, partial(self._add, call))
+            try:
+                await self._persist(write, partial(self._add, call))
+            except Exception:
+                self.unstored[call.id] = call
+                raise
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
         if self.bus.listening:

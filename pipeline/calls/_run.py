@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .._onion import Onion
     from .._registry import ToolRegistry
 
-__all__ = ["CallRun", "unrun_record"]
+__all__ = ["CallRun", "interrupted_record", "unrun_record"]
 
 REGISTRY: Final = "loopware.registry"
 """The policy name of the loop's own refusals of a tool name (unknown, or taken away)."""
@@ -263,17 +263,17 @@ class CallRun(ToolCallContext):
         self._decide(layer, "failed", error.message)
         self._message = f"Error: {error}"
 
-    def abandon(self, reason: str) -> ToolCall:
-        """The record of this call after the turn's abort interrupted it (the loop calls it).
+    def abandon(self, reason: str, action: DecisionAction = "aborted") -> ToolCall:
+        """The record of this call after something interrupted its run (the loop calls it).
 
-        What the run did so far is kept (``ran``, its decisions, ``duration_ms``), with an
-        ``"aborted"`` decision; the model reads that the turn was aborted while (or before)
-        the call ran.
+        What the run did so far is kept (``ran``, its decisions, ``duration_ms``), with a
+        decision of ``action`` (``"aborted"``: the turn's abort or a cancellation;
+        ``"failed"``: an error elsewhere, e.g. in its parallel batch); the model reads that the
+        turn was aborted (or the call did not complete) while, or before, the call ran.
         """
         self._output = NOTHING
-        self._decide("loopware.turn", "aborted", reason)
-        when = "while" if self.ran else "before"
-        self._message = f"Error: the turn was aborted {when} this call ran."
+        self._decide(_INTERRUPTER[action == "aborted"], action, reason)
+        self._message = _interrupted_text(action, reason, self.ran)
         return self._record(0)
 
     def _record(self, inline_limit: int) -> ToolCall:
@@ -307,6 +307,26 @@ class CallRun(ToolCallContext):
             self.duration_ms,
             self._vchecksum,
         )
+
+
+_INTERRUPTER: Final = ("loopware.executor", "loopware.turn")
+"""Who decided an interrupted call: the turn (an abort, a cancellation) or its executor."""
+
+
+def _interrupted_text(action: DecisionAction, reason: str, ran: bool) -> str:
+    when = "while" if ran else "before"
+    if action == "aborted":
+        return f"Error: the turn was aborted {when} this call ran."
+    return f"Error: the call did not complete ({reason}); it was interrupted {when} it ran."
+
+
+def interrupted_record(
+    call_id: str, name: str, *, action: DecisionAction, reason: str
+) -> ToolCall:
+    """The record of a call interrupted before its run started (its handler never ran)."""
+    text = _interrupted_text(action, reason, False)
+    policy = _INTERRUPTER[action == "aborted"]
+    return unrun_record(call_id, name, policy=policy, action=action, reason=reason, text=text)
 
 
 def unrun_record(
