@@ -37,6 +37,7 @@ from typing_extensions import is_typeddict
 
 from ._errors import InvalidToolArgsError, InvalidToolError
 from ._frozen import FrozenDict
+from ._json import canonical_json
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -162,6 +163,17 @@ def _describe_errors(tool_name: str, errors: list[dict[str, Any]]) -> str:
     return f"invalid arguments for tool {tool_name!r}: " + "; ".join(parts)
 
 
+def _sort_sets(python: Any, data: Any) -> Any:
+    """``data`` (a JSON-mode dump) with each list that was a set in ``python`` sorted."""
+    if isinstance(python, set | frozenset) and isinstance(data, list):
+        return sorted(data, key=canonical_json)
+    if isinstance(python, dict) and isinstance(data, dict):
+        return {key: _sort_sets(python.get(key), value) for key, value in data.items()}
+    if isinstance(python, list | tuple) and isinstance(data, list):
+        return [_sort_sets(p, d) for p, d in zip(python, data, strict=False)]
+    return data
+
+
 class ArgsSchema(Generic[ArgsT]):
     """A tool's input schema compiled once: validator, accepted keys and JSON Schema text."""
 
@@ -169,6 +181,7 @@ class ArgsSchema(Generic[ArgsT]):
         "_accepted",
         "_adapter",
         "_dump_python",
+        "_has_sets",
         "_invalid",
         "_json_text",
         "_python_first",
@@ -184,6 +197,7 @@ class ArgsSchema(Generic[ArgsT]):
     _validate_python: Callable[..., Any]
     _dump_python: Callable[..., Any]
     _python_first: bool
+    _has_sets: bool
     _json_text: str
     _tool_name: str
 
@@ -229,6 +243,7 @@ class ArgsSchema(Generic[ArgsT]):
         self._accepted = accepted
         self._python_first = not dataclasses.is_dataclass(schema)
         self._json_text = json.dumps(json_schema, separators=(",", ":"))
+        self._has_sets = '"uniqueItems":true' in self._json_text  # pydantic's sets
         self._tool_name = tool_name
 
     def json_schema(self) -> dict[str, Any]:
@@ -237,8 +252,14 @@ class ArgsSchema(Generic[ArgsT]):
         return copy
 
     def dump(self, validated: ArgsT) -> dict[str, Any]:
-        """Return validated arguments as JSON data (defaults included, JSON-mode values)."""
+        """Return validated arguments as JSON data (defaults included, JSON-mode values).
+
+        A set is written as a list sorted by its items' canonical JSON, so equal sets dump
+        alike (pydantic writes them in iteration order, which depends on the hash seed).
+        """
         dumped: dict[str, Any] = self._dump_python(validated, mode="json")
+        if self._has_sets:
+            dumped = _sort_sets(self._dump_python(validated), dumped)
         return dumped
 
     def validate(self, args: Mapping[str, Any]) -> ArgsT:

@@ -388,3 +388,34 @@ async def test_a_batch_of_repeats_cannot_run_past_the_threshold_when_the_action_
     assert "loopware.repetition" in played.read("c5")
     assert played.calls["c5"].deciding is not None
     assert played.calls["c5"].deciding.policy == "loopware.repetition"
+
+
+async def test_the_same_set_spelled_in_another_order_is_the_same_call() -> None:
+    """A ``set[str]`` argument sent as 6 orderings of one set: the handler runs twice (the
+    threshold is 3), whatever order the set iterates in."""
+    import itertools
+
+    from pydantic import BaseModel
+
+    from pipeline import Tool
+
+    from ._hostile import batch, call, play
+
+    class Tags(BaseModel):
+        tags: set[str]
+
+    runs: list[set[str]] = []
+
+    async def tag(args: Tags, ctx: Any, meta: Any) -> str:
+        runs.append(args.tags)
+        return "tagged"
+
+    items = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    orders = list(itertools.islice(itertools.permutations(items), 0, 720, 120))
+    steps = [batch(call(f"c{i}", "tag", tags=list(order))) for i, order in enumerate(orders)]
+    await play(
+        steps,
+        [Tool(name="tag", description="Tag.", input_schema=Tags, handler=tag)],
+        [RepetitionDetector(threshold=3)],
+    )
+    assert len(runs) == 2
