@@ -266,8 +266,9 @@ class ArgsSchema(Generic[ArgsT]):
         """Validate raw arguments with strict JSON-mode rules and return the validated value.
 
         Raises:
-            InvalidToolArgsError: the arguments fail the schema; ``errors`` holds pydantic's
-                error list (JSON-safe) and the message names every failing field.
+            InvalidToolArgsError: the arguments fail the schema (or one of its validators raised
+                anything at all); ``errors`` holds pydantic's error list (JSON-safe) and the
+                message names every failing field.
         """
         if type(args) is not dict and type(args) is not FrozenDict:
             if not isinstance(args, Mapping):
@@ -283,6 +284,8 @@ class ArgsSchema(Generic[ArgsT]):
                 return self._validate_python(args, strict=True)  # type: ignore[no-any-return]
             except self._invalid:
                 pass  # JSON mode decides: it accepts the JSON-only forms and words the errors
+            except Exception as exc:  # a validator of the user's raising TypeError, KeyError...
+                raise self._raised(exc) from exc
         try:
             text = json.dumps(args)
         except (TypeError, ValueError) as exc:
@@ -293,6 +296,13 @@ class ArgsSchema(Generic[ArgsT]):
             return self._adapter.validate_json(text, strict=True)
         except self._invalid as exc:
             raise self._error(_json_safe_errors(exc)) from None
+        except Exception as exc:
+            raise self._raised(exc) from exc
+
+    def _raised(self, exc: Exception) -> InvalidToolArgsError:
+        """A schema validator raised something other than ``ValueError``: still invalid args."""
+        what = f"a validator of the schema raised {type(exc).__name__}: {exc}"
+        return self._error([{"type": "validator_raised", "loc": [], "msg": what}])
 
     def _reject_unknown(self, args: dict[str, Any], accepted: frozenset[str]) -> NoReturn:
         """Raise for unknown keys, reporting the other field errors in the same error."""

@@ -11,12 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from math import isfinite
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._errors import InvalidToolArgsError
-
-if TYPE_CHECKING:
-    from .._tool import Tool
 
 __all__ = [
     "NAME_ECHO",
@@ -24,7 +21,6 @@ __all__ = [
     "json_kind",
     "parse_arguments",
     "shown_name",
-    "validate_args",
 ]
 
 UNNAMED: Final = "(unnamed)"
@@ -152,23 +148,3 @@ def json_kind(value: object) -> str:
         return "null"
     return "a number"
 
-
-def validate_args(tool: Tool[Any], args: Mapping[str, Any]) -> Any:
-    """``tool.validate(args)``, a schema validator raising anything reported as invalid args.
-
-    A validator of the user's schema may raise any exception, not only ``ValueError``; that is
-    the arguments failing the schema (the model reads why), never the loop failing.
-
-    Raises:
-        InvalidToolArgsError: the arguments fail the schema, or one of its validators raised.
-    """
-    try:
-        return tool.validate(args)
-    except InvalidToolArgsError:
-        raise
-    except Exception as exc:  # a user's validator raising TypeError, KeyError, ...
-        raise InvalidToolArgsError(
-            f"the arguments for {tool.name!r} could not be validated: a validator of its "
-            f"schema raised {type(exc).__name__}: {exc}",
-            tool_name=tool.name,
-        ) from exc

@@ -21,7 +21,6 @@ from .._errors import (
 )
 from .._frozen import FrozenDict, freeze_json
 from .._json import tool_call_checksum
-from ._arguments import validate_args
 from ._decision import Decision, DecisionAction
 
 if TYPE_CHECKING:
@@ -201,7 +200,7 @@ class ToolCallContext:
                 tool_name=self.tool.name,
                 call_id=self.call_id,
             )
-        validated = validate_args(self.tool, raw_args)
+        validated = self.tool.validate(raw_args)
         try:
             self._raw_args = freeze_json(raw_args, "args")
         except TypeError as exc:

@@ -35,7 +35,7 @@ from .._errors import (
 )
 from .._frozen import FrozenDict, freeze_json
 from .._json import tool_call_checksum
-from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name, validate_args
+from ._arguments import NAME_ECHO, UNNAMED, parse_arguments, shown_name
 from ._context import NOTHING, ToolCallContext
 from ._decision import Decision, DecisionAction
 from ._outcome import outcome_of
@@ -93,7 +93,7 @@ class CallRun(ToolCallContext):
             return self._not_offered(registry)
         self.tool = tool
         try:
-            self._args = validate_args(tool, raw)
+            self._args = tool.validate(raw)
         except InvalidToolArgsError as exc:
             return self._refused(ARGUMENTS, "invalid", exc)
         try:

@@ -159,4 +159,4 @@ async def test_a_validator_raising_any_exception_makes_an_invalid_call_not_a_fai
     assert played.result.status == "completed"
     assert runs == ["fine"]
     assert played.verdicts() == {"a": ("allowed", True), "b": ("invalid", False)}
-    assert "could not be validated" in played.read("b")
+    assert "a validator of the schema raised TypeError: odd input" in played.read("b")
