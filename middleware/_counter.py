@@ -23,6 +23,10 @@ class ToolCallCounter:
         by_tool.<tool>.completed   by_tool.<tool>.failed
         total.completed            total.failed
 
+    A call to a name no tool could have (not ``^[A-Za-z0-9_-]{1,64}$``: a dot, a space, 65
+    characters, none at all; see `is_tool_name`) is counted under ``by_tool.(invalid name)``:
+    a model's made-up name never becomes a stash path of its own.
+
     The totals are set to 0 when the turn starts (unless the stash seed carries them). Every
     stored call is counted once, wherever it came from: calls of an iteration whose
     ``dispatch_output`` did not run (an executor that stored calls and acked at once) are

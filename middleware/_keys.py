@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pipeline import Stash, StashKey
+from pipeline import Stash, StashKey, is_tool_name
 
-__all__ = ["CountKeys", "bump"]
+__all__ = ["INVALID_NAME", "CountKeys", "bump"]
+
+INVALID_NAME = "(invalid name)"
+"""The path segment that stands for every name no tool could have (see `CountKeys`)."""
 
 _MAX_KEYS = 4096
 
@@ -14,6 +17,8 @@ class CountKeys:
 
     Paths that depend on a tool name are parsed once per name instead of on every call; the
     memo only depends on configuration, never on a turn, so one instance serves every turn.
+    A name no tool could have (`is_tool_name` is false: a model made it up) maps to the
+    `INVALID_NAME` segment, so no proposed name can make a malformed or nested path.
     """
 
     __slots__ = ("_keys", "_prefix", "_suffix")
@@ -34,7 +39,8 @@ class CountKeys:
         if key is None:
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
-            path = self._prefix + name + self._suffix
+            segment = name if is_tool_name(name) else INVALID_NAME
+            path = self._prefix + segment + self._suffix
             key = self._keys[name] = StashKey[int](path, default=0)
         return key
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Collection
-from typing import Literal
+from typing import Final, Literal
 
 from pipeline import DispatchContext
 from pipeline.calls import ToolCallContext, ToolCallNext, ToolDecision
@@ -42,6 +42,13 @@ def find_oscillation(recent: list[str]) -> str | None:
     return None
 
 
+_AFTER: Final = {
+    "hide": "the tool is being hidden: ",
+    "nack": "the dispatch is ending: ",
+}
+"""What a call after the one that triggered ``hide`` or ``nack`` in its batch reads."""
+
+
 class RepetitionDetector:
     """Act when a model repeats the same call, or oscillates between two calls.
 
@@ -58,8 +65,10 @@ class RepetitionDetector:
     * ``"block"`` (the default): deny the triggering call; the model reads why;
     * ``"warn"``: let it run with a ``"warned"`` decision on its record;
     * ``"hide"``: let it run, then hide the tool (both tools of an oscillation) for the rest
-      of the turn: a `ToolDecision` the model reads when it calls the tool again;
-    * ``"nack"``: let it run, then end the dispatch with `PolicyViolationError`.
+      of the turn: a `ToolDecision` the model reads when it calls the tool again; later calls
+      of the tool in the same batch are denied;
+    * ``"nack"``: let it run, then end the dispatch with `PolicyViolationError`; later calls
+      of the same batch are denied.
 
     After an oscillation triggered without blocking, the same alternation must recur in full
     to trigger again. Calls to tools in ``exempt`` (polling, say) are ignored entirely. State
@@ -163,12 +172,20 @@ class RepetitionDetector:
         vchecksum = ctx.validated_checksum
         entry = f"{tool}:{vchecksum}"
         # [entry, call_id] of the calls let through this iteration; once stored, a call is
-        # counted by validated_call_count, so only those not stored yet are added
+        # counted by validated_call_count, so only those not stored yet are added. A call that
+        # triggered "hide" or "nack" adds [entry, call_id, action, reason, *tools]: the calls
+        # after it in the iteration (a batch) are refused, not run past the threshold.
         inflight: list[list[str]] | None = stash.get(self._inflight)
         count = d.validated_call_count(vchecksum) + 1
         if inflight:
             stored = d.get_tool_call
-            count += sum(1 for e, cid in inflight if e == entry and stored(cid) is None)
+            for item in inflight:
+                if len(item) > 2:
+                    if item[2] == "nack" or tool in item[4:]:
+                        ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
+                        return
+                elif item[0] == entry and stored(item[1]) is None:
+                    count += 1
         reason = None
         oscillated = False
         tools: tuple[str, ...] = (tool,)
@@ -199,6 +216,8 @@ class RepetitionDetector:
             return
         if action == "warn":
             ctx.warn(reason, policy=self._namespace)
+        else:  # it runs; "hide" and "nack" act after it (a tool decision, the nack error)
+            stash.append(self._inflight, [entry, ctx.call_id, action, reason, *tools])
         await call_next()
         if action == "hide":
             for name in tools:

@@ -34,6 +34,7 @@ from ._stash_snapshot import StashSnapshot as StashSnapshot
 from ._tool import Tool as Tool
 from ._tool import ToolContext as ToolContext
 from ._tool import ToolOutput as ToolOutput
+from ._tool_checks import is_tool_name as is_tool_name
 from ._tool_decorator import tool as tool
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "TurnResult",
     "TurnRunner",
     "canonical_json",
+    "is_tool_name",
     "tool",
     "tool_call_checksum",
 ]

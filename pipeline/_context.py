@@ -229,10 +229,13 @@ class TurnView:
         """True when a call with this id is stored in this turn or its conversation.
 
         A provider pairs an assistant message's calls with their results by id, so one id
-        must name one call in the conversation the model reads.
+        must name one call in the conversation the model reads. Ids announced by other turns
+        of the conversation running in this process count too (``pipeline/_running_ids.py``).
         """
-        state = self._state  # `TurnState.call_id_taken`, inline: the executor asks per call
-        return call_id in state.by_id or call_id in state.history_ids
+        state = self._state
+        return (
+            call_id in state.by_id or call_id in state.history_ids or call_id in state.running_ids
+        )
 
     def artifact_call_ids(self, cls: type[SpooledArtifact]) -> list[str]:
         """Ids of this turn's calls whose result is a non-inline artifact of ``cls``.

@@ -10,7 +10,7 @@ from ._events import ModelTextDelta, StageName
 from ._history import HistoryView
 from .calls._decision import DecisionAction
 from .calls._outcome import DEFAULT_INLINE_LIMIT
-from .calls._run import CallRun, unrun_record
+from .calls._run import CallRun, interrupted_record, unrun_record
 from .errors import AlreadySignalledError, LoopError, NackedError
 from .models._seam import ModelRequest, model_request
 
@@ -123,24 +123,26 @@ class DispatchContext(TurnView):
             text = f"Error: {policy} {action} the call: {reason}; it was not run."
         return unrun_record(call_id, name, policy=policy, action=action, reason=reason, text=text)
 
-    def abandoned_call(self, call_id: str, name: str) -> ToolCall:
-        """The record of a call the turn's abort (or a cancellation) kept from finishing.
+    def abandoned_call(
+        self,
+        call_id: str,
+        name: str,
+        *,
+        action: DecisionAction = "aborted",
+        reason: str = "the turn was aborted",
+    ) -> ToolCall:
+        """The record of a call something kept from finishing (the turn's abort by default).
 
         A call whose run was interrupted keeps what it did (whether its handler ran, its
-        decisions, how long it ran); a call that never started reads that the turn was aborted
-        before it ran. Either way the record carries an ``"aborted"`` decision.
+        decisions, how long it ran); a call that never started reads that it did not run.
+        Either way the record carries a decision of ``action`` (``"aborted"``: the turn's
+        abort or a cancellation; ``"failed"``: an error elsewhere, e.g. in its parallel batch)
+        with ``reason``.
         """
         run = self._state.take_interrupted(call_id)
         if run is not None:
-            return run.abandon("the turn was aborted")
-        return unrun_record(
-            call_id,
-            name,
-            policy="loopware.turn",
-            action="aborted",
-            reason="the turn was aborted",
-            text="Error: the turn was aborted before this call ran.",
-        )
+            return run.abandon(reason, action)
+        return interrupted_record(call_id, name, action=action, reason=reason)
 
     def model_request(self) -> ModelRequest:
         """The request for this iteration's model call, as the built-in executor sends it.

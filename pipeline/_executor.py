@@ -173,16 +173,9 @@ async def _settle(
         elif aborted:
             await ctx.store_tool_call(ctx.abandoned_call(cid, p.name))
         else:
-            await ctx.store_tool_call(
-                ctx.refused_call(
-                    cid,
-                    p.name,
-                    policy="loopware.executor",
-                    action="failed",
-                    reason=f"{type(exc).__name__} in its batch",
-                    text=f"Error: the call did not complete ({type(exc).__name__} in its batch).",
-                )
-            )
+            reason = f"{type(exc).__name__} in its batch"
+            call = ctx.abandoned_call(cid, p.name, action="failed", reason=reason)
+            await ctx.store_tool_call(call)
 
 
 async def _refuse_over_cap(

@@ -71,13 +71,18 @@ class RecordKeeping:
             )
         return joining if any(joining) else None
 
-    async def persist(self, state: TurnState, change: RecordChange) -> None:
+    async def persist(self, state: TurnState, change: RecordChange, *, again: bool = False) -> None:
         """Write the keepers' records of ``change`` and the store's write, in the module's order.
 
         The store's write is skipped when the turn saves nothing (`TurnState.saves`); the
-        records are written all the same.
+        records are written all the same. ``again``: the store's write of the same change
+        failed before; the keepers whose records stand (written ahead, or tracked) are not
+        asked again, those that write in the store's transaction (rolled back with it) are.
         """
         if not self.durable:
+            if again:
+                await self._store_write(state, change, ())
+                return
             for keeper in self.keepers:
                 try:
                     self.track(state, keeper.keep(change), keeper, change)
@@ -92,7 +97,7 @@ class RecordKeeping:
             try:
                 if joining is not None and joining[i]:
                     writers.append(cast("JointRecordKeeper", keeper).joint(change))
-                else:
+                elif not again:
                     ahead.append((keeper, asyncio.ensure_future(keeper.keep(change))))
             except Exception as exc:
                 self.failed(state, keeper, change, exc)

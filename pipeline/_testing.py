@@ -1,13 +1,18 @@
-"""The test doubles of `pipeline.testing`: a scripted model and a ready-made dispatch context.
+"""The test doubles of `pipeline.testing`: a scripted model, a dispatch context, a stall meter.
 
 ``ScriptedModel`` plays back a fixed list of `ModelResponse` values, so a turn, a middleware
 stack or an example runs deterministically with no network. ``make_dispatch_context`` builds a
-`DispatchContext` for unit-testing a single middleware without a runner.
+`DispatchContext` for unit-testing a single middleware without a runner. ``StallMeter``
+measures the longest the event loop could not run anything (a tool that blocks it, a parse
+that holds the interpreter lock), the cost every other turn on the loop pays.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 from ._bus import EventBus
@@ -25,7 +30,7 @@ from .models._seam import ModelRequest, ModelResponse
 from .stores._spool import MemorySpoolStore, SpoolStore
 from .stores._store import MemoryStore, TurnStore
 
-__all__ = ["ScriptedModel", "make_dispatch_context"]
+__all__ = ["ScriptedModel", "StallMeter", "make_dispatch_context"]
 
 
 class ScriptedModel:
@@ -139,5 +144,59 @@ def make_dispatch_context(
     return ctx
 
 
-for _public in (ScriptedModel, make_dispatch_context):
+class StallMeter:
+    """Measure the longest stretch the running event loop was kept from running anything.
+
+    A ticker task sleeps ``tick`` seconds again and again; how much later than asked it wakes is
+    how long the loop was blocked. Use it around the code under test::
+
+        async with StallMeter() as meter:
+            await runner.run("go")
+        assert meter.worst < 0.1
+
+    Args:
+        tick: The ticker's sleep, in seconds (the resolution of the measurement).
+    """
+
+    __slots__ = ("_task", "tick", "worst")
+
+    def __init__(self, tick: float = 0.001) -> None:
+        """Configure the meter (it starts when entered)."""
+        self.tick = tick
+        self.worst = 0.0
+        """The longest stall seen, in seconds."""
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        """Show the worst stall so far."""
+        return f"StallMeter(worst={self.worst * 1000:.1f} ms)"
+
+    async def __aenter__(self) -> StallMeter:
+        """Start the ticker."""
+        self._task = asyncio.ensure_future(self._ticker())
+        await asyncio.sleep(0)  # let it take its first time
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop the ticker."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _ticker(self) -> None:
+        tick, clock = self.tick, time.perf_counter
+        last = clock()
+        while True:
+            await asyncio.sleep(tick)
+            now = clock()
+            self.worst = max(self.worst, now - last - tick)
+            last = now
+
+
+for _public in (ScriptedModel, StallMeter, make_dispatch_context):
     _public.__module__ = "pipeline.testing"

@@ -19,6 +19,7 @@ __all__ = [
     "check_flag",
     "check_handler",
     "check_name",
+    "is_tool_name",
     "not_json",
     "resolve_artifact_class",
 ]
@@ -32,9 +33,19 @@ def bad(tool_name: object, field: str, problem: str) -> InvalidToolError:
     return InvalidToolError(f"{label}: {field} {problem}", field=field)
 
 
+def is_tool_name(name: object) -> bool:
+    """True when ``name`` can name a tool: a str matching ``^[A-Za-z0-9_-]{1,64}$``.
+
+    Every tool's name is one (the set every major provider accepts); a name a model made up
+    may not be, so code that keys anything by a proposed call's name (a stash path, a metric
+    label) checks it first.
+    """
+    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+
+
 def check_name(name: object) -> None:
     """A tool name: ``^[A-Za-z0-9_-]{1,64}$``."""
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+    if not is_tool_name(name):
         raise bad(name, "name", f"must match ^[A-Za-z0-9_-]{{1,64}}$, got {name!r}")
 
 
@@ -92,3 +103,6 @@ def not_json(tool_name: str, reason: object) -> InvalidToolArgsError:
     return InvalidToolArgsError(
         f"invalid arguments for tool {tool_name!r}: {reason}", errors=errors, tool_name=tool_name
     )
+
+
+is_tool_name.__module__ = "pipeline"

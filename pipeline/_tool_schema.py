@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from typing_extensions import is_typeddict
 
+from ._frozen import FrozenDict
+from ._json import canonical_json
 from .errors import InvalidToolArgsError, InvalidToolError
 
 if TYPE_CHECKING:
@@ -161,6 +163,17 @@ def _describe_errors(tool_name: str, errors: list[dict[str, Any]]) -> str:
     return f"invalid arguments for tool {tool_name!r}: " + "; ".join(parts)
 
 
+def _sort_sets(python: Any, data: Any) -> Any:
+    """``data`` (a JSON-mode dump) with each list that was a set in ``python`` sorted."""
+    if isinstance(python, set | frozenset) and isinstance(data, list):
+        return sorted(data, key=canonical_json)
+    if isinstance(python, dict) and isinstance(data, dict):
+        return {key: _sort_sets(python.get(key), value) for key, value in data.items()}
+    if isinstance(python, list | tuple) and isinstance(data, list):
+        return [_sort_sets(p, d) for p, d in zip(python, data, strict=False)]
+    return data
+
+
 class ArgsSchema(Generic[ArgsT]):
     """A tool's input schema compiled once: validator, accepted keys and JSON Schema text."""
 
@@ -168,6 +181,7 @@ class ArgsSchema(Generic[ArgsT]):
         "_accepted",
         "_adapter",
         "_dump_python",
+        "_has_sets",
         "_invalid",
         "_json_text",
         "_python_first",
@@ -183,6 +197,7 @@ class ArgsSchema(Generic[ArgsT]):
     _validate_python: Callable[..., Any]
     _dump_python: Callable[..., Any]
     _python_first: bool
+    _has_sets: bool
     _json_text: str
     _tool_name: str
 
@@ -228,6 +243,7 @@ class ArgsSchema(Generic[ArgsT]):
         self._accepted = accepted
         self._python_first = not dataclasses.is_dataclass(schema)
         self._json_text = json.dumps(json_schema, separators=(",", ":"))
+        self._has_sets = '"uniqueItems":true' in self._json_text  # pydantic's sets
         self._tool_name = tool_name
 
     def json_schema(self) -> dict[str, Any]:
@@ -236,18 +252,25 @@ class ArgsSchema(Generic[ArgsT]):
         return copy
 
     def dump(self, validated: ArgsT) -> dict[str, Any]:
-        """Return validated arguments as JSON data (defaults included, JSON-mode values)."""
+        """Return validated arguments as JSON data (defaults included, JSON-mode values).
+
+        A set is written as a list sorted by its items' canonical JSON, so equal sets dump
+        alike (pydantic writes them in iteration order, which depends on the hash seed).
+        """
         dumped: dict[str, Any] = self._dump_python(validated, mode="json")
+        if self._has_sets:
+            dumped = _sort_sets(self._dump_python(validated), dumped)
         return dumped
 
     def validate(self, args: Mapping[str, Any]) -> ArgsT:
         """Validate raw arguments with strict JSON-mode rules and return the validated value.
 
         Raises:
-            InvalidToolArgsError: the arguments fail the schema; ``errors`` holds pydantic's
-                error list (JSON-safe) and the message names every failing field.
+            InvalidToolArgsError: the arguments fail the schema (or one of its validators raised
+                anything at all); ``errors`` holds pydantic's error list (JSON-safe) and the
+                message names every failing field.
         """
-        if type(args) is not dict:
+        if type(args) is not dict and type(args) is not FrozenDict:
             if not isinstance(args, Mapping):
                 raise self._error(
                     [{"type": "dict_type", "loc": [], "msg": "arguments must be a JSON object"}]
@@ -261,6 +284,8 @@ class ArgsSchema(Generic[ArgsT]):
                 return self._validate_python(args, strict=True)  # type: ignore[no-any-return]
             except self._invalid:
                 pass  # JSON mode decides: it accepts the JSON-only forms and words the errors
+            except Exception as exc:  # a validator of the user's raising TypeError, KeyError...
+                raise self._raised(exc) from exc
         try:
             text = json.dumps(args)
         except (TypeError, ValueError) as exc:
@@ -271,6 +296,13 @@ class ArgsSchema(Generic[ArgsT]):
             return self._adapter.validate_json(text, strict=True)
         except self._invalid as exc:
             raise self._error(_json_safe_errors(exc)) from None
+        except Exception as exc:
+            raise self._raised(exc) from exc
+
+    def _raised(self, exc: Exception) -> InvalidToolArgsError:
+        """A schema validator raised something other than ``ValueError``: still invalid args."""
+        what = f"a validator of the schema raised {type(exc).__name__}: {exc}"
+        return self._error([{"type": "validator_raised", "loc": [], "msg": what}])
 
     def _reject_unknown(self, args: dict[str, Any], accepted: frozenset[str]) -> NoReturn:
         """Raise for unknown keys, reporting the other field errors in the same error."""

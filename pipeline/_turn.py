@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from . import _running_ids as running_ids
 from ._bus import drain
 from ._context import TurnContext
 from ._dispatch import DispatchContext
@@ -190,6 +191,13 @@ class Turn:
     # -- the turn --------------------------------------------------------------------------------
     async def execute(self, conversation_id: str | None) -> TurnResult:
         """Run the turn and return its result (re-raising a caller's cancellation)."""
+        try:
+            return await self._execute(conversation_id)
+        finally:
+            if conversation_id is not None and isinstance(self.state.running_ids, set):
+                running_ids.leave(conversation_id)  # entered in `_start`
+
+    async def _execute(self, conversation_id: str | None) -> TurnResult:
         state = self.state
         self._task = asyncio.current_task()
         started_at = datetime.now(UTC)
@@ -240,12 +248,15 @@ class Turn:
             else None
         )
         if conversation_id is not None:
+            state.running_ids = running_ids.enter(conversation_id)  # left in `execute`
             try:
                 messages, calls = await state.store.load_conversation(conversation_id)
-            except Exception as exc:
+            except BaseException as exc:  # a store error, or the caller cancelling meanwhile
                 if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)
-                raise _store_failed("loading the conversation", exc) from exc
+                if isinstance(exc, Exception):
+                    raise _store_failed("loading the conversation", exc) from exc
+                raise
             state.load_history(messages, calls)
         first_message = len(state.messages)
         if start is not None:
@@ -283,9 +294,10 @@ class Turn:
 
         The conversation's next turn must pair every tool-call id of an assistant message with
         a result, or providers refuse it. The standard executor answers its own calls when
-        interrupted; this covers any executor (the tool is unknown here: stored unnamed). The
-        writes finish even if the caller cancels again (then re-raised); a failing store is
-        logged, as for the turn record.
+        interrupted; this covers any executor: a call whose store write failed is stored again
+        as it was built, a call whose run was interrupted keeps what it did, and any other is
+        stored unnamed (the tool is unknown here). The writes finish even if the caller
+        cancels again (then re-raised); a failing store is logged, as for the turn record.
         """
         state = self.state
         by_id, history = state.by_id, state.history_ids
@@ -301,13 +313,22 @@ class Turn:
 
         async def answer() -> None:
             for cid in missing:
-                call = unrun_record(
-                    cid,
-                    UNNAMED,
-                    policy="loopware.turn",
-                    action=action,
-                    reason=reason,
-                    text=f"Error: {reason}.",
+                unstored = state.unstored.pop(cid, None)
+                if unstored is not None:  # its record was built, its store write failed
+                    await state.store_tool_call(unstored, again=True)
+                    continue
+                run = state.take_interrupted(cid)  # what a custom executor's run did
+                call = (
+                    run.abandon(reason, action)
+                    if run is not None
+                    else unrun_record(
+                        cid,
+                        UNNAMED,
+                        policy="loopware.turn",
+                        action=action,
+                        reason=reason,
+                        text=f"Error: {reason}.",
+                    )
                 )
                 await state.store_tool_call(call)
 

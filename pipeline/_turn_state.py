@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -27,6 +28,7 @@ from ._events import (
     ToolDecided,
 )
 from ._record_keepers import RecordAction, RecordChange
+from ._running_ids import NO_IDS, announce
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
 from .stores._store import MemoryStore
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
     from ._stash import Stash
-    from .calls._decision import ToolDecision
+    from .calls._decision import DecisionAction, ToolDecision
     from .calls._toolcall import ToolCall
     from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
@@ -64,8 +66,8 @@ class InterruptedRun(Protocol):
     call_id: str
     """The provider's id of the call."""
 
-    def abandon(self, reason: str) -> ToolCall:
-        """The record of the call, with what the run did and an ``"aborted"`` decision."""
+    def abandon(self, reason: str, action: DecisionAction = "aborted") -> ToolCall:
+        """The record of the call: what the run did, and a decision of ``action``."""
         ...
 
 
@@ -121,6 +123,7 @@ class TurnState:
         "new_calls",
         "open_gates",
         "pending",
+        "running_ids",
         "saves",
         "shield",
         "spool",
@@ -134,6 +137,7 @@ class TurnState:
         "tool_decisions",
         "tools",
         "turn_id",
+        "unstored",
         "validated",
     )
 
@@ -179,6 +183,10 @@ class TurnState:
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
         self.history_calls: tuple[ToolCall, ...] = ()
         self.history_ids: set[str] = set()
+        self.unstored: dict[str, ToolCall] = {}
+        """Completed calls whose store write failed, by id (stored again at the turn's end)."""
+        self.running_ids: set[str] | frozenset[str] = NO_IDS
+        """Ids announced by the running turns of the conversation (``pipeline/_running_ids.py``)."""
         self.new_calls: tuple[ToolCall, ...] = ()
         """The calls stored during the current iteration (what dispatch output reacts to)."""
         self.stored = 0
@@ -270,10 +278,6 @@ class TurnState:
         """The interrupted run of ``call_id`` (once), to build its record from what it did."""
         return self.interrupted.pop(call_id, None)
 
-    def call_id_taken(self, call_id: str) -> bool:
-        """True when a call with this id is stored in this turn or its conversation."""
-        return call_id in self.by_id or call_id in self.history_ids
-
     # -- events --------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         """Deliver an event to the listeners (async ones are awaited before the turn ends)."""
@@ -362,24 +366,29 @@ class TurnState:
 
     # -- records -------------------------------------------------------------------------------
     async def store_message(self, message: Message) -> None:
-        """Persist a message, then add it to the turn and emit `MessageStored`."""
+        """Persist a message, then add it to the turn and emit `MessageStored`.
+
+        The call ids an assistant message announces are taken in its conversation from here on
+        (before the write: see ``pipeline/_running_ids.py``).
+        """
+        running = self.running_ids
+        if message.tool_call_ids and isinstance(running, set):
+            announce(running, message.tool_call_ids)
         if self.saves:
-            self.shield += 1
-            try:
-                await self.store.save_message(self.conversation_id, self.turn_id, message)
-                self.messages.append(message)
-            finally:
-                self._unshield()
+            write = self.store.save_message(self.conversation_id, self.turn_id, message)
+            await self._persist(write, partial(self.messages.append, message))
         else:  # nothing to await: no cancellation can land between save and append
             self.messages.append(message)
         if self.bus.listening:
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
-    async def store_tool_call(self, call: ToolCall) -> None:
+    async def store_tool_call(self, call: ToolCall, *, again: bool = False) -> None:
         """Persist a completed call, then record it, index it and emit `ToolCallStored`.
 
         The runner's record keepers keep their records of it with the store's write
-        (``pipeline/_record_keeping.py``).
+        (``pipeline/_record_keeping.py``). When the write fails, the record is kept in
+        ``unstored``: the turn stores it ``again`` when it answers its announced calls, and
+        keepers that already kept it are not asked a second time.
         """
         if call.id in self.by_id:
             raise InvalidToolCallError(
@@ -395,15 +404,16 @@ class TurnState:
             )
         keeping = self.keeping
         if keeping is not None or self.saves:
-            self.shield += 1
+            write = (
+                self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+                if keeping is None
+                else keeping.persist(self, self._change("stored", call), again=again)
+            )
             try:
-                if keeping is None:
-                    await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-                else:
-                    await keeping.persist(self, self._change("stored", call))
-                self._add(call)
-            finally:
-                self._unshield()
+                await self._persist(write, partial(self._add, call))
+            except Exception:
+                self.unstored[call.id] = call
+                raise
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
         if self.bus.listening:
@@ -435,22 +445,12 @@ class TurnState:
             raise InvalidToolCallError(
                 f"no tool call with id {call.id!r} in this turn", call_id=call.id
             )
-        self.shield += 1
-        try:
-            if self.keeping is None:
-                await self.store.save_tool_call(self.conversation_id, self.turn_id, call)
-            else:
-                await self.keeping.persist(self, self._change("amended", call, old))
-            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
-            calls[calls.index(old)] = call
-            self.calls = calls
-            self.by_id[call.id] = call
-            self.count(old, -1)
-            self.count(call, 1)
-            if old in self.new_calls:
-                self.new_calls = tuple(call if c is old else c for c in self.new_calls)
-        finally:
-            self._unshield()
+        write = (
+            self.store.save_tool_call(self.conversation_id, self.turn_id, call)
+            if self.keeping is None
+            else self.keeping.persist(self, self._change("amended", call, old))
+        )
+        await self._persist(write, partial(self._replace, old, call))
         if self.bus.listening:
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
@@ -459,22 +459,49 @@ class TurnState:
         old = self.by_id.get(call_id)
         if old is None:
             return False
+        write = (
+            self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
+            if self.keeping is None
+            else self.keeping.persist(self, self._change("deleted", old))
+        )
+        await self._persist(write, partial(self._replace, old, None))
+        return True
+
+    def _replace(self, old: ToolCall, new: ToolCall | None) -> None:
+        """Put ``new`` in ``old``'s place (position kept), or remove ``old`` when None."""
+        calls = list(self.calls)  # edit a copy: views handed out keep what they showed
+        if new is None:
+            calls.remove(old)
+            del self.by_id[old.id]
+        else:
+            calls[calls.index(old)] = new
+            self.by_id[new.id] = new
+        self.calls = calls
+        self.count(old, -1)
+        if new is not None:
+            self.count(new, 1)
+        if old in self.new_calls:
+            kept = (new if c is old else c for c in self.new_calls)
+            self.new_calls = tuple(c for c in kept if c is not None)
+
+    async def _persist(self, write: Awaitable[object], apply: Callable[[], object]) -> None:
+        """Run a store write, then ``apply`` its change to the turn, as one step.
+
+        Neither an abort from outside (deferred while the write runs, see `_unshield`) nor the
+        caller cancelling the turn's task splits them: the write finishes and the turn records
+        it, then the cancellation propagates. So the turn never misses a record its store holds
+        (an assistant message whose announced calls the turn would then not answer).
+        """
+
+        async def step() -> None:
+            await write
+            apply()
+
         self.shield += 1
         try:
-            if self.keeping is None:
-                await self.store.delete_tool_call(self.conversation_id, self.turn_id, call_id)
-            else:
-                await self.keeping.persist(self, self._change("deleted", old))
-            calls = list(self.calls)  # edit a copy: views handed out keep what they showed
-            calls.remove(old)
-            self.calls = calls
-            del self.by_id[call_id]
-            self.count(old, -1)
-            if old in self.new_calls:
-                self.new_calls = tuple(c for c in self.new_calls if c is not old)
+            await uncancellable(step())
         finally:
             self._unshield()
-        return True
 
     def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
         """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).

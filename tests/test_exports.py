@@ -20,7 +20,7 @@ import pytest
 ROOTS = ("pipeline", "middleware", "loopware_cli")
 
 SURFACE = {
-    "pipeline": 19,
+    "pipeline": 20,
     "pipeline.artifacts": 13,
     "pipeline.calls": 11,
     "pipeline.durable": 14,
@@ -30,7 +30,7 @@ SURFACE = {
     "pipeline.models": 15,
     "pipeline.stages": 14,
     "pipeline.stores": 11,
-    "pipeline.testing": 2,
+    "pipeline.testing": 3,
     "middleware": 30,
     "middleware.audit": 9,
     "middleware.transcripts": 16,

@@ -24,7 +24,8 @@ neither is a stage middleware, so no middleware can skip it by short-circuiting 
 
 So counting ``tool_call`` rows counts stored calls, and a call's row says what its record says.
 (A durable turn re-run after a crash stores its calls again, idempotently, and so writes their
-rows again: the same row with a later ``recorded_at``; count distinct call ids there.)
+rows again: the same decision, ``ran`` and arguments with a later ``recorded_at``, and the
+replay's ``duration_ms``; count distinct call ids there.)
 Every row is chained to the previous one by its hash (see ``sink.verify()``). Appends of
 concurrent turns go to the sink in the order they are made and form one chain per sink.
 """

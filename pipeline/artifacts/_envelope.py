@@ -104,7 +104,7 @@ _LOOKALIKES: dict[str, str] = {
     **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2043\u2212", "-"),
     **dict.fromkeys("\u2800\u3164\u115f\u1160\uffa0", " "),
     # letters of "untrusted content": Latin small capitals, Cyrillic, Greek, Armenian, Cherokee
-    **dict.fromkeys("\u1d1c\u028b\u03c5\u057d\u054d", "u"),
+    **dict.fromkeys("\u1d1c\u028b\u028a\u03c5\u057d\u054d\u0443\u222a", "u"),
     **dict.fromkeys("\u0274\u043f\u03b7\u0578\u057c\u039d", "n"),
     **dict.fromkeys("\u1d1b\u0442\u0422\u03c4\u03a4", "t"),
     **dict.fromkeys("\u0280\u0433\u1d26\u2c85\u13a1", "r"),

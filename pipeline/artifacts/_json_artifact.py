@@ -51,9 +51,16 @@ _FORMATS: frozenset[str] = frozenset(get_args(JsonFormat))
 _LINES = ("jsonl", "ndjson")
 _NOT_PARSED = object()
 
-JSON_MAX_BYTES = 16 << 20
-"""The largest body (16 MiB) parsed whole by default: a JSON document, or JSON Lines whose
-records are kept between queries. Larger JSON Lines bodies are streamed by every query."""
+JSON_MAX_BYTES = 1 << 20
+"""The largest body (1 MiB) parsed whole by default: a JSON document, or JSON Lines whose
+records are kept between queries. Larger JSON Lines bodies are streamed by every query, each
+line at most this long.
+
+Why so small: a query runs in a worker thread, but the stdlib's parser holds the interpreter
+lock until the whole value is built, so while it parses, every other turn on the event loop
+waits. The wait grows faster than the size (the garbage collector walks the growing document
+again and again): ``python -m bench.json_stall`` prints it per size beside this bound. Raise
+``json_max_bytes`` on a subclass where one turn at a time runs (a script, a CLI)."""
 
 
 def _json_type(value: Any) -> str:
@@ -221,7 +228,7 @@ class SpooledJsonArtifact(SpooledArtifact):
         """
         fmt = self.format
         if self._streamed():
-            return iter_records(self.lines(), fmt)
+            return iter_records(self.lines(), fmt, self.json_max_bytes)
         document = self.document()
         return iter(document) if fmt in _LINES else iter((document,))
 

@@ -73,16 +73,30 @@ def parse_json(text: str) -> Any:
         raise _json_failure(exc) from exc
 
 
-def iter_records(lines: Iterable[str], fmt: str = "jsonl") -> Iterator[Any]:
+def iter_records(
+    lines: Iterable[str], fmt: str = "jsonl", max_line: int | None = None
+) -> Iterator[Any]:
     """Yield each non-blank line parsed as a JSON value (JSON Lines), streaming.
 
+    ``max_line``: the longest line (in characters) parsed; a longer one is refused, for the
+    reason `JSON_MAX_BYTES` gives (``_json_artifact.py``).
+
     Raises:
-        ToolDownstreamError: a line is not JSON; ``.line`` is its index.
+        ToolDownstreamError: a line is not JSON, or is longer than ``max_line``; ``.line`` is
+            its index.
     """
     loads = json.loads
     for index, line in enumerate(lines):
         if not line or line.isspace():
             continue
+        if max_line is not None and len(line) > max_line:
+            raise ToolDownstreamError(
+                f"line {index} of the artifact is too large to parse ({len(line):,} characters; "
+                f"at most {max_line:,} are parsed at once): read it as text with artifact_grep "
+                "or artifact_cat",
+                line=index,
+                format=fmt,
+            )
         try:
             record = loads(line)
         except (ValueError, RecursionError) as exc:

@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
+from .._frozen import FrozenDict, freeze_json
 from .._json import tool_call_checksum
-from ..errors import ArgumentsLockedError, CallDeniedError, CallRejectedError, LoopError
+from ..errors import (
+    ArgumentsLockedError,
+    CallDeniedError,
+    CallRejectedError,
+    InvalidToolArgsError,
+    LoopError,
+)
 from ._decision import Decision, DecisionAction
 
 if TYPE_CHECKING:
@@ -49,6 +56,7 @@ class ToolCallContext:
     """
 
     __slots__ = (
+        "_approved",
         "_args",
         "_decisions",
         "_layer",
@@ -73,8 +81,9 @@ class ToolCallContext:
     tool: Tool[Any]
     """The tool the call names (set once the lookup found it)."""
     # set by the run's steps (``pipeline/calls/_run.py``) as it gets that far
-    _raw_args: dict[str, Any]
-    _model_args: dict[str, Any]
+    _raw_args: FrozenDict
+    _model_args: FrozenDict
+    _approved: dict[str, Any]
     _args: Any
     _layer: str
     _locked: bool
@@ -125,7 +134,11 @@ class ToolCallContext:
 
     @property
     def raw_args(self) -> Mapping[str, Any]:
-        """The arguments as the model sent them (or as last replaced), before validation."""
+        """The arguments as the model sent them (or as last replaced), before validation.
+
+        Read-only at every depth (the record keeps them as they are): replace them with
+        `replace_args`.
+        """
         return self._raw_args
 
     @property
@@ -147,7 +160,10 @@ class ToolCallContext:
     def validated_checksum(self) -> str:
         """`tool_call_checksum` of the tool name and `validated_args`, computed on first read.
 
-        Calls that differ only by spelling out a default share it; it is kept on the record.
+        Calls that differ only by spelling out a default share it; it is kept on the record,
+        where repetition checks count it. Once read it is fixed for the call: a later
+        `replace_args` (an inner hook normalising the arguments) does not change it, so the
+        record carries the checksum the call was compared by.
         """
         vchecksum = self._vchecksum
         if vchecksum is None:
@@ -185,9 +201,15 @@ class ToolCallContext:
                 call_id=self.call_id,
             )
         validated = self.tool.validate(raw_args)
-        self._raw_args = dict(raw_args)
+        try:
+            self._raw_args = freeze_json(raw_args, "args")
+        except TypeError as exc:
+            raise InvalidToolArgsError(
+                f"the replacement arguments for {self.tool.name!r} are not JSON data: {exc}",
+                tool_name=self.tool.name,
+            ) from None
         self._args = validated
-        self._vjson = self._vchecksum = None
+        self._vjson = None  # a `validated_checksum` already read stays: see there
         self._decide(None, "rewritten", reason)
 
     # -- decisions -------------------------------------------------------------------------------
@@ -262,11 +284,14 @@ class ToolCallContext:
         self._message = None
 
     def approve(self, reason: str = "approved", *, policy: str | None = None) -> None:
-        """Record that the call was approved; its arguments can no longer be replaced.
+        """Record that the call was approved; its arguments can no longer change.
 
-        `replace_args` raises `ArgumentsLockedError` from now on, so the handler receives the
-        arguments the approver saw.
+        The approval is of `validated_args` as they read now (show the approver those).
+        `replace_args` raises `ArgumentsLockedError` from now on, and a call whose arguments
+        were changed in place afterwards fails with it instead of running: the handler receives
+        the arguments the approver saw, or nothing.
         """
+        self._approved = self.validated_args
         self._decide(policy, "approved", reason)
         self._locked = True
 

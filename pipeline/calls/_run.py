@@ -22,8 +22,10 @@ from __future__ import annotations
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
+from .._frozen import FrozenDict, freeze_json
 from .._json import tool_call_checksum
 from ..errors import (
+    ArgumentsLockedError,
     DispatchPipelineError,
     InvalidToolArgsError,
     LoopError,
@@ -43,10 +45,12 @@ if TYPE_CHECKING:
     from .._onion import Onion
     from .._registry import ToolRegistry
 
-__all__ = ["CallRun", "unrun_record"]
+__all__ = ["CallRun", "interrupted_record", "unrun_record"]
 
 REGISTRY: Final = "loopware.registry"
 """The policy name of the loop's own refusals of a tool name (unknown, or taken away)."""
+NO_ARGS: Final = FrozenDict()
+"""The arguments a record keeps for a call whose own are unusable."""
 ARGUMENTS: Final = "loopware.arguments"
 """The policy name of the loop's own refusals of arguments (not JSON, failing the schema)."""
 
@@ -68,10 +72,13 @@ class CallRun(ToolCallContext):
             TurnAbortedError: the handler or a hook aborted the turn (the run is kept for the
                 record of the abandoned call, see `abandon`).
         """
+        given: object = self.name
+        if not isinstance(given, str):  # a seam passed on a provider's null (or worse)
+            self.name = ""
         name = self.name
         shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
-            raw = self._raw_args = self._model_args = parse_arguments(name, arguments)
+            raw = self._raw_args = self._model_args = freeze_json(parse_arguments(shown, arguments))
             self.checksum = tool_call_checksum(shown, raw)
         except InvalidToolArgsError as exc:
             return self._unparsed(shown, exc)
@@ -176,20 +183,21 @@ class CallRun(ToolCallContext):
 
     def _unparsed(self, shown: str, error: InvalidToolArgsError) -> ToolCall:
         """The record of a call whose arguments are unusable as given (kept as ``{}``)."""
-        self._raw_args = self._model_args = {}
-        self.checksum = tool_call_checksum(shown, {})
+        self._raw_args = self._model_args = NO_ARGS
+        self.checksum = tool_call_checksum(shown, NO_ARGS)
         return self._refused(ARGUMENTS, "invalid", error)
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
         """The record of a call to a name that is not among the visible tools."""
-        name, shown = self.name, shown_name(self.name)
+        name, shown = self.name, self._shown
         available = ", ".join(t.name for t in registry.visible()) or "(none)"
         taken = self._turn.taken_tools.get(name) if name else None
         if taken is None:
+            what = f"unknown tool {shown!r}" if name else "the call names no tool"
             error: LoopError = ToolNotFoundError(
-                f"unknown tool {shown!r}; available tools: {available}", tool_name=shown
+                f"{what}; available tools: {available}", tool_name=shown
             )
-            return self._refused(REGISTRY, "invalid", error, f"unknown tool {shown!r}")
+            return self._refused(REGISTRY, "invalid", error, what)
         how = "hidden" if taken.action == "hidden" else "withdrawn"
         error = ToolUnavailableError(
             f"tool {name!r} is no longer available in this turn ({taken.policy}: "
@@ -212,6 +220,8 @@ class CallRun(ToolCallContext):
         """The innermost step: run the handler, unless a layer already decided the call."""
         if self._message is not None or self._output is not NOTHING:
             return
+        if self._decisions is not None and self._locked and self._changed_since_approval():
+            return
         self.ran = True
         start = perf_counter()
         try:
@@ -229,23 +239,41 @@ class CallRun(ToolCallContext):
         finally:
             self.duration_ms = (perf_counter() - start) * 1000.0
 
+    def _changed_since_approval(self) -> bool:
+        """Fail the call when its arguments no longer read as the approver saw them.
+
+        `replace_args` is refused after an approval; this catches the arguments changed in
+        place (``ctx.args.cents = ...``) by a hook, before or after the approver looked.
+        """
+        if self.tool.dump_args(self._args) == self._approved:
+            return False
+        name = self.tool.name
+        error = ArgumentsLockedError(
+            f"the arguments of the call to {name!r} changed after they were approved; "
+            "it was not run",
+            tool_name=name,
+            call_id=self.call_id,
+        )
+        self._fail("loopware.approval", error)
+        return True
+
     def _fail(self, layer: str, error: LoopError) -> None:
         """A layer raised or did not decide: the call fails with ``error``."""
         self._output = NOTHING
         self._decide(layer, "failed", error.message)
         self._message = f"Error: {error}"
 
-    def abandon(self, reason: str) -> ToolCall:
-        """The record of this call after the turn's abort interrupted it (the loop calls it).
+    def abandon(self, reason: str, action: DecisionAction = "aborted") -> ToolCall:
+        """The record of this call after something interrupted its run (the loop calls it).
 
-        What the run did so far is kept (``ran``, its decisions, ``duration_ms``), with an
-        ``"aborted"`` decision; the model reads that the turn was aborted while (or before)
-        the call ran.
+        What the run did so far is kept (``ran``, its decisions, ``duration_ms``), with a
+        decision of ``action`` (``"aborted"``: the turn's abort or a cancellation;
+        ``"failed"``: an error elsewhere, e.g. in its parallel batch); the model reads that the
+        turn was aborted (or the call did not complete) while, or before, the call ran.
         """
         self._output = NOTHING
-        self._decide("loopware.turn", "aborted", reason)
-        when = "while" if self.ran else "before"
-        self._message = f"Error: the turn was aborted {when} this call ran."
+        self._decide(_INTERRUPTER[action == "aborted"], action, reason)
+        self._message = _interrupted_text(action, reason, self.ran)
         return self._record(0)
 
     def _record(self, inline_limit: int) -> ToolCall:
@@ -281,11 +309,32 @@ class CallRun(ToolCallContext):
         )
 
 
+_INTERRUPTER: Final = ("loopware.executor", "loopware.turn")
+"""Who decided an interrupted call: the turn (an abort, a cancellation) or its executor."""
+
+
+def _interrupted_text(action: DecisionAction, reason: str, ran: bool) -> str:
+    when = "while" if ran else "before"
+    if action == "aborted":
+        return f"Error: the turn was aborted {when} this call ran."
+    return f"Error: the call did not complete ({reason}); it was interrupted {when} it ran."
+
+
+def interrupted_record(
+    call_id: str, name: str, *, action: DecisionAction, reason: str
+) -> ToolCall:
+    """The record of a call interrupted before its run started (its handler never ran)."""
+    text = _interrupted_text(action, reason, False)
+    policy = _INTERRUPTER[action == "aborted"]
+    return unrun_record(call_id, name, policy=policy, action=action, reason=reason, text=text)
+
+
 def unrun_record(
     call_id: str, name: str, *, policy: str, action: DecisionAction, reason: str, text: str
 ) -> ToolCall:
     """The record of a call that was answered without a run (the model reads ``text``)."""
-    shown = shown_name(name) or UNNAMED
+    given: object = name
+    shown = (shown_name(name) if isinstance(given, str) else "") or UNNAMED
     decision = Decision(policy=policy, action=action, reason=reason)
-    checksum = tool_call_checksum(shown, {})
-    return build_record(call_id, shown, {}, checksum, text, True, decisions=(decision,))
+    checksum = tool_call_checksum(shown, NO_ARGS)
+    return build_record(call_id, shown, NO_ARGS, checksum, text, True, decisions=(decision,))

@@ -357,7 +357,8 @@ def build_record(
      decisions_, duration_, vchecksum_, created_, updated_, done_) = _RECORD_SETTERS  # fmt: skip
     id_(record, id)
     tool_(record, tool)
-    args_(record, freeze_json(args, "args"))  # JSON data, checked by the caller
+    # JSON data, checked by the caller; a run's arguments are frozen already (at parse)
+    args_(record, args if type(args) is FrozenDict else freeze_json(args, "args"))
     checksum_(record, checksum)
     complete_(record, True)
     error_(record, is_error)

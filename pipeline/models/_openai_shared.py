@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._tool_checks import is_tool_name
 from ..calls._toolcall import ToolCall
 from ..errors import ModelAuthenticationError
 
@@ -43,7 +44,6 @@ turn aborted mid-call): providers refuse a conversation with an unanswered call.
 UNKNOWN_TOOL: Final = "unknown_tool"
 """The tool name sent for such a call (the message keeps only the ids)."""
 
-_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NAME_BAD: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 _PLACEHOLDER_KEY: Final = "EMPTY"
@@ -108,7 +108,7 @@ def wire_name(name: str) -> str:
     Names must match ``[A-Za-z0-9_-]{1,64}``: a name the model made up (``math.add``, none at
     all) would otherwise make every later request of the conversation fail.
     """
-    if _NAME.fullmatch(name):
+    if is_tool_name(name):
         return name
     return _NAME_BAD.sub("_", name)[:64] or UNKNOWN_TOOL
 

@@ -10,15 +10,33 @@ A `SpoolStore` keeps the body of every spooled tool result under its call id and
 
 `MemorySpoolStore` is the default store. `FileSpoolStore` (in `pipeline._file_spool`) keeps bodies
 on disk for results too large for memory.
+
+Readers work through a large body in pieces of at most `PIECE` characters (or bytes): artifact
+queries run in worker threads, and one C call over a 50 MB body (decoding it, counting or
+splitting its lines) would hold the interpreter lock, keeping every other turn on the event loop
+waiting, for tens of milliseconds.
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterator
 from itertools import islice
 from typing import Protocol, runtime_checkable
 
-__all__ = ["MemorySpoolReader", "MemorySpoolStore", "SpoolReader", "SpoolStore"]
+__all__ = [
+    "PIECE",
+    "MemorySpoolReader",
+    "MemorySpoolStore",
+    "SpoolReader",
+    "SpoolStore",
+    "count_lines",
+    "split_lines",
+    "utf8_length",
+]
+
+PIECE = 1 << 20
+"""The most characters (or bytes) a reader hands to one C call (see the module docstring)."""
 
 
 @runtime_checkable
@@ -65,8 +83,54 @@ class SpoolStore(Protocol):
 
 
 def decode(data: bytes) -> str:
-    """Decode stored bytes the one way every reader does: UTF-8, invalid sequences replaced."""
-    return data.decode("utf-8", errors="replace")
+    """Decode stored bytes the one way every reader does: UTF-8, invalid sequences replaced.
+
+    Large bodies are decoded in pieces (an incremental decoder: a sequence cut by a piece's
+    end decodes as it would whole).
+    """
+    if len(data) <= PIECE:
+        return data.decode("utf-8", errors="replace")
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    view = memoryview(data)
+    parts = [decoder.decode(view[i : i + PIECE]) for i in range(0, len(data), PIECE)]
+    parts.append(decoder.decode(b"", final=True))
+    return "".join(parts)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` (split on newlines), in pieces of about `PIECE` characters."""
+    if len(text) <= PIECE:
+        return text.split("\n")
+    lines: list[str] = []
+    start, size = 0, len(text)
+    while size - start > PIECE:
+        cut = text.rfind("\n", start, start + PIECE)
+        if cut >= 0:
+            lines.extend(text[start:cut].split("\n"))
+        else:  # a line longer than a piece: it ends at the next newline, or the text's end
+            cut = text.find("\n", start + PIECE)
+            if cut < 0:
+                lines.append(text[start:])
+                return lines
+            lines.append(text[start:cut])
+        start = cut + 1
+    lines.extend(text[start:].split("\n"))
+    return lines
+
+
+def count_lines(text: str) -> int:
+    """The number of lines of ``text`` (newlines plus one), counted in `PIECE`-sized pieces."""
+    return sum(text.count("\n", i, i + PIECE) for i in range(0, len(text), PIECE)) + 1
+
+
+def utf8_length(text: str) -> int:
+    """The length of ``text`` encoded as UTF-8 (lone surrogates as three bytes), in pieces."""
+    if text.isascii():  # O(1) on CPython: the common case never encodes
+        return len(text)
+    return sum(
+        len(text[i : i + PIECE].encode("utf-8", "surrogatepass"))
+        for i in range(0, len(text), PIECE)
+    )
 
 
 class MemorySpoolReader:
@@ -87,7 +151,7 @@ class MemorySpoolReader:
     def _split(self) -> list[str]:
         lines = self._lines
         if lines is None:
-            lines = self._lines = self._text.split("\n")
+            lines = self._lines = split_lines(self._text)
         return lines
 
     def line(self, i: int) -> str:
@@ -100,16 +164,13 @@ class MemorySpoolReader:
         """Return the size of the body in bytes (UTF-8)."""
         size = self._byte_length
         if size is None:
-            text = self._text
-            # isascii() is O(1) on CPython strings, so the common case never encodes.
-            size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-            self._byte_length = size
+            size = self._byte_length = utf8_length(self._text)
         return size
 
     def line_count(self) -> int:
         """Return the number of lines."""
         lines = self._lines
-        return len(lines) if lines is not None else self._text.count("\n") + 1
+        return len(lines) if lines is not None else count_lines(self._text)
 
     def read_all(self) -> str:
         """Return the whole body."""

@@ -77,8 +77,12 @@ SCENARIOS = {
             )
         ],
         lambda tools: [],
-        {"u": ("invalid", False), "j": ("invalid", False), "a": ("invalid", False),
-         "ok": ("allowed", True)},
+        {
+            "u": ("invalid", False),
+            "j": ("invalid", False),
+            "a": ("invalid", False),
+            "ok": ("allowed", True),
+        },
     ),
     "result-withheld-after-it-ran": Scenario(
         lambda: [batch(call("w", "search", q="1"))],
@@ -98,8 +102,10 @@ SCENARIOS = {
     "limit-counts-runs-that-raised": Scenario(
         lambda: [batch(*(call(f"b{i}", "boom", q="x") for i in range(5)))],
         lambda tools: [ToolCallLimit({"boom": 3})],
-        {**{f"b{i}": ("allowed", True) for i in range(3)},
-         **{f"b{i}": ("denied", False) for i in range(3, 5)}},
+        {
+            **{f"b{i}": ("allowed", True) for i in range(3)},
+            **{f"b{i}": ("denied", False) for i in range(3, 5)},
+        },
         (("boom", "hidden", "loopware.limit", "b2"),),
     ),
     "approval-said-yes-and-no": Scenario(
@@ -117,8 +123,12 @@ SCENARIOS = {
             )
         ],
         lambda tools: [RepetitionDetector(threshold=3)],
-        {"r0": ("allowed", True), "r1": ("allowed", True), "r2": ("denied", False),
-         "r3": ("denied", False)},
+        {
+            "r0": ("allowed", True),
+            "r1": ("allowed", True),
+            "r2": ("denied", False),
+            "r3": ("denied", False),
+        },
     ),
 }
 
@@ -179,3 +189,25 @@ async def test_every_call_has_one_row_that_says_what_its_record_says(
         (tool, policy, action, call_id) for tool, action, policy, call_id in scenario.tool_rows
     ]
     assert audit_tool_rows(tmp_path / "a.sqlite") == list(scenario.tool_rows)
+
+
+async def test_the_record_says_how_long_the_handler_ran() -> None:
+    """``duration_ms`` is the handler's own time: a 30 ms handler reads at least 25 ms."""
+    import asyncio
+
+    from pipeline import Tool
+
+    from ._hostile import Query
+
+    async def slow(args: Query, ctx: Any, meta: Any) -> str:
+        await asyncio.sleep(0.03)
+        return "late"
+
+    played = await play(
+        [batch(call("c1", "slow", q="x"))],
+        [Tool(name="slow", description="Slow.", input_schema=Query, handler=slow)],
+        [],
+    )
+    (record,) = played.result.tool_calls
+    assert record.duration_ms is not None
+    assert 25.0 <= record.duration_ms < 5_000.0

@@ -354,3 +354,62 @@ async def test_exempt_takes_globs_like_the_other_policies(
     assert result.status == "completed"
     flagged = {c.tool for c in result.tool_calls if c.verdict == "warned"}
     assert flagged == {"search"}  # "poll" matched the glob; "Search" does not match "search"
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["sequential", "parallel"])
+@pytest.mark.parametrize("on_repeat", ["hide", "nack"])
+async def test_a_batch_of_repeats_cannot_run_past_the_threshold_when_the_action_comes_after(
+    on_repeat: Any, parallel: bool
+) -> None:
+    """``hide`` and ``nack`` let the triggering call run and act after it; the identical calls
+    proposed with it in one batch are denied, never run (6 proposed, threshold 3: 3 runs)."""
+    from ._hostile import Counted, batch, call, play
+
+    counted = Counted()
+    played = await play(
+        [batch(*(call(f"c{i}", "search", q="x") for i in range(6)))],
+        [counted.tool("search")],
+        [RepetitionDetector(threshold=3, on_repeat=on_repeat)],
+        parallel=parallel,
+    )
+    assert counted.ran("search") == ["x", "x", "x"]
+    verdicts = played.verdicts()
+    assert [verdicts[f"c{i}"] for i in range(6)] == [("allowed", True)] * 3 + [
+        ("denied", False)
+    ] * 3
+    # one by one, the tool is hidden before c3 is looked up; in a batch run together, the
+    # detector denies the calls after the one that triggered
+    assert "loopware.repetition" in played.read("c5")
+    assert played.calls["c5"].deciding is not None
+    assert played.calls["c5"].deciding.policy == "loopware.repetition"
+
+
+async def test_the_same_set_spelled_in_another_order_is_the_same_call() -> None:
+    """A ``set[str]`` argument sent as 6 orderings of one set: the handler runs twice (the
+    threshold is 3), whatever order the set iterates in."""
+    import itertools
+
+    from pydantic import BaseModel
+
+    from pipeline import Tool
+
+    from ._hostile import batch, call, play
+
+    class Tags(BaseModel):
+        tags: set[str]
+
+    runs: list[set[str]] = []
+
+    async def tag(args: Tags, ctx: Any, meta: Any) -> str:
+        runs.append(args.tags)
+        return "tagged"
+
+    items = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    orders = list(itertools.islice(itertools.permutations(items), 0, 720, 120))
+    steps = [batch(call(f"c{i}", "tag", tags=list(order))) for i, order in enumerate(orders)]
+    await play(
+        steps,
+        [Tool(name="tag", description="Tag.", input_schema=Tags, handler=tag)],
+        [RepetitionDetector(threshold=3)],
+    )
+    assert len(runs) == 2

@@ -14,7 +14,8 @@ import pytest
 from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
 from pipeline.calls import ToolCall
 from pipeline.errors import TurnAbortedError
-from pipeline.models import ModelResponse, ProposedToolCall
+from pipeline.models import Message, ModelResponse, ProposedToolCall
+from pipeline.stores import MemoryStore
 from pipeline.testing import ScriptedModel
 
 started: list[str] = []
@@ -94,3 +95,66 @@ async def test_a_tool_that_aborts_the_turn_says_it_ran_and_the_rest_never_did() 
     ]
     assert started == ["a", "stop"]
     assert summary(result.tool_calls)[2][3] == "Error: the turn was aborted before this call ran."
+
+
+class Interrupt(BaseException):
+    """Not an `Exception`: it goes through the loop as a KeyboardInterrupt would."""
+
+
+async def test_a_batch_broken_by_one_call_records_that_its_siblings_ran() -> None:
+    """A sibling raising a BaseException cancels the batch: the one that was running says it
+    ran (and did not complete), and the turn's store holds both records."""
+
+    @tool
+    async def breaks(step: str) -> str:
+        """Raise past the loop once the batch runs."""
+        await asyncio.sleep(0.01)
+        raise Interrupt(step)
+
+    calls = [
+        ProposedToolCall(id="c0", name="work", arguments=json.dumps({"step": "wait"})),
+        ProposedToolCall(id="c1", name="breaks", arguments=json.dumps({"step": "x"})),
+    ]
+    store = MemoryStore()
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(
+            ScriptedModel([ModelResponse(tool_calls=calls)]), parallel_tool_calls=True
+        ),
+        tools=[work, breaks],
+        store=store,
+    )
+    with pytest.raises(Interrupt):
+        await runner.run("go", conversation_id="chat")
+    _, stored = await store.load_conversation("chat")
+    assert [(c.id, c.tool, c.verdict, c.ran) for c in stored] == [
+        ("c0", "work", "failed", True),
+        ("c1", "breaks", "failed", True),
+    ]
+    assert stored[0].results == (
+        "Error: the call did not complete (Interrupt in its batch); "
+        "it was interrupted while it ran."
+    )
+    assert stored[0].deciding is not None
+    assert stored[0].deciding.policy == "loopware.executor"
+
+
+async def test_a_custom_executor_s_interrupted_call_keeps_what_its_run_did() -> None:
+    """An executor of the user's own aborted mid-call: the turn answers the announced id with
+    the run's own record (its tool, that it ran), not an unnamed call that never ran."""
+
+    async def executor(ctx: DispatchContext) -> None:
+        await ctx.store_message(Message(role="assistant", content="", tool_call_ids=("c0",)))
+        call = await ctx.run_tool("work", json.dumps({"step": "wait"}), call_id="c0")
+        await ctx.store_tool_call(call)
+        ctx.ack()
+
+    handle = TurnRunner(executor=executor, tools=[work]).start("go")
+    while "wait" not in started:
+        await asyncio.sleep(0)
+    handle.abort("enough")
+    result = await handle
+    assert result.status == "aborted"
+    (call,) = result.tool_calls
+    assert (call.id, call.tool, call.verdict, call.ran) == ("c0", "work", "aborted", True)
+    assert call.results == "Error: the turn was aborted while this call ran."
+    assert call.duration_ms is not None

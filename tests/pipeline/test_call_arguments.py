@@ -15,12 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.calls._arguments import parse_arguments
+from pipeline.errors import InvalidToolArgsError
 
 scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
-    st.floats(),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(st.characters(codec=None)),
 )
 
@@ -73,3 +74,23 @@ class Text(str):
 def test_anything_else_still_takes_the_json_round_trip(arguments: dict[Any, Any]) -> None:
     parsed = parse_arguments("tool", arguments)
     assert same(parsed, round_trip(arguments))
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"cents": NaN}',
+        '{"cents": Infinity}',
+        '{"cents": -Infinity}',
+        '{"cents": 1e999}',
+        '{"nested": {"cents": [1, -1e400]}}',
+        {"cents": math.inf},
+        {"cents": math.nan},
+        {"nested": [math.inf]},
+    ],
+    ids=repr,
+)
+def test_a_number_json_has_no_spelling_for_is_refused(arguments: object) -> None:
+    """NaN and infinities never reach a handler as ``nan``/``inf`` (nor an audit as null)."""
+    with pytest.raises(InvalidToolArgsError, match="pay"):
+        parse_arguments("pay", arguments)

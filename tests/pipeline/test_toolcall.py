@@ -404,3 +404,14 @@ def test_frozen_args_equal_the_raw_args_and_keep_the_checksum(args: dict[str, An
     assert tool_call_checksum("t", call.args) == call.checksum
     text_call = ToolCall.completed(id="c", tool="t", args=json.dumps(args), results="x")
     assert text_call.checksum == call.checksum
+
+
+def test_a_record_without_decisions_whose_handler_did_not_run_reads_not_run() -> None:
+    """Nothing decided and nothing ran (an error record of your own): ``not_run``, never
+    ``allowed``; the same record whose handler ran reads ``allowed``."""
+    unrun = ToolCall.completed(id="c1", tool="t", args={}, results="Error: offline", is_error=True)
+    assert (unrun.ran, unrun.decisions, unrun.verdict) == (False, (), "not_run")
+    ran = ToolCall.completed(
+        id="c2", tool="t", args={}, results="Error: boom", ran=True, is_error=True
+    )
+    assert ran.verdict == "allowed"
