@@ -138,12 +138,18 @@ async def test_a_result_that_is_not_an_object_is_dropped_as_the_sdk_client_drops
     assert refused.value.code == REQUEST_TIMEOUT
 
 
-async def test_a_call_the_server_never_answers_times_out(tmp_path: Path) -> None:
+async def test_a_call_the_server_never_answers_times_out_and_the_server_is_told(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "a.log"
     answers, _ = await outcome(raw("silent", log), [("echo", '{"text": "a"}')])
     ((is_error, text),) = answers
     assert is_error
     assert "E_MCP_TIMEOUT" in text
+    lines = received(log)
+    (sent,) = [m for m in lines if m.get("method") == "tools/call"]
+    cancels = [m for m in lines if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [sent["id"]]  # the server is told
 
 
 async def test_stray_lines_do_not_disturb_a_call(tmp_path: Path) -> None:
