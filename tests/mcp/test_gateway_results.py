@@ -137,3 +137,60 @@ def test_a_forwarded_result_is_the_sdk_proxys_answer_byte_for_byte(
     proxy = live.run(ask(live.peers[era, "proxy"]))
     assert gateway == proxy
     assert "result" in json.loads(gateway)
+
+
+def ask_both(live: Live, era: str, arguments: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The gateway's and the SDK proxy's answer lines to one ``fx_shape`` call."""
+    meta = META if era == "modern" else None
+    rid = 1000 + next(nonces)
+    message = call(rid, "fx_shape", {**arguments, "nonce": rid}, meta)
+
+    async def ask(peer: Peer) -> bytes:
+        await peer.send(message)
+        await peer.answer(rid)
+        return peer.raw.pop(json.dumps(rid))
+
+    return live.run(ask(live.peers[era, "gateway"])), live.run(ask(live.peers[era, "proxy"]))
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"x": 0, "y": {"a": 1, "b": 2}},
+        {"y": {"a": 1, "b": 2}, "x": 0},
+        {"x": 0, "y": {"b": 2, "a": 1}},
+        {"io.modelcontextprotocol/serverInfo": {"version": "2", "name": "upstream"}},
+    ],
+    ids=["meta", "meta-keys-swapped", "meta-inner-keys-swapped", "upstream-server-info"],
+)
+def test_a_result_meta_travels_in_its_own_key_order(
+    live: Live, era: str, meta: dict[str, Any]
+) -> None:
+    result = {"content": [{"type": "text", "text": "hi"}], "_meta": meta}
+    gateway, proxy = ask_both(live, era, {"result": result})
+    assert gateway == proxy
+    sent = json.loads(gateway)["result"]["_meta"]
+    assert [key for key in sent if key in meta] == list(meta)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_an_upstream_error_result_is_loopwares_error_in_the_sdks_wire_form(
+    live: Live, era: str
+) -> None:
+    """A result with ``isError`` is a failed call: the gateway answers loopware's typed error,
+    and its answer is what the SDK's server makes of that result (the proxy forwarding it)."""
+    failed = {"content": [{"type": "text", "text": "disk on fire"}], "isError": True}
+    gateway, _ = ask_both(live, era, {"result": failed})
+    answer = json.loads(gateway)["result"]
+    (block,) = answer["content"]
+    assert block["text"].startswith("Error: E_MCP_TOOL_ERROR")
+    assert "disk on fire" in block["text"]
+    same = {"content": answer["content"], "isError": True}
+    if "_meta" in answer:
+        same["_meta"] = answer["_meta"]
+    _, proxy = ask_both(live, era, {"result": same})
+    forwarded = json.loads(proxy)["result"]
+    if "_meta" not in answer:  # the upstream stamps its own serverInfo on what it sends
+        del forwarded["_meta"]
+    assert answer == forwarded
