@@ -1,20 +1,23 @@
-"""Overhead of ``loopware gateway`` per forwarded MCP call.
+"""What ``loopware gateway`` adds per forwarded MCP call, over a plain proxy on the same SDK.
 
-Run: ``python -m bench.mcp_gateway [--calls 400] [--quick] [--no-http]``. One upstream MCP
-server (a minimal ``echo`` server written with the mcp SDK, started by this module as a
-subprocess) is called with the mcp SDK's own `Client`, directly and through the gateway, over
-stdio; each round makes one call on every path in turn (the order rotating), so all paths see
-the same machine load at the same moment. The gateway runs the full stack on every call:
-`ToolPolicy`, `ToolCallLimit`, `RepetitionDetector` and `AuditLog`, the audit both with
-``synchronous = "normal"`` (each row survives a process kill) and ``"full"`` (each row is
-fsynced). Arguments differ per call so the repetition detector lets every call through.
-Reported: the median round trip of each path and the difference (the gateway's overhead per
-forwarded call). The 1 ms target is for stdio, the transport a client launching the gateway
-uses. The same comparison over streamable HTTP (the upstream served over HTTP directly, versus
-the gateway serving HTTP in front of it over stdio) is reported beside it, without a target.
-For scale, a "bare relay" path runs the least any stdio proxy does: an asyncio process that
-copies lines between the client and the same upstream, reading nothing; its overhead is the
-cost of the two extra pipe hops alone on the machine at that moment.
+Run: ``python -m bench.mcp_gateway [--calls 400] [--quick]``. One upstream MCP server (a
+minimal ``echo`` server written with the mcp SDK, started by this module as a subprocess) is
+called over stdio with the mcp SDK's own `Client` on three kinds of path:
+
+* ``direct``: the client talks to the upstream itself;
+* ``plain SDK proxy``: through ``bench/mcp_gateway_proxy.py``, a pass-through proxy built on
+  the same SDK (its `Client` upstream, its low-level `Server` and ``stdio_server`` downstream)
+  with no policy: the floor any proxy on this SDK pays;
+* ``gateway (audit normal)`` and ``gateway (audit full)``: ``loopware gateway`` configured as
+  users configure it (`ToolPolicy`, `ToolCallLimit`, `RepetitionDetector`, `AuditLog`), the
+  audit with ``synchronous = "normal"`` (each row survives a process kill) and ``"full"`` (the
+  default: each row is fdatasynced).
+
+Each round makes one call on every path in turn (the order rotating), so all paths see the same
+machine load at the same moment; arguments differ per call so the repetition detector lets every
+call through. Printed: each path's median and 90th percentile round trip, what it adds over the
+plain SDK proxy, and the CPU the process the client talks to spends per call. The target: the
+gateway adds at most 0.3 ms per call over the plain SDK proxy.
 
 ``--quick`` runs 30 calls per path: a smoke test that every path works.
 """
@@ -26,25 +29,25 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-TARGET_MS = 1.0
+from bench.mcp_gateway_proxy import proxy_command
+
+TARGET_MS = 0.3
+"""The most the gateway may add per call over the plain SDK proxy."""
+PROXY = "plain SDK proxy"
 
 
-def serve_upstream(http_port: int | None = None) -> None:
-    """The upstream: one ``echo`` tool, over stdio (or streamable HTTP on ``http_port``)."""
+def serve_upstream() -> None:
+    """The upstream: one ``echo`` tool, over stdio."""
     import mcp_types as types
+    from mcp import stdio_server
     from mcp.server.lowlevel import Server
-    from mcp.server.stdio import stdio_server
 
     schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
@@ -58,12 +61,6 @@ def serve_upstream(http_port: int | None = None) -> None:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     server = Server("bench-echo", on_list_tools=list_tools, on_call_tool=call_tool)
-    if http_port is not None:
-        import uvicorn
-
-        app = server.streamable_http_app()
-        uvicorn.run(app, host="127.0.0.1", port=http_port, log_level="warning")
-        return
 
     async def serve() -> None:
         async with stdio_server() as (read, write):
@@ -72,43 +69,13 @@ def serve_upstream(http_port: int | None = None) -> None:
     asyncio.run(serve())
 
 
-def serve_relay() -> None:
-    """The bare relay: start the upstream, copy lines both ways, nothing else."""
-
-    async def relay() -> None:
-        loop = asyncio.get_running_loop()
-        command = upstream_command()
-        upstream = await asyncio.create_subprocess_exec(
-            *command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        assert upstream.stdin is not None
-        assert upstream.stdout is not None
-        client = asyncio.StreamReader(limit=2**30)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(client), os.fdopen(0, "rb", closefd=False)
-        )
-        out, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(1, "wb", closefd=False))
-        upstream_out = upstream.stdout
-
-        async def back() -> None:
-            while line := await upstream_out.readline():
-                out.write(line)
-
-        answers = asyncio.create_task(back())
-        while line := await client.readline():
-            upstream.stdin.write(line)
-        upstream.stdin.close()
-        await upstream.wait()
-        answers.cancel()
-
-    asyncio.run(relay())
-
-
-def upstream_command() -> list[str]:
-    return [sys.executable, "-m", "bench.mcp_gateway", "--serve-upstream"]
+def upstream_command(tag: str = "gateway") -> list[str]:
+    """The upstream's command line (``tag`` tells the processes of the paths apart)."""
+    return [sys.executable, "-m", "bench.mcp_gateway", "--serve-upstream", "--tag", tag]
 
 
 def write_config(folder: Path, synchronous: str, name: str | None = None) -> Path:
+    """A gateway configuration in ``folder``: policy, limits, repetition and the audit."""
     config = folder / (name or f"gateway-{synchronous}.toml")
     config.write_text(
         f"""
@@ -140,7 +107,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def children(marker: str) -> list[int]:
-    """Pids of this process's stdio children whose command line contains ``marker``."""
+    """Pids of this process's children whose command line contains ``marker``."""
     found = []
     me = str(os.getpid())
     for entry in Path("/proc").iterdir():
@@ -151,7 +118,7 @@ def children(marker: str) -> list[int]:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if parent == me and marker in command and "--http" not in command:
+        if parent == me and marker in command:
             found.append(int(entry.name))
     return found
 
@@ -166,52 +133,19 @@ async def timed_call(client: Any, n: int) -> float:
     return elapsed
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def _listening(argv: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``argv`` (a server on ``port``) until the block ends; yield once it listens."""
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"{argv[2:5]} did not start listening") from None
-                time.sleep(0.1)
-        yield process
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-async def run(calls: int, http: bool) -> tuple[dict[str, list[float]], dict[str, float]]:
+async def run(calls: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Time every path, one call each in turn (the order rotating), so all see the same load."""
     from mcp import Client, StdioServerParameters
 
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:
+    with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        command = upstream_command()
+        command = upstream_command("direct")
+        proxy = proxy_command(upstream_command("proxied"))
         paths: dict[str, Any] = {
             "direct": StdioServerParameters(command=command[0], args=command[1:]),
+            PROXY: StdioServerParameters(command=sys.executable, args=proxy),
         }
-        markers = {"direct": "--serve-upstream"}
-        paths["bare relay"] = StdioServerParameters(
-            command=sys.executable, args=["-m", "bench.mcp_gateway", "--serve-relay"]
-        )
-        markers["bare relay"] = "--serve-relay"
+        markers = {"direct": "--tag direct", PROXY: "bench.mcp_gateway_proxy"}
         for sync in ("normal", "full"):
             config = write_config(folder, sync)
             name = f"gateway (audit {sync})"
@@ -220,15 +154,6 @@ async def run(calls: int, http: bool) -> tuple[dict[str, list[float]], dict[str,
                 args=["-m", "loopware_cli", "gateway", "--config", str(config)],
             )
             markers[name] = config.name
-        if http:
-            port = _free_port()
-            servers.enter_context(_listening([*command, "--http-port", str(port)], port))
-            paths["direct, http"] = f"http://127.0.0.1:{port}/mcp"
-            port = _free_port()
-            config = write_config(folder, "normal", name="gateway-http.toml")
-            gateway = [sys.executable, "-m", "loopware_cli", "gateway", "--config", str(config)]
-            servers.enter_context(_listening([*gateway, "--http", f"127.0.0.1:{port}"], port))
-            paths["gateway, http"] = f"http://127.0.0.1:{port}/mcp"
         samples: dict[str, list[float]] = {name: [] for name in paths}
         async with contextlib.AsyncExitStack() as stack:  # closed in reverse order (anyio)
             clients = {
@@ -252,98 +177,44 @@ async def run(calls: int, http: bool) -> tuple[dict[str, list[float]], dict[str,
     return samples, cpu
 
 
-async def in_process(calls: int) -> tuple[list[float], list[float]]:
-    """Loopware's own share: `Gateway.call` (stack, audit, turn) against the bare upstream call.
-
-    Both go through the same `MCPToolset` connection to the same upstream process, interleaved
-    call by call, so the difference is what the gateway adds besides being an MCP server.
-    """
-    from loopware_cli._gateway import Gateway
-    from loopware_cli._gateway_config import load_config
-
-    with tempfile.TemporaryDirectory() as tmp:
-        gateway = Gateway(load_config(write_config(Path(tmp), "normal")))
-        await gateway.start()
-        try:
-            (tool,) = gateway.toolsets[0].tools
-            bare: list[float] = []
-            stacked: list[float] = []
-            for i in range(calls + 20):
-                start = time.perf_counter()
-                await tool.run(_Quiet(), {"text": f"bare {i}"}, call_id=f"b{i}")
-                middle = time.perf_counter()
-                record, _ = await gateway.call("bench", "echo", {"text": f"gateway {i}"})
-                end = time.perf_counter()
-                if record.is_error:
-                    raise SystemExit(f"a gateway call failed: {record.results}")
-                if i >= 20:
-                    bare.append((middle - start) * 1000.0)
-                    stacked.append((end - middle) * 1000.0)
-        finally:
-            await gateway.aclose()
-    return bare, stacked
-
-
-class _Quiet:
-    """The smallest `ToolContext`: no listeners, so no events are built."""
-
-    turn_id = "bench"
-    listening = False
-
-    def emit(self, event: object) -> None:
-        pass
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="30 calls per path (smoke test)")
-    parser.add_argument("--no-http", action="store_true", help="skip the streamable HTTP paths")
-    parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-relay", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--http-port", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve_upstream:
-        serve_upstream(args.http_port)
-        return
-    if args.serve_relay:
-        serve_relay()
-        return
-    calls = 30 if args.quick else args.calls
-    samples, cpu = asyncio.run(run(calls, http=not args.no_http))
+def report(calls: int, samples: dict[str, list[float]], cpu: dict[str, float]) -> None:
+    """Print each path's figures and the gateway's cost over the plain SDK proxy."""
     print(f"{calls} calls per path, one call of each path in turn; round trip (ms), mcp SDK client")
-    print(f"{'path':<24} {'median':>8} {'p90':>8} {'overhead':>9} {'server CPU':>11}")
-    base = {"stdio": statistics.median(samples["direct"])}
-    if "direct, http" in samples:
-        base["http"] = statistics.median(samples["direct, http"])
+    print(f"{'path':<24} {'median':>8} {'p90':>8} {'over proxy':>11} {'server CPU':>11}")
+    floor = statistics.median(samples[PROXY])
     for name, values in samples.items():
         median = statistics.median(values)
         p90 = statistics.quantiles(values, n=10)[-1]
-        transport = "http" if "http" in name else "stdio"
-        extra = "" if name.startswith("direct") else f"{median - base[transport]:9.3f}"
-        used = f"{cpu[name]:11.3f}" if name in cpu else ""
-        print(f"{name:<24} {median:8.3f} {p90:8.3f} {extra:>9} {used}")
-    stdio = [statistics.median(v) for k, v in samples.items() if k.startswith("gateway (")]
-    worst = max(stdio) - base["stdio"]
-    verdict = "meets" if worst <= TARGET_MS else "misses"
+        over = f"{median - floor:+11.3f}" if name.startswith("gateway") else ""
+        print(f"{name:<24} {median:8.3f} {p90:8.3f} {over:>11} {cpu[name]:11.3f}")
+    for name in samples:
+        if name.startswith("gateway"):
+            extra = statistics.median(samples[name]) - floor
+            verdict = "meets" if extra <= TARGET_MS else "misses"
+            print(
+                f"{name} adds {extra:.3f} ms per call over the plain SDK proxy "
+                f"({verdict} the {TARGET_MS:g} ms target)"
+            )
     print(
-        f"gateway overhead, stdio: {worst:.3f} ms per call ({verdict} the {TARGET_MS:g} ms target)"
+        "server CPU: CPU ms per call of the process the client talks to (the upstream for "
+        "direct, the proxy or gateway process otherwise)"
     )
-    if "http" in base:
-        http = statistics.median(samples["gateway, http"]) - base["http"]
-        print(f"gateway overhead, streamable HTTP (audit normal): {http:.3f} ms per call")
-    bare, stacked = asyncio.run(in_process(calls))
-    share = statistics.median(stacked) - statistics.median(bare)
-    print(
-        f"in-process: upstream call alone {statistics.median(bare):.3f} ms, through "
-        f"Gateway.call (policy, limit, repetition, audit, turn) {statistics.median(stacked):.3f}"
-        f" ms: loopware's share {share:.3f} ms per call"
-    )
-    print(
-        "server CPU: CPU ms per call of the process the client talks to over stdio (the "
-        "upstream for direct, the gateway or relay process alone otherwise); bare relay: the "
-        "two extra pipe hops alone"
-    )
+
+
+def main() -> None:
+    """Parse the command line and run the benchmark (or serve the upstream)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help="30 calls per path (smoke test)")
+    parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_upstream:
+        serve_upstream()
+        return
+    calls = 30 if args.quick else args.calls
+    samples, cpu = asyncio.run(run(calls))
+    report(calls, samples, cpu)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Final, Literal
 
@@ -136,7 +135,7 @@ class _Session:
             self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
 
     def enqueue(self, name: str, args: dict[str, Any]) -> asyncio.Future[tuple[ToolCall, Any]]:
-        """Queue one call for this client's turn (started when none runs); no task is made.
+        """Queue one call for this client's turn (started when none runs).
 
         The future completes with the call's record and the upstream's raw result once the
         turn ran it; cancelling it leaves the call to run, unanswered.
@@ -144,10 +143,6 @@ class _Session:
         call = _Call(name, args)
         self._queue_call(call)
         return call.done
-
-    async def submit(self, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
-        """Run one call through the policies (and upstream, when allowed)."""
-        return await self.enqueue(name, args)
 
     def _queue_call(self, call: _Call) -> None:
         turn = self._turn
@@ -196,11 +191,8 @@ class Gateway:
 
     __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
 
-    def __init__(self, config: GatewayConfig, *, direct: bool = True) -> None:
-        """Build the toolsets and the middleware; nothing connects until `start`.
-
-        ``direct=False`` keeps every upstream call on the SDK's client (``MCPToolset(direct=)``).
-        """
+    def __init__(self, config: GatewayConfig) -> None:
+        """Build the toolsets and the middleware; nothing connects until `start`."""
         self.config = config
         self.toolsets = [
             MCPToolset(
@@ -211,7 +203,6 @@ class Gateway:
                 env=u.env,
                 cwd=u.cwd,
                 on_result=_keep_raw,
-                direct=direct,
             )
             for u in config.upstreams
         ]
@@ -297,17 +288,12 @@ class Gateway:
         return session
 
     async def call(self, key: str, name: str, args: dict[str, Any]) -> tuple[ToolCall, Any]:
-        """Run client ``key``'s call of ``name``: its record, and the upstream's raw result."""
-        return await self.session(key).submit(name, args)
+        """Run client ``key``'s call of ``name``: its record, and the upstream's raw result.
 
-    def queue_call(
-        self, key: str, name: str, args: dict[str, Any]
-    ) -> asyncio.Future[tuple[ToolCall, Any]]:
-        """Queue client ``key``'s call of ``name`` without a task (see `call`).
-
-        Cancelling the future leaves the call to run; only its outcome is no longer awaited.
+        Cancelling the wait (the client cancelled its request) leaves the call to run; only its
+        outcome is no longer awaited.
         """
-        return self.session(key).enqueue(name, args)
+        return await self.session(key).enqueue(name, args)
 
     async def aclose(self) -> None:
         """End every session's turn, close the upstreams and the audit sink."""
@@ -372,8 +358,3 @@ def call_result(record: ToolCall, raw: Any) -> Any:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=body)], is_error=record.is_error
     )
-
-
-def offered_names(gateway: Gateway) -> Sequence[str]:
-    """The names of the tools clients are shown."""
-    return [t.name for t in gateway.offered()]

@@ -1,9 +1,11 @@
 """The gateway as an MCP server: ``tools/list`` and ``tools/call`` over stdio or HTTP.
 
-``tools/list`` shows the upstream tools the policy permits, with the schemas loopware
-validates against; ``tools/call`` runs the call through the client's session
-(``loopware_cli/_gateway.py``) and answers with the upstream's own result when the call was
-forwarded, or with an ``isError`` result carrying loopware's message when it was denied,
+The server is the ``mcp`` SDK's own low-level `Server`, served by the SDK's ``stdio_server``
+or its streamable HTTP app: the SDK parses, checks and answers every request, and the gateway
+only supplies the two handlers. ``tools/list`` shows the upstream tools the policy permits,
+with the schemas loopware validates against; ``tools/call`` runs the call through the client's
+session (``loopware_cli/_gateway.py``) and answers with the upstream's own result when the call
+was forwarded, or with an ``isError`` result carrying loopware's message when it was denied,
 limited, rejected, invalid or failed upstream.
 """
 
@@ -12,19 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from typing import Any
 
 from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["FAST_SWITCH", "add_gateway_command", "build_server", "client_key"]
+__all__ = ["add_gateway_command", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
-FAST_SWITCH = "LOOPWARE_GATEWAY_FAST"
-"""Set to ``0`` to serve every stdio request with the SDK and every upstream call with its
-client (the fast lane and the direct link off): to compare, or to rule them out."""
 
 
 def client_key(ctx: Any, transport: str) -> str:
@@ -76,8 +74,7 @@ async def serve(config_path: str, http: str | None) -> int:
     except GatewayConfigError as exc:
         print(f"loopware gateway: error: {exc}", file=sys.stderr)
         return 3
-    fast = os.environ.get(FAST_SWITCH, "1") != "0"
-    gateway = Gateway(config, direct=fast)
+    gateway = Gateway(config)
     try:
         await gateway.start()
     except Exception as exc:
@@ -86,7 +83,11 @@ async def serve(config_path: str, http: str | None) -> int:
         return 1
     try:
         if http is None:
-            await _serve_stdio(gateway, fast)
+            from mcp import stdio_server
+
+            server = build_server(gateway, "stdio")
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
         else:
             import uvicorn
 
@@ -98,32 +99,6 @@ async def serve(config_path: str, http: str | None) -> int:
     finally:
         await gateway.aclose()
     return 0
-
-
-async def _serve_stdio(gateway: Gateway, fast: bool) -> None:
-    """Serve stdio: the fast lane answers plain ``tools/call`` lines, the SDK everything else.
-
-    Without pipes on fd 0 and 1 (a regular file), the SDK's own streams serve, without a lane.
-    """
-    from mcp.server.stdio import stdio_server
-
-    from ._gateway_fast import FastLane
-    from ._gateway_stdio import pipe_streams
-
-    server = build_server(gateway, "stdio")
-    pipes = await pipe_streams()
-    lane: FastLane | None = None
-    if pipes is not None and fast:
-        lines, writer = pipes
-        lane = FastLane(gateway, server, writer.send)
-        lines.tap = writer.tap = lane
-    streams: Any = pipes if pipes is not None else (None, None)
-    try:
-        async with stdio_server(*streams) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-    finally:
-        if lane is not None:
-            await lane.aclose()
 
 
 def _run(args: argparse.Namespace) -> int:

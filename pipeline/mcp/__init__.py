@@ -1,4 +1,4 @@
-"""Tools from any MCP server under loopware's policies (extra ``mcp``; issue 16).
+"""Tools from any MCP server under loopware's policies (extra ``mcp``).
 
 `MCPToolset` connects to a server over stdio (a command line) or streamable HTTP (a URL) and
 turns each of its tools into a loopware `Tool`. The ``mcp`` SDK is imported when a toolset

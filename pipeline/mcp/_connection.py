@@ -6,12 +6,13 @@ and waits there until closed, so calls may come from any task (every turn is one
 server dies (its process exits, its HTTP endpoint goes away, the transport breaks), the call in
 flight fails with `MCPServerError` and the link is marked dead; the next call opens a new one.
 Every wait is bounded: connecting by ``connect_timeout``, each call by its ``timeout`` (the
-calls' deadlines share one timer, ``pipeline/mcp/_deadlines.py``).
+SDK client's own read timeout).
 
-On a stdio link, ``tools/call`` goes the lean way of ``pipeline/mcp/_direct.py`` (the SDK's
-client still opens the link, lists the tools and checks each result against the tool's output
-schema); ``direct=False`` keeps every call on the SDK's client. A call the server rejects with
-``HEADER_MISMATCH`` is resent through the SDK's client, which re-lists the tools first.
+Every request goes through the SDK's `Client`; a stdio server is reached through
+``pipeline/mcp/_stdio.py`` (the SDK's client on a transport that reads long lines in linear
+time). The one check loopware adds before the SDK: arguments JSON cannot carry as UTF-8 (a lone
+surrogate) are refused before the call is sent, since the SDK's client would fail its link's
+writer with them.
 """
 
 from __future__ import annotations
@@ -27,10 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import InvalidToolArgsError
-from ._deadlines import Deadlines
-from ._direct import DirectCalls, finish, sdk
 from ._errors import MCPServerError, MCPTimeoutError
-from ._quick import quick_result
 
 __all__ = ["Connection", "ServerSpec"]
 
@@ -57,11 +55,10 @@ def describe_server(server: ServerSpec) -> str:
 class _Link:
     """One open client: its holder task and the signal that ends it."""
 
-    __slots__ = ("client", "closing", "dead", "direct", "task")
+    __slots__ = ("client", "closing", "dead", "task")
 
-    def __init__(self, direct: DirectCalls | None) -> None:
+    def __init__(self) -> None:
         self.client: Any = None
-        self.direct = direct
         self.closing = asyncio.Event()
         self.dead = False
         self.task: asyncio.Task[None] | None = None
@@ -76,8 +73,6 @@ class Connection:
 
     __slots__ = (
         "_cwd",
-        "_deadlines",
-        "_direct",
         "_env",
         "_label",
         "_link",
@@ -93,11 +88,8 @@ class Connection:
         connect_timeout: float,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
-        direct: bool = True,
     ) -> None:
         """Remember the server; nothing is opened until the first call.
-
-        ``direct=False`` sends every call through the SDK's client (see the module docstring).
 
         Raises:
             ValueError: an empty command line.
@@ -110,10 +102,8 @@ class Connection:
         self._label = describe_server(server)
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
-        self._direct = direct and not isinstance(self._server, str)
         self._link: _Link | None = None
         self._lock: asyncio.Lock | None = None
-        self._deadlines = Deadlines()
         self.connect_timeout = connect_timeout
 
     @property
@@ -126,7 +116,7 @@ class Connection:
         """True while a link is open and alive."""
         return self._link is not None and self._link.usable
 
-    def _target(self, link: _Link) -> Any:
+    def _target(self) -> Any:
         if isinstance(self._server, str):
             return self._server
         from ._stdio import stdio_transport
@@ -134,7 +124,7 @@ class Connection:
         command, *args = self._server
         if command == "python":  # the interpreter running loopware, not whatever PATH finds
             command = sys.executable
-        return stdio_transport([command, *args], env=self._env, cwd=self._cwd, direct=link.direct)
+        return stdio_transport([command, *args], env=self._env, cwd=self._cwd)
 
     async def client(self) -> Any:
         """The open client, opening (or reopening) it first when needed.
@@ -155,7 +145,7 @@ class Connection:
             if link is not None:
                 await self._close_link(link)
                 _log.info("reconnecting to MCP server %s", self._label)
-            link = _Link(DirectCalls() if self._direct else None)
+            link = _Link()
             ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             link.task = asyncio.create_task(self._hold(link, ready), name=f"mcp {self._label}")
             try:
@@ -178,7 +168,7 @@ class Connection:
         from mcp import Client
 
         try:
-            async with Client(self._target(link)) as client:
+            async with Client(self._target()) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await link.closing.wait()
@@ -260,14 +250,9 @@ class Connection:
             MCPTimeoutError: no answer within ``timeout`` seconds.
         """
         client = await self.client()
-        link = self._link
-        direct = link.direct if link is not None else None
         try:
-            async with self._deadlines.after(timeout):  # one timer for all calls, not one each
-                if direct is not None and _direct_fits(client, direct):
-                    return await self._call_direct(client, direct, name, arguments, timeout)
-                _check_sendable(arguments)
-                return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+            _check_sendable(arguments)
+            return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
         except UnicodeEncodeError as exc:  # raised before anything was sent: the link is fine
             bad = exc.object[exc.start : exc.end]
             raise InvalidToolArgsError(
@@ -296,38 +281,6 @@ class Connection:
                 tool_name=name,
             ) from exc
 
-    async def _call_direct(
-        self,
-        client: Any,
-        direct: DirectCalls,
-        name: str,
-        arguments: dict[str, Any],
-        timeout: float | None,
-    ) -> Any:
-        """``tools/call`` the lean way; the result checked as the SDK's client checks it."""
-        names = sdk()
-        answer = await direct.request("tools/call", {"name": name, "arguments": arguments})
-        error = answer.get("error")
-        if error is not None:
-            code = error.get("code") if isinstance(error, dict) else None
-            if code == names.HEADER_MISMATCH:  # the SDK's client re-lists the tool and resends once
-                return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
-            if not isinstance(code, int) or isinstance(code, bool):
-                code = -32603
-            message = error.get("message") if isinstance(error, dict) else None
-            data = error.get("data") if isinstance(error, dict) else None
-            raise names.MCPError(code=code, message=str(message or "(no message)"), data=data)
-        raw = answer.get("result")
-        if not isinstance(raw, dict):
-            raise names.MCPError(code=-32603, message="the response carries no result object")
-        version = client.protocol_version
-        result = quick_result(version, raw)  # the plain-text shape in one pass
-        if result is None:
-            result = finish(version, raw)
-        if not result.is_error:
-            await client.session.validate_tool_result(name, result)
-        return result
-
     def _broken(self, exc: BaseException) -> bool:
         """Mark the link dead unless ``exc`` is an error the live server answered with."""
         from mcp import MCPError
@@ -349,14 +302,6 @@ class Connection:
             await self._close_link(link)
 
 
-def _direct_fits(client: Any, direct: DirectCalls) -> bool:
-    """Whether the lean way sends what the SDK's client would (the envelope is known)."""
-    if not direct.ready:
-        return False
-    modern = client.protocol_version in sdk().MODERN_PROTOCOL_VERSIONS
-    return modern == (direct.envelope is not None)
-
-
 def _check_sendable(arguments: dict[str, Any]) -> None:
     """Raise UnicodeEncodeError when ``arguments`` cannot travel as UTF-8 JSON.
 
@@ -366,8 +311,10 @@ def _check_sendable(arguments: dict[str, Any]) -> None:
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    names = sdk()
-    return isinstance(exc, names.MCPError) and exc.code == names.REQUEST_TIMEOUT
+    from mcp import MCPError
+    from mcp_types import REQUEST_TIMEOUT
+
+    return isinstance(exc, MCPError) and exc.code == REQUEST_TIMEOUT
 
 
 def _describe(exc: BaseException) -> str:

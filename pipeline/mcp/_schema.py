@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -45,7 +44,6 @@ class MCPArguments(BaseModel):
     _validator: ClassVar[Any] = None
     _json_schema: ClassVar[dict[str, Any]] = {}
     _defaults: ClassVar[tuple[tuple[str, str], ...]] = ()
-    _quick: ClassVar[Any] = None
 
     def as_dict(self) -> dict[str, Any]:
         """The arguments as plain JSON data (a fresh dict)."""
@@ -68,12 +66,10 @@ class MCPArguments(BaseModel):
                     )
                 ],
             )
-        quick = cls._quick
-        if quick is None or not quick(data):  # jsonschema decides, and names every error
-            found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)
-            errors = [detail for _, error in found for detail in _details(error)]
-            if errors:
-                raise ValidationError.from_exception_data(cls.__name__, errors)
+        found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)  # jsonschema decides
+        errors = [detail for _, error in found for detail in _details(error)]
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         if cls._defaults:
             missing = [(k, v) for k, v in cls._defaults if k not in data]
             if missing:
@@ -86,59 +82,6 @@ class MCPArguments(BaseModel):
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
         """The server's schema (as amended by `schema_model`), not pydantic's."""
         return copy.deepcopy(cls._json_schema)
-
-
-_SIMPLE_KEYS: Final = frozenset(
-    {"type", "properties", "required", "additionalProperties", "title", "description"}
-)
-_ANNOTATIONS: Final = frozenset({"type", "title", "description", "default"})
-_TYPES: Final[dict[str, tuple[type, ...]]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "null": (type(None),),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
-def quick_accept(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
-    """A fast yes for the commonest schemas, or None when ``schema`` is not one of them.
-
-    The commonest MCP input schema is an object of named properties, each at most typed, with
-    a ``required`` list and no other properties. For those, a dict whose keys are all known,
-    whose required keys are all there and whose values have exactly the JSON type named is
-    valid: the checker says True and jsonschema is not run. Anything else (a value of another
-    type, an int where a float is allowed, ...) gets False, and jsonschema decides as before,
-    so the checker never accepts what jsonschema would reject.
-    """
-    if not schema.keys() <= _SIMPLE_KEYS or schema.get("additionalProperties") is not False:
-        return None
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    if not isinstance(properties, dict) or not isinstance(required, list):
-        return None
-    if not all(isinstance(k, str) and k in properties for k in required):
-        return None
-    kinds: dict[str, tuple[type, ...] | None] = {}
-    for key, sub in properties.items():
-        if not isinstance(sub, dict) or not sub.keys() <= _ANNOTATIONS:
-            return None
-        name = sub.get("type")
-        if name is not None and (not isinstance(name, str) or name not in _TYPES):
-            return None
-        kinds[key] = None if name is None else _TYPES[name]
-    needed = tuple(required)
-
-    def accept(data: dict[str, Any]) -> bool:
-        for key, value in data.items():
-            kind = kinds.get(key, ())  # an unknown key: no type fits
-            if kind is not None and type(value) not in kind:
-                return False
-        return all(key in data for key in needed)
-
-    return accept
 
 
 def _iter(cls: type[MCPArguments], data: dict[str, Any]) -> Any:
@@ -252,7 +195,6 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
         "_validator": validator,
         "_json_schema": described,
         "_defaults": tuple(defaults),
-        "_quick": quick_accept(described),
     }
     model: type[MCPArguments] = type(f"MCPArguments_{tool_name}", (MCPArguments,), namespace)
     return model

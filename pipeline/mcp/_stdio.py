@@ -1,14 +1,16 @@
-"""A stdio transport for the ``mcp`` SDK's `Client` that reads any message size in linear time.
+"""The stdio transport MCPToolset gives the ``mcp`` SDK's `Client`: linear in a message's size.
 
-The SDK's own stdio client joins each 64 KiB chunk to the text read so far before splitting
-lines, so one large message costs time quadratic in its size (measured here: 10 MB in 1.4 s,
-40 MB in 34 s; see the README's MCP section). This transport keeps the chunks of the line
-being read in a list and joins them once when the newline arrives, so a 100 MB result costs
-what parsing it costs. It speaks the same newline-delimited JSON-RPC, inherits the SDK's safe
-environment, and on exit closes the server's stdin, waits briefly, then terminates and kills
-it, so a stuck server never outlives its connection. Given a `DirectCalls`, it also carries
-the lean ``tools/call`` requests (``pipeline/mcp/_direct.py``): their lines go to the server's
-stdin beside the SDK's, and their answers are taken off the reader before the SDK parses them.
+Why not the SDK's own ``stdio_client``: its reader appends every chunk it reads to the text
+read so far and splits the whole again (``(buffer + chunk).split(newline)``), so a line
+that arrives in k chunks is copied k times, and one large result costs time quadratic in its
+size (``tests/mcp/test_toolset_faults.py`` reads a result over 100 MB through this transport).
+This transport keeps the chunks of the line being read in a list and joins them once, when its
+newline arrives, so a line costs what parsing it costs. Everything else is the SDK's: each line
+is parsed into a ``SessionMessage`` with the SDK's own message adapter, messages are written as
+the SDK's writer writes them, and the SDK's `Client` does the rest (handshake, requests, result
+checks, timeouts). It inherits the SDK's safe environment, and on exit closes the server's
+stdin, waits briefly, then terminates and kills it, so a stuck server never outlives its
+connection.
 """
 
 from __future__ import annotations
@@ -20,10 +22,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
-
-if TYPE_CHECKING:
-    from ._direct import DirectCalls
+from typing import Any, Final
 
 __all__ = ["stdio_transport"]
 
@@ -40,11 +39,8 @@ async def stdio_transport(
     argv: Sequence[str],
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    direct: DirectCalls | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start ``argv`` and yield the ``(read_stream, write_stream)`` pair `Client` expects.
-
-    ``direct``, when given, is attached to the process's stdin and sees every line first.
 
     Raises:
         OSError: the command cannot be started.
@@ -54,12 +50,11 @@ async def stdio_transport(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    # asyncio's own process pipes: anyio's wrappers add a checkpoint (a loop turn) to every
-    # read and write, and a stdio call is one of each. The server's output is split into lines
-    # in the pipe's read callback (`_ServerOutput`), where the direct link takes its answers.
+    # asyncio's own process pipes; the server's output is split into lines in the pipe's read
+    # callback (`_ServerOutput`), each line joined once.
     loop = asyncio.get_running_loop()
     transport, output = await loop.subprocess_exec(
-        lambda: _ServerOutput(direct, loop),
+        lambda: _ServerOutput(loop),
         *argv,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -78,9 +73,6 @@ async def stdio_transport(
     reads_in, reads_out = anyio.create_memory_object_stream[Any](0)
     writes_in, writes_out = anyio.create_memory_object_stream[Any](0)
     adapter = mcp_types.jsonrpc_message_adapter
-    request_type = mcp_types.JSONRPCRequest
-    if direct is not None:
-        direct.attach(send)
 
     def parse(line: bytes) -> Any:
         try:
@@ -90,27 +82,19 @@ async def stdio_transport(
             return exc
 
     async def read() -> None:
-        """Hand the lines the direct link did not take to the SDK's client, in order."""
-        try:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                async with reads_in:
-                    while (line := await output.next_line()) is not None:
-                        await reads_in.send(parse(line))
-        finally:
-            if direct is not None:
-                direct.close()  # the server's output ended: no direct call may wait forever
+        """Hand the server's lines to the SDK's client, in order."""
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async with reads_in:
+                while (line := await output.next_line()) is not None:
+                    await reads_in.send(parse(line))
 
     async def write() -> None:
         try:
             async with writes_out:
                 async for message in writes_out:
-                    if direct is not None and isinstance(message.message, request_type):
-                        direct.saw_request(message.message.params)
                     text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await send(text.encode("utf-8") + b"\n")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            if direct is not None:
-                direct.close()
             await reads_in.aclose()  # the server is gone: no request may wait forever
 
     async with anyio.create_task_group() as group:
@@ -129,17 +113,14 @@ async def stdio_transport(
 class _ServerOutput(asyncio.subprocess.SubprocessStreamProtocol):
     """The server process's protocol: its output split into lines as the bytes arrive.
 
-    A line's chunks are joined once, when its newline arrives (linear in its size). The direct
-    link sees each line first, in the read callback, and takes its answers there (the awaiting
-    call resumes without a reader task waking up); the other non-blank lines queue for the
-    SDK's client (`next_line`), and while more than `_QUEUED` wait, reading pauses. Output
-    after the last newline when the pipe closes is not a message and is dropped.
+    A line's chunks are joined once, when its newline arrives (linear in its size). Non-blank
+    lines queue for the SDK's client (`next_line`), and while more than `_QUEUED` wait, reading
+    pauses. Output after the last newline when the pipe closes is not a message and is dropped.
     """
 
-    def __init__(self, direct: DirectCalls | None, loop: asyncio.AbstractEventLoop) -> None:
-        """Give the lines to ``direct`` first (when given)."""
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the server's output on ``loop``."""
         super().__init__(limit=_CHUNK, loop=loop)
-        self._direct = direct
         self._parts: list[bytes] = []
         self._lines: deque[bytes] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -158,15 +139,13 @@ class _ServerOutput(asyncio.subprocess.SubprocessStreamProtocol):
         if fd != 1 or isinstance(data, str):
             super().pipe_data_received(fd, data)
             return
-        parts, direct = self._parts, self._direct
+        parts = self._parts
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             parts.append(data[start:end])
             start = end + 1
             line = b"".join(parts)
             parts.clear()
-            if direct is not None and direct.take(line):
-                continue
             if line.strip():
                 self._lines.append(line)
                 self._wake()
@@ -176,13 +155,11 @@ class _ServerOutput(asyncio.subprocess.SubprocessStreamProtocol):
             self._pause(True)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        """The server's output closed: no more lines, and no direct call may wait for one."""
+        """The server's output closed: no more lines."""
         if fd == 1:
             self._ended = True
             self._parts.clear()
             self._wake()
-            if self._direct is not None:
-                self._direct.close()
         super().pipe_connection_lost(fd, exc)
 
     async def next_line(self) -> bytes | None:

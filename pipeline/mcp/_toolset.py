@@ -1,4 +1,4 @@
-"""`MCPToolset`: an MCP server's tools as loopware `Tool` values (issue 16).
+"""`MCPToolset`: an MCP server's tools as loopware `Tool` values.
 
 Each tool the server lists becomes a `Tool` whose input schema is the server's JSON Schema
 (``pipeline/mcp/_schema.py``: strict validation, the same ``E_INVALID_TOOL_ARGS`` error calls),
@@ -86,7 +86,6 @@ class MCPToolset:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         on_result: ResultHook | None = None,
-        direct: bool = True,
     ) -> None:
         """Configure the toolset; nothing connects until `connect` or the first turn.
 
@@ -106,8 +105,6 @@ class MCPToolset:
             cwd: The working directory of a stdio server.
             on_result: Called in the handler with each raw ``CallToolResult`` (the gateway
                 forwards the server's own result this way).
-            direct: On a stdio server, send ``tools/call`` the lean way
-                (``pipeline/mcp/_direct.py``); False sends every call through the SDK's client.
 
         Raises:
             InvalidToolError: a bad option (``field`` names it).
@@ -140,7 +137,7 @@ class MCPToolset:
             )
         try:
             self._connection = Connection(
-                server, connect_timeout=float(connect_timeout), env=env, cwd=cwd, direct=direct
+                server, connect_timeout=float(connect_timeout), env=env, cwd=cwd
             )
         except ValueError as exc:
             raise InvalidToolError(f"MCPToolset: {exc}", field="server") from None

@@ -2,7 +2,8 @@
 
 ``python tests/mcp/fixture_server.py [--log FILE] [--hostile] [--http PORT]``: every call it
 receives is appended to ``--log`` (one JSON line: the tool and its arguments) before it is
-answered, so a test can prove which calls reached it. ``--hostile`` also lists tools a client
+answered, so a test can prove which calls reached it. ``shape`` answers with the result its
+arguments spell out (wire JSON), to test how results travel. ``--hostile`` also lists tools a client
 must not take as they are: an invalid schema, a non-object schema and names no provider
 accepts.
 """
@@ -53,6 +54,11 @@ TOOLS = [
     ),
     types.Tool(name="hang", description="Never answers.", input_schema=_obj({})),
     types.Tool(name="die", description="Exits the server process.", input_schema=_obj({})),
+    types.Tool(
+        name="shape",
+        description="Answers with the CallToolResult its ``result`` argument spells out.",
+        input_schema=_obj({"result": {"type": "object"}, "nonce": {"type": "integer"}}, ["result"]),
+    ),
 ]
 
 HOSTILE = [
@@ -126,6 +132,8 @@ def main() -> None:
             return types.CallToolResult(content=[text(line * (1024 * args["mb"]))])
         if params.name == "hang":
             await asyncio.sleep(3600)
+        if params.name == "shape":
+            return types.CallToolResult.model_validate(args["result"])
         if params.name == "die":
             sys.stdout.flush()
             os._exit(3)

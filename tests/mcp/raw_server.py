@@ -1,10 +1,11 @@
-"""A hand-written MCP server (no SDK) for the direct-link tests: ``raw_server.py MODE LOG``.
+"""A hand-written MCP server (no SDK) for the connection tests: ``raw_server.py MODE LOG``.
 
 It speaks newline-delimited JSON-RPC on stdio, answers ``server/discover`` and ``tools/list``
-with one ``echo`` tool, logs every line it receives to LOG, and answers ``tools/call`` as MODE
-says: ``echo`` (the text back), ``error`` (a JSON-RPC error), ``junk`` (a result that is not an
-object), ``silent`` (never), ``die`` (exits), ``noisy`` (a non-JSON line and a stray
-notification mentioning a loopware id first, then the text back).
+with one ``echo`` tool (a ``text`` string, any other arguments allowed), logs every line it
+receives to LOG, and answers ``tools/call`` as MODE says: ``echo`` (the text back), ``error``
+(a JSON-RPC error), ``junk`` (a result that is not an object), ``silent`` (never), ``die``
+(exits), ``noisy`` (a non-JSON line and a stray notification first, then the text back),
+``shape`` (the ``result`` argument, as it is, whatever it holds).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import json
 import os
 import sys
 
-SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": True,
+}
 
 
 def send(message: dict[str, object]) -> None:
@@ -47,7 +53,8 @@ def main() -> None:
                 "ttlMs": 0,
             }
         elif method == "tools/call":
-            text = message["params"]["arguments"]["text"]
+            arguments = message["params"].get("arguments") or {}
+            text = arguments.get("text")
             if mode == "error":
                 error = {"code": -32050, "message": "quota exceeded", "data": {"left": 0}}
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -58,6 +65,8 @@ def main() -> None:
                 os._exit(3)
             if mode == "junk":
                 result = "not an object"
+            elif mode == "shape":
+                result = arguments.get("result")
             else:
                 if mode == "noisy":
                     sys.stdout.write("this is not JSON\n")

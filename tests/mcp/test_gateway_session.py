@@ -2,12 +2,13 @@
 ends its turn and the next call starts another in the same conversation; calls that keep
 coming keep the turn, however long it runs, with one idle timer re-armed rather than one per
 wait; a call queued (without a task) as its turn ends runs in the next one; a call whose
-waiter is cancelled leaves the session working. The loop's clock is moved by hand
-(tests/mcp/test_deadlines.py): nothing is timed."""
+waiter is cancelled leaves the session working. The loop's clock is moved by hand: nothing is
+timed."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -15,9 +16,31 @@ pytest.importorskip("mcp")
 
 from loopware_cli._gateway import Gateway
 from loopware_cli._gateway_config import GatewayConfig
-from tests.mcp.test_deadlines import Clock, clock
 
-__all__ = ["clock"]
+
+class Clock:
+    """The running loop's clock, moved by hand; counts the timers armed on the loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.now = 1000.0
+        self.armed: list[float] = []
+        self._call_at = loop.call_at
+        loop.time = lambda: self.now  # type: ignore[method-assign]
+        loop.call_at = self._count  # type: ignore[method-assign,assignment]
+
+    def _count(self, when: float, callback: object, *args: object, **kw: object) -> object:
+        self.armed.append(when)
+        return self._call_at(when, callback, *args, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def clock() -> AsyncIterator[Clock]:
+    """The running loop's clock, by hand, for the test (the loop's own methods after)."""
+    loop = asyncio.get_running_loop()
+    try:
+        yield Clock(loop)
+    finally:
+        del loop.time, loop.call_at  # the class's own methods again
 
 
 async def turns(clock: Clock, seconds: float) -> None:
@@ -72,7 +95,7 @@ async def test_a_call_queued_as_its_turn_ends_runs_in_the_next_turn() -> None:
     session = gateway.session("client")
     closing = asyncio.create_task(session.close())  # the turn is told to end ...
     await asyncio.sleep(0)
-    later = gateway.queue_call("client", "nothing", {})  # ... and a call comes meanwhile
+    later = session.enqueue("nothing", {})  # ... and a call comes meanwhile
     record, _ = await later
     assert record.is_error  # it ran (no such tool)
     await closing
@@ -85,7 +108,7 @@ async def test_a_call_whose_waiter_is_cancelled_leaves_the_session_working() -> 
     gateway = Gateway(GatewayConfig(upstreams=()))
     await gateway.start()
     first = await running_turn(gateway)
-    gone = gateway.queue_call("client", "nothing", {})
+    gone = gateway.session("client").enqueue("nothing", {})
     gone.cancel()  # the client gave up on it
     assert await running_turn(gateway) is first
     assert gone.cancelled()
