@@ -25,6 +25,7 @@ from typing import Any
 
 from pipeline import InvalidMiddlewareConfigError, canonical_json
 
+from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
     GENESIS_HASH,
     OPTIONAL_FIELDS,
@@ -35,15 +36,17 @@ from ._chain import (
     entry_from_fields,
     new_head,
     new_row,
-    verify_rows,
 )
+from ._key import AuditKey, Digest, check_chain_key, check_key, row_digest, sealed
 from ._sqlite import Synchronous, check_options
 from ._sqlite_schema import SQL_COLUMNS, resume
+from ._verify import verify_log
 from ._writer import ChainWriter
 
 __all__ = ["JsonlAuditSink"]
 
 _HEAD_SIZE = 128  # bytes of the head record: {"count": ..., "hash": ...} padded with spaces
+_SEALED_HEAD_SIZE = 256  # a keyed log's: {"count": ..., "hash": ..., "seal": ...}
 _KEPT_BYTES = 64 * 1024
 """A repair row keeps the cut bytes themselves (base64) up to this size; hash and length always."""
 _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
@@ -104,24 +107,26 @@ def _json_row(line: bytes) -> AuditRow | None:
         return None
 
 
-def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[AuditRow], bytes]:
+def _chain_lines(
+    entries: Sequence[AuditEntry], head: AuditHead, hash_of: Digest
+) -> tuple[list[AuditRow], bytes]:
     """Chain ``entries`` after ``head``; return the rows and their lines, each built once.
 
-    A line is the canonical JSON its hash is taken of with the ``hash`` key added at the end:
-    reading it back gives the same fields (key order does not matter to `_json_row`).
+    A line is the canonical JSON its hash is taken of (by ``hash_of``: unkeyed or keyed) with
+    the ``hash`` key added at the end: reading it back gives the same fields (key order does not
+    matter to `_json_row`).
     """
     index, prev = head.count, head.hash
-    sha256 = hashlib.sha256
     if len(entries) == 1:
         data = canonical_row(entries[0], index, prev)
-        digest = sha256(data).hexdigest()
+        digest = hash_of(data)
         line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
         return [new_row(index, entries[0], prev, digest)], line
     rows: list[AuditRow] = []
     lines: list[bytes] = []
     for entry in entries:
         data = canonical_row(entry, index, prev)
-        digest = sha256(data).hexdigest()
+        digest = hash_of(data)
         rows.append(new_row(index, entry, prev, digest))
         lines.append(b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii")))
         index, prev = index + 1, digest
@@ -203,6 +208,11 @@ class JsonlAuditSink:
             writer thread) or ``"normal"`` (the append's ``write`` is made at once, on the
             calling thread, unless it would wait for another writer's lock; see
             ``middleware/audit/_writer.py``).
+        key: Chain the rows under this key (``middleware/audit/_key.py``): only its holder
+            can write rows that verify, and ``<path>.head`` is sealed with it, so a cut tail is
+            found without a head saved elsewhere. A log stays in the mode it was started in.
+        anchor: Also hand every new head to this callable (`AuditAnchorFile`, ``print``):
+            a head kept out of the log's reach catches a rollback of the whole log.
 
     The chain's head is kept in memory, read from the files on opening and again whenever
     another writer grew the file. ``<path>.head`` is rewritten after every append (after the
@@ -212,15 +222,28 @@ class JsonlAuditSink:
 
     Raises:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
+        AuditKeyError: ``key`` is not an `AuditKey`.
+        AuditKeyMismatchError: the log was chained under another key, or in the other mode.
     """
 
     __slots__ = (
-        "_fd", "_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_size", "_writer"
+        "_anchor", "_fd", "_file", "_fsync", "_hash_of", "_head", "_head_fd", "_head_path",
+        "_key", "_path", "_size", "_writer",
     )
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "full",
+        key: AuditKey | None = None,
+        anchor: AuditAnchor | None = None,
+    ) -> None:
         """Open (or create) the file; see the class docstring."""
         self._path = check_options("JsonlAuditSink", path, synchronous)
+        self._key = check_key("JsonlAuditSink", key)
+        self._anchor = check_anchor("JsonlAuditSink", anchor)
+        self._hash_of = row_digest(self._key)
         self._head_path = self._path + ".head"
         self._fsync = synchronous == "full"
         self._head = AuditHead(0, GENESIS_HASH)
@@ -248,7 +271,10 @@ class JsonlAuditSink:
         try:
             self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
             with _locked(self._head_fd):
+                check_chain_key("JsonlAuditSink", self._key, self._read_head(handle))
                 self._catch_up(handle)
+                if self._key is not None and self._head.count == 0 and self._size == 0:
+                    self._write_head(self._head)  # a new keyed log: its end is sealed at once
         except BaseException:
             handle.close()
             if self._head_fd >= 0:
@@ -282,7 +308,11 @@ class JsonlAuditSink:
         return _repair_entry(offset, torn)
 
     def _read_head(self, handle: Any) -> AuditHead:
-        """Where the next row goes, as the files hold it now (the file ends with a newline)."""
+        """Where the next row goes, as the files hold it now (the file ends with a newline).
+
+        With a key, a head file the key did not seal is no head: the rows then continue one
+        index past the last row, so that ``verify()`` keeps reporting the end as lost.
+        """
         row: AuditRow | None = None
         if handle.seek(0, os.SEEK_END):
             line = _last_line(self._path)
@@ -291,7 +321,10 @@ class JsonlAuditSink:
                 for candidate in self._iter_rows():
                     row = candidate or row
         last = None if row is None else AuditHead(row.index + 1, row.hash)
-        return resume(last, self._stored_head())
+        stored, seal = self._stored_head()
+        if self._key is not None and not sealed(self._key, stored, seal):
+            return AuditHead(last.count + 1, last.hash) if last is not None else resume(None, None)
+        return resume(last, stored)
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         """Append under the lock, waiting for it (the writer thread)."""
@@ -316,7 +349,7 @@ class JsonlAuditSink:
         return self._append_locked(self._fd, entries)
 
     def _append_locked(self, fd: int, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        rows, data = _chain_lines(entries, self._head)
+        rows, data = _chain_lines(entries, self._head, self._hash_of)
         try:
             _write_all(fd, data)
             if self._fsync:
@@ -326,18 +359,33 @@ class JsonlAuditSink:
             raise
         self._size += len(data)
         head = self._head = new_head(rows[-1])
-        # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
-        record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
-        os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+        self._write_head(head)
+        if self._anchor is not None:
+            self._anchor(head)
         return rows
 
-    def _stored_head(self) -> AuditHead | None:
+    def _write_head(self, head: AuditHead) -> None:
+        """Replace ``<path>.head`` by one fixed-size write at offset 0 (no temp file)."""
+        if self._key is None:
+            record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
+            os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+            return
+        record = b'{"count": %d, "hash": "%s", "seal": "%s"}' % (
+            head.count, head.hash.encode("ascii"), self._key.head_seal(head).encode("ascii")
+        )
+        os.pwrite(self._head_fd, record.ljust(_SEALED_HEAD_SIZE - 1) + b"\n", 0)
+
+    def _stored_head(self) -> tuple[AuditHead | None, str | None]:
+        """The head in ``<path>.head`` and its seal (None when missing or malformed)."""
         try:
             with open(self._head_path, encoding="utf-8") as f:
                 data = json.load(f)
-            return AuditHead(int(data["count"]), str(data["hash"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+            seal = data.get("seal")
+            return AuditHead(int(data["count"]), str(data["hash"])), (
+                seal if isinstance(seal, str) else None
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None, None
 
     def _iter_rows(self) -> Iterator[AuditRow | None]:
         """Parse every complete line; a torn tail (no newline) is not a row (see the module)."""
@@ -349,9 +397,9 @@ class JsonlAuditSink:
 
     def _verify(self, head: AuditHead | None) -> int | None:
         with _locked(self._head_fd):  # never read another sink's half-written append
-            return verify_rows(
-                self._iter_rows(), head if head is not None else self._stored_head()
-            )
+            stored, seal = self._stored_head()
+            rows = list(self._iter_rows())
+        return verify_log(rows, stored, key=self._key, seal=seal, given=head)
 
     def _all_rows(self) -> list[AuditRow | None]:
         with _locked(self._head_fd):
@@ -381,8 +429,12 @@ class JsonlAuditSink:
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
+        With a key, every row must be the key's and ``<path>.head`` sealed by it (a missing or
+        unsealed head reports the row count: the end may have been cut).
+
         Args:
-            head: A head saved earlier with `head`; by default the one in ``<path>.head``.
+            head: A head saved earlier (`head`, an anchor); by default the one in
+                ``<path>.head`` (with a key, both are checked).
         """
         return self._writer.call(self._verify, head)
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
+from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
     GENESIS_HASH,
     AuditEntry,
@@ -45,20 +46,21 @@ from ._chain import (
     entry_to_fields,
     new_head,
     seal_fields,
-    verify_rows,
 )
 from ._joint import JointRows
+from ._key import AuditKey, check_chain_key, check_key
 from ._sqlite_schema import (
     SQL_COLUMNS,
     SQL_INSERT,
-    SQL_PUT_HEAD,
     SQL_SELECT,
     SQL_TAKE_HEAD,
     SQL_VERSION,
     migrate,
+    put_head,
     split_head,
     stored_head,
 )
+from ._verify import verify_log
 from ._writer import ChainWriter
 
 __all__ = ["SqliteAuditSink", "Synchronous", "check_options", "row_from_values"]
@@ -97,13 +99,13 @@ def _sql_values(row: AuditRow) -> tuple[Any, ...]:
 
 
 def _chain_values(
-    entries: Sequence[AuditEntry], head: AuditHead
+    entries: Sequence[AuditEntry], head: AuditHead, key: AuditKey | None
 ) -> tuple[list[AuditRow], list[tuple[Any, ...]], int]:
-    """Chain ``entries`` after ``head``; return the rows and their column values, built once.
+    """Chain ``entries`` after ``head`` (under ``key``); return the rows and their values.
 
     The third value is the bytes of their hash texts: about what the rows take in the database.
     """
-    rows, values, size, ascii_only = seal_fields(entries, head)
+    rows, values, size, ascii_only = seal_fields(entries, head, key)
     if not ascii_only:  # some text may hold a lone surrogate (see _sql_text)
         values = [_sql_values(row) for row in rows]
     return rows, values, size
@@ -147,27 +149,43 @@ class SqliteAuditSink:
             `SqliteStore` (the tables do not clash) or as other sinks, in this process or
             another: each append chains after the rows the file holds at that moment.
         synchronous: ``"full"`` (default) or ``"normal"`` (see the module docstring).
+        key: Chain the rows under this key (``middleware/audit/_key.py``); the head row is
+            sealed with it. A log stays in the mode it was started in.
+        anchor: Also hand every new head to this callable (``middleware/audit/_anchor.py``).
 
     Raises:
         InvalidMiddlewareConfigError: a bad option, or a file that is not an SQLite database.
+        AuditKeyError: ``key`` is not an `AuditKey`.
+        AuditKeyMismatchError: the log was chained under another key, or in the other mode.
     """
 
     __slots__ = (
+        "_anchor",
         "_conn",
         "_cursor",
         "_database",
         "_fast",
         "_fast_cursor",
         "_head",
+        "_key",
         "_path",
         "_stale",
         "_unchecked",
         "_writer",
     )
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "full",
+        key: AuditKey | None = None,
+        anchor: AuditAnchor | None = None,
+    ) -> None:
         """Open (or create) the chain; see the class docstring."""
         self._path = check_options("SqliteAuditSink", path, synchronous)
+        self._key = check_key("SqliteAuditSink", key)
+        self._anchor = check_anchor("SqliteAuditSink", anchor)
         memory = self._path == ":memory:" or self._path.startswith("file::memory:")
         self._database = None if memory else "sqlite:" + os.path.realpath(self._path)
         self._stale = False  # rows were written in another connection's transaction since
@@ -216,8 +234,9 @@ class SqliteAuditSink:
                     f"than this loopware's {SQL_VERSION}"
                 )
             if version < SQL_VERSION:
-                migrate(conn, version)
-            self._head = stored_head(conn)
+                migrate(conn, version, self._key)
+            self._head = stored_head(conn, self._key)
+            check_chain_key("SqliteAuditSink", self._key, self._head)
         except BaseException:
             conn.rollback()
             raise
@@ -263,8 +282,8 @@ class SqliteAuditSink:
         """
         if not isinstance(cur, sqlite3.Cursor):
             raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
-        old = self._head
-        rows, values, _ = _chain_values(entries, old)
+        old, key = self._head, self._key
+        rows, values, _ = _chain_values(entries, old, key)
         head = new_head(rows[-1])
         first = values[0]
         cur.execute("SAVEPOINT loopware_audit")
@@ -273,16 +292,16 @@ class SqliteAuditSink:
             if taken:
                 if len(values) > 1:
                     cur.executemany(SQL_INSERT, values[1:])
-                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                put_head(cur, head, key)
         except sqlite3.IntegrityError:  # an index is taken
             cur.execute("ROLLBACK TO loopware_audit")
             taken = False
         if not taken:
-            rows, values, _ = _chain_values(entries, stored_head(cur))
+            rows, values, _ = _chain_values(entries, stored_head(cur, key), key)
             head = new_head(rows[-1])
             cur.execute(_SQL_DROP_HEAD)
             _insert(cur, values)
-            cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+            put_head(cur, head, key)
         cur.execute("RELEASE loopware_audit")
         return head
 
@@ -293,6 +312,8 @@ class SqliteAuditSink:
         """
         if written:
             self._head = written[-1]
+            if self._anchor is not None:
+                self._anchor(written[-1])
         self._stale = True
 
     def _current_head(self) -> AuditHead:
@@ -302,7 +323,7 @@ class SqliteAuditSink:
             conn = self._connection()
             conn.execute("BEGIN")
             try:
-                self._head = stored_head(conn)
+                self._head = stored_head(conn, self._key)
             finally:
                 conn.execute("COMMIT")
         return self._head
@@ -367,9 +388,10 @@ class SqliteAuditSink:
         transaction is rolled back and the append, in a new one, chains after what the file
         holds now (as on opening).
         """
+        key = self._key
         try:
             old = self._head
-            rows, values, size = _chain_values(entries, old)
+            rows, values, size = _chain_values(entries, old, key)
             head = new_head(rows[-1])
             first = values[0]
             fresh = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
@@ -377,7 +399,7 @@ class SqliteAuditSink:
                 try:
                     if len(values) > 1:
                         cur.executemany(SQL_INSERT, values[1:])
-                    cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                    put_head(cur, head, key)
                 except sqlite3.IntegrityError:  # an index is taken
                     fresh = False
             if not fresh:
@@ -385,29 +407,32 @@ class SqliteAuditSink:
                 # wrote since, or the head row is missing: chain after what the file holds now.
                 cur.connection.rollback()
                 cur.execute("BEGIN IMMEDIATE")
-                stored = stored_head(cur)
-                rows, values, size = _chain_values(entries, stored)
+                stored = stored_head(cur, key)
+                rows, values, size = _chain_values(entries, stored, key)
                 head = new_head(rows[-1])
                 cur.execute(_SQL_DROP_HEAD)
                 _insert(cur, values)
-                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                put_head(cur, head, key)
             cur.execute("COMMIT")
         except BaseException:
             if cur.connection.in_transaction:
                 cur.connection.rollback()
             raise
         self._head = head
+        if self._anchor is not None:
+            self._anchor(head)
         return rows, size
 
-    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
+    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
+        """Every row, the head row's head and its seal."""
         conn = self._connection()
         conn.execute("BEGIN")
         try:
             values = conn.execute(SQL_SELECT + " ORDER BY idx").fetchall()
         finally:
             conn.execute("COMMIT")
-        values, stored = split_head(values)
-        return [row_from_values(v) for v in values], stored
+        values, stored, seal = split_head(values)
+        return [row_from_values(v) for v in values], stored, seal
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are committed."""
@@ -419,7 +444,7 @@ class SqliteAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _ = self._writer.call(self._read)
+        rows, _, _ = self._writer.call(self._read)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of {self._path!r} is malformed")
@@ -433,13 +458,15 @@ class SqliteAuditSink:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
         Without its head row the log has lost its end (rows may be missing after the last
-        one): the number of rows is returned, as for rows missing from the end.
+        one): the number of rows is returned, as for rows missing from the end. With a key,
+        every row must be the key's and the head row sealed by it.
 
         Args:
-            head: A head saved earlier with `head`; by default the one stored with the rows.
+            head: A head saved earlier (`head`, an anchor); by default the one stored with the
+                rows (with a key, both are checked).
         """
-        rows, stored = self._writer.call(self._read)
-        broken = verify_rows(rows, head if head is not None else stored)
+        rows, stored, seal = self._writer.call(self._read)
+        broken = verify_log(rows, stored, key=self._key, seal=seal, given=head)
         if broken is None and head is None and stored is None:
             return len(rows)  # the head row was deleted: so may rows after these have been
         return broken
