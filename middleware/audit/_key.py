@@ -48,6 +48,7 @@ KEYED_PREFIX = "hmac-sha256:"
 MIN_KEY_BYTES = 16
 """The shortest key accepted: 128 bits (``openssl rand -hex 32`` makes 256)."""
 
+_NO_ROW = "0" * 64  # GENESIS_HASH (``middleware/audit/_chain.py`` imports this module)
 _ID_TEXT = b"loopware.audit.key-id"
 _HEAD_TEXT = b"loopware.audit.head\x00"
 
@@ -256,12 +257,13 @@ def check_key(owner: str, key: object) -> AuditKey | None:
 def check_chain_key(owner: str, key: AuditKey | None, head: AuditHead) -> None:
     """Refuse to open a log whose head was chained in the other mode or under another key.
 
-    An empty chain (count 0) takes either.
+    A head without a row's hash (an empty chain, or one whose rows were all deleted) takes
+    either.
 
     Raises:
         AuditKeyMismatchError: the head's hash was made without ``key``.
     """
-    if head.count == 0:
+    if head.count == 0 or head.hash == _NO_ROW:
         return
     found = key_id_of(head.hash)
     expected = None if key is None else key.id

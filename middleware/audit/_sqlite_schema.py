@@ -154,8 +154,8 @@ def stored_head(conn: sqlite3.Connection | sqlite3.Cursor, key: AuditKey | None)
         top = conn.execute(
             SQL_SELECT + " WHERE idx < ? ORDER BY idx DESC LIMIT 1", (top[0],)
         ).fetchone()
-        if top is None:
-            return AuditHead(1, GENESIS_HASH)
+        if top is None:  # an empty log's first head, or every row deleted
+            return AuditHead(0 if stored.count == 0 else 1, GENESIS_HASH)
         stored = None
     if stored is None:
         return AuditHead(int(top[0]) + 2, str(top[-3]))
