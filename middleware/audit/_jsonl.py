@@ -3,7 +3,7 @@
 A row is a complete line. A writer killed in the middle of an append (SIGKILL, a crash) can
 leave a torn tail: bytes after the last newline. The next sink to write (on opening, or before
 an append when another process grew the file) cuts that tail and appends a ``"repair"`` row
-recording where it was, how long, its SHA-256 and (up to `_KEPT_BYTES`) the bytes themselves,
+recording where it was, how long, its SHA-256 and (up to `KEPT_BYTES`) the bytes themselves,
 so the chain goes on and verifies. Reads (``rows()``, ``verify()``) never count a tail that has
 no newline. The cut is reported once, by that row; nothing is hidden by it: a torn row that had
 already been acknowledged (counted in ``<path>.head``) stays a missing row for ``verify()``, and
@@ -13,17 +13,12 @@ a damaged line before the tail is reported as before.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
-import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
-from pipeline import InvalidMiddlewareConfigError, canonical_json
+from pipeline import InvalidMiddlewareConfigError
 
 from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
@@ -37,6 +32,16 @@ from ._chain import (
     new_head,
     new_row,
 )
+from ._jsonl_file import (
+    file_size,
+    last_line,
+    locked,
+    repair_entry,
+    tail_start,
+    try_lock,
+    unlock,
+    write_all,
+)
 from ._key import AuditKey, Digest, check_chain_key, check_key, row_digest, sealed
 from ._sqlite import Synchronous, check_options
 from ._sqlite_schema import SQL_COLUMNS, resume
@@ -47,49 +52,12 @@ __all__ = ["JsonlAuditSink"]
 
 _HEAD_SIZE = 128  # bytes of the head record: {"count": ..., "hash": ...} padded with spaces
 _SEALED_HEAD_SIZE = 256  # a keyed log's: {"count": ..., "hash": ..., "seal": ...}
-_KEPT_BYTES = 64 * 1024
-"""A repair row keeps the cut bytes themselves (base64) up to this size; hash and length always."""
 _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
+_write_all = write_all  # (looked up here on every append: the tests count the writes)
 
 _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash")) - set(OPTIONAL_FIELDS)
 """The keys every line has; a line has the `OPTIONAL_FIELDS` too when they are set."""
 _ALL_KEYS = _JSON_KEYS | set(OPTIONAL_FIELDS)
-
-if sys.platform != "win32":
-    import fcntl
-
-
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive lock on ``fd`` if nobody holds it; never wait."""
-    if sys.platform == "win32":
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _unlock(fd: int) -> None:
-    if sys.platform != "win32":
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _locked(fd: int) -> Iterator[None]:
-    """Hold an exclusive lock on ``fd`` (the head file) so sinks sharing a log take turns.
-
-    Windows has no ``flock``: there, give each log file one sink.
-    """
-    if sys.platform == "win32":
-        yield
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
 
 def _json_row(line: bytes) -> AuditRow | None:
     try:
@@ -133,70 +101,6 @@ def _chain_lines(
     return rows, b"".join(lines)
 
 
-def _size(fd: int) -> int:
-    """The file's size, from ``lseek`` (``fstat`` costs twice as much right after a write).
-
-    Moving the offset of the sink's file is harmless: rows are appended (``O_APPEND``) wherever
-    it is, and the sink's buffered handle is only read after a seek to the end (``_catch_up``),
-    which sets its offset and buffer afresh.
-    """
-    return os.lseek(fd, 0, os.SEEK_END)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _tail_start(handle: Any, size: int) -> int:
-    """Return the offset just past the last newline of the file (0 when it has none)."""
-    pos = size
-    while pos > 0:
-        step = min(4096, pos)
-        pos -= step
-        handle.seek(pos)
-        cut: int = handle.read(step).rfind(b"\n")
-        if cut >= 0:
-            return pos + cut + 1
-    return 0
-
-
-def _repair_entry(offset: int, torn: bytes) -> AuditEntry:
-    digest = hashlib.sha256(torn).hexdigest()
-    details: dict[str, Any] = {"offset": offset, "length": len(torn), "sha256": digest}
-    if len(torn) <= _KEPT_BYTES:
-        details["base64"] = base64.b64encode(torn).decode("ascii")
-    return AuditEntry(
-        kind="repair",
-        turn_id="",
-        conversation_id=None,
-        recorded_at=datetime.now(UTC),
-        checksum=digest,
-        args=canonical_json(details),
-        is_error=True,
-        reason=f"cut a torn tail of {len(torn)} bytes at offset {offset} (an unfinished append)",
-    )
-
-
-def _last_line(path: str) -> bytes | None:
-    """Return the file's last complete line (without reading the whole file), if any."""
-    with open(path, "rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos, tail = end, b""
-        while pos > 0:
-            step = min(4096, pos)
-            pos -= step
-            f.seek(pos)
-            tail = f.read(step) + tail
-            body = tail.rstrip(b"\n")
-            cut = body.rfind(b"\n")
-            if cut >= 0:
-                return body[cut + 1 :]
-        body = tail.rstrip(b"\n")
-        return body or None
-
-
 class JsonlAuditSink:
     """An audit chain in a JSON Lines file, one row per line, with a ``<path>.head`` file.
 
@@ -227,8 +131,18 @@ class JsonlAuditSink:
     """
 
     __slots__ = (
-        "_anchor", "_fd", "_file", "_fsync", "_hash_of", "_head", "_head_fd", "_head_path",
-        "_key", "_path", "_size", "_writer",
+        "_anchor",
+        "_fd",
+        "_file",
+        "_fsync",
+        "_hash_of",
+        "_head",
+        "_head_fd",
+        "_head_path",
+        "_key",
+        "_path",
+        "_writer",
+        "file_size",
     )
 
     def __init__(
@@ -249,7 +163,7 @@ class JsonlAuditSink:
         self._head = AuditHead(0, GENESIS_HASH)
         self._head_fd = -1
         self._fd = -1
-        self._size = 0
+        self.file_size = 0
         self._writer = ChainWriter(
             "loopware-audit", self._write, None if self._fsync else self._try_write
         )
@@ -270,10 +184,10 @@ class JsonlAuditSink:
         handle = open(self._path, "ab+")  # noqa: SIM115 - kept open for the sink's lifetime
         try:
             self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
-            with _locked(self._head_fd):
+            with locked(self._head_fd):
                 check_chain_key("JsonlAuditSink", self._key, self._read_head(handle))
                 self._catch_up(handle)
-                if self._key is not None and self._head.count == 0 and self._size == 0:
+                if self._key is not None and self._head.count == 0 and self.file_size == 0:
                     self._write_head(self._head)  # a new keyed log: its end is sealed at once
         except BaseException:
             handle.close()
@@ -287,7 +201,7 @@ class JsonlAuditSink:
         """Find where the chain ends now, first cutting and recording a torn tail (locked)."""
         repair = self._cut_torn_tail(handle)
         self._head = self._read_head(handle)
-        self._size = os.fstat(handle.fileno()).st_size
+        self.file_size = os.fstat(handle.fileno()).st_size
         if repair is not None:
             self._append_locked(handle.fileno(), [repair])
 
@@ -299,13 +213,13 @@ class JsonlAuditSink:
         handle.seek(size - 1)
         if handle.read(1) == b"\n":
             return None
-        offset = _tail_start(handle, size)
+        offset = tail_start(handle, size)
         handle.seek(offset)
         torn = handle.read(size - offset)
         os.ftruncate(handle.fileno(), offset)
         if self._fsync:
             _sync(handle.fileno())
-        return _repair_entry(offset, torn)
+        return repair_entry(offset, torn)
 
     def _read_head(self, handle: Any) -> AuditHead:
         """Where the next row goes, as the files hold it now (the file ends with a newline).
@@ -315,7 +229,7 @@ class JsonlAuditSink:
         """
         row: AuditRow | None = None
         if handle.seek(0, os.SEEK_END):
-            line = _last_line(self._path)
+            line = last_line(self._path)
             row = None if line is None else _json_row(line)
             if row is None:  # damaged last row: continue after the last row that parses
                 for candidate in self._iter_rows():
@@ -328,22 +242,22 @@ class JsonlAuditSink:
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         """Append under the lock, waiting for it (the writer thread)."""
-        with _locked(self._head_fd):
+        with locked(self._head_fd):
             return self._append_now(entries)
 
     def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
         """Append now if no other writer holds the lock; else None (the calling thread)."""
-        if not _try_lock(self._head_fd):
+        if not try_lock(self._head_fd):
             return None
         try:
-            if _size(self._fd) != self._size:
+            if file_size(self._fd) != self.file_size:
                 return None  # another writer appended: the thread catches up (it reads)
             return self._append_locked(self._fd, entries)
         finally:
-            _unlock(self._head_fd)
+            unlock(self._head_fd)
 
     def _append_now(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if _size(self._fd) != self._size:
+        if file_size(self._fd) != self.file_size:
             # another sink (process) appended to this file since: chain after its rows
             self._catch_up(self._file)
         return self._append_locked(self._fd, entries)
@@ -355,9 +269,9 @@ class JsonlAuditSink:
             if self._fsync:
                 _sync(fd)
         except BaseException:
-            self._size = -1  # what reached the file is unknown: find out before the next append
+            self.file_size = -1  # what reached the file is unknown: find out before the next append
             raise
-        self._size += len(data)
+        self.file_size += len(data)
         head = self._head = new_head(rows[-1])
         self._write_head(head)
         if self._anchor is not None:
@@ -396,13 +310,13 @@ class JsonlAuditSink:
                 yield _json_row(line)
 
     def _verify(self, head: AuditHead | None) -> int | None:
-        with _locked(self._head_fd):  # never read another sink's half-written append
+        with locked(self._head_fd):  # never read another sink's half-written append
             stored, seal = self._stored_head()
             rows = list(self._iter_rows())
         return verify_log(rows, stored, key=self._key, seal=seal, given=head)
 
     def _all_rows(self) -> list[AuditRow | None]:
-        with _locked(self._head_fd):
+        with locked(self._head_fd):
             return list(self._iter_rows())
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:

@@ -32,7 +32,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pipeline import InvalidMiddlewareConfigError, TransactionWriter
 
@@ -42,152 +42,37 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_to_fields,
     seal,
 )
 from ._joint import JointRows
-from ._key import AuditKey, check_chain_key, check_key, sealed
-from ._sqlite import row_from_values
-from ._sqlite_schema import SQL_COLUMNS
+from ._key import AuditKey, check_chain_key, check_key
+from ._postgres_schema import (
+    ENSURE,
+    HEAD,
+    INSERT,
+    LAST,
+    MOVE,
+    SELECT,
+    found_head,
+    migrate,
+    move_params,
+    row_values,
+    write_in,
+)
+from ._sqlite_schema import row_from_values
 from ._verify import verify_log
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg.connection_async import AsyncConnection
 
 __all__ = ["PostgresAuditSink"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
-_BYTEA = frozenset(
-    (
-        "turn_id",
-        "conversation_id",
-        "call_id",
-        "tool",
-        "checksum",
-        "args",
-        "policy",
-        "reason",
-        "error",
-        "input",
-        "decisions",
-    )
-)
-_VERSION = 3
-_LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
-_SCHEMA = (
-    "CREATE SCHEMA IF NOT EXISTS loopware",
-    """CREATE TABLE loopware.audit_chains (
-        chain text PRIMARY KEY, count bigint NOT NULL, hash text NOT NULL
-    )""",
-    """CREATE TABLE loopware.audit_rows (
-        chain text NOT NULL, idx bigint NOT NULL, kind text, turn_id bytea,
-        conversation_id bytea, recorded_at text, call_id bytea, tool bytea, checksum bytea,
-        args bytea, is_error smallint, duration_ms double precision, decision text,
-        policy bytea, reason bytea, status text, error bytea, input bytea, prev_hash text,
-        hash text, PRIMARY KEY (chain, idx)
-    )""",
-)
-_INSERT = (
-    "INSERT INTO loopware.audit_rows (chain, idx, "
-    + ", ".join(_COLUMNS)
-    + ", prev_hash, hash) VALUES ("
-    + ", ".join(["%s"] * (len(_COLUMNS) + 4))
-    + ")"
-)
-_SELECT = (
-    "SELECT idx, " + ", ".join(_COLUMNS) + ", prev_hash, hash FROM loopware.audit_rows "
-    "WHERE chain = %s ORDER BY idx"
-)
-_LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
-_HEAD = "SELECT count, hash, seal FROM loopware.audit_chains WHERE chain = %s"
-_ENSURE = (
-    "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
-    "ON CONFLICT (chain) DO NOTHING"
-)
-"""Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
-_MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s, seal = %s WHERE chain = %s"
-
-
-def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
-    fields = entry_to_fields(row.entry)
-    fields["is_error"] = int(row.entry.is_error)
-    ran = row.entry.ran
-    fields["ran"] = None if ran is None else int(ran)
-    out: list[Any] = [chain, row.index]
-    for name in _COLUMNS:
-        value = fields[name]
-        if name in _BYTEA and value is not None:
-            value = value.encode("utf-8", "surrogatepass")
-        out.append(value)
-    return (*out, row.prev_hash, row.hash)
-
-
-_parse = row_from_values
-
-
-def _found_head(
-    stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None, key: AuditKey | None
-) -> AuditHead:
-    """Where the next row goes, from the head row (``_HEAD``) and the last row (``_LAST``).
-
-    With a key, a head row the key did not seal is no head: the rows then continue one index
-    past the last row, so that ``verify()`` keeps reporting the end as lost.
-    """
-    tail = None if last is None else AuditHead(int(last[0]) + 1, str(last[1]))
-    head = None if stored is None else AuditHead(int(stored[0]), str(stored[1]))
-    if key is not None and not sealed(key, head, None if stored is None else stored[2]):
-        return _resume(None, None) if tail is None else AuditHead(tail.count + 1, tail.hash)
-    return _resume(tail, head)
-
-
-def _move(head: AuditHead, key: AuditKey | None, chain: str) -> tuple[Any, ...]:
-    """``_MOVE``'s parameters: the new head, sealed under ``key`` (if any)."""
-    return (head.count, head.hash, None if key is None else key.head_seal(head), chain)
-
-
 def _database_of(info: Any) -> str:
     """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
     return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
-
-
-async def _write_in(
-    connection: object,
-    chain: str,
-    entries: Sequence[AuditEntry],
-    key: AuditKey | None,
-    written: list[AuditHead],
-) -> None:
-    """Append ``entries`` to ``chain`` in a `PostgresStore`'s transaction; note the new head.
-
-    Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
-    statements, on the store's connection.
-    """
-    # PostgresStore passes its transaction's AsyncConnection (see pipeline.JointStore)
-    conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
-    await conn.execute(_ENSURE, (chain, GENESIS_HASH))
-    head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
-    tail = await conn.execute(_LAST, (chain,))
-    rows = seal(entries, _found_head(await head.fetchone(), await tail.fetchone(), key), key)
-    async with conn.cursor() as cur:
-        await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
-    new = AuditHead(rows[-1].index + 1, rows[-1].hash)
-    await conn.execute(_MOVE, _move(new, key, chain))
-    written.append(new)
-
-
-def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
-    """Where appends continue: after the stored head unless rows were written past it.
-
-    (As the SQLite sink does: continuing after the stored head even when rows are missing from
-    the end keeps that truncation detectable.)
-    """
-    if stored is not None and (last is None or stored.count >= last.count):
-        return stored
-    return last or AuditHead(0, GENESIS_HASH)
 
 
 def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
@@ -305,7 +190,7 @@ class PostgresAuditSink:
         written: list[AuditHead] = []
         return JointRows(
             f"PostgresAuditSink(chain={chain!r})",
-            lambda conn: _write_in(conn, chain, rows, key, written),
+            lambda conn: write_in(conn, chain, rows, key, written),
             lambda: self._written_elsewhere(written),
         )
 
@@ -340,31 +225,7 @@ class PostgresAuditSink:
 
     def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS loopware.audit_migrations "
-                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            row = conn.execute("SELECT MAX(version) FROM loopware.audit_migrations").fetchone()
-            version = int(row[0] or 0) if row is not None else 0
-            if version > _VERSION:
-                raise InvalidMiddlewareConfigError(
-                    f"PostgresAuditSink: the database has audit schema version {version}, newer "
-                    f"than this loopware's {_VERSION}"
-                )
-            if version < 1:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-            if version < 2:  # a call's row says whether its handler ran, and every decision
-                conn.execute(
-                    "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
-                    "ADD COLUMN decisions bytea"
-                )
-            if version < 3:  # a keyed chain's head row carries its seal
-                conn.execute("ALTER TABLE loopware.audit_chains ADD COLUMN seal text")
-            for step in range(version + 1, _VERSION + 1):
-                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
+            migrate(conn)
             self._head = self._stored_head(conn, lock=False)
             check_chain_key("PostgresAuditSink", self._key, self._head)
 
@@ -378,10 +239,10 @@ class PostgresAuditSink:
         that held the lock before.
         """
         if lock:
-            conn.execute(_ENSURE, (self._chain, GENESIS_HASH))
-        head = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
-        tail = conn.execute(_LAST, (self._chain,))
-        return _found_head(head.fetchone(), tail.fetchone(), self._key)
+            conn.execute(ENSURE, (self._chain, GENESIS_HASH))
+        head = conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
+        tail = conn.execute(LAST, (self._chain,))
+        return found_head(head.fetchone(), tail.fetchone(), self._key)
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         if not entries:
@@ -392,8 +253,8 @@ class PostgresAuditSink:
             rows = seal(entries, self._stored_head(conn, lock=True), self._key)
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             with conn.cursor() as cur:
-                cur.executemany(_INSERT, [_values(self._chain, row) for row in rows])
-            conn.execute(_MOVE, _move(head, self._key, self._chain))
+                cur.executemany(INSERT, [row_values(self._chain, row) for row in rows])
+            conn.execute(MOVE, move_params(head, self._key, self._chain))
         self._head = head
         if self._anchor is not None:
             self._anchor(head)
@@ -418,11 +279,11 @@ class PostgresAuditSink:
         conn = self._connect()
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            values = conn.execute(_SELECT, (self._chain,)).fetchall()
-            head = conn.execute(_HEAD, (self._chain,)).fetchone()
+            values = conn.execute(SELECT, (self._chain,)).fetchall()
+            head = conn.execute(HEAD, (self._chain,)).fetchone()
         stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
         sealed_by = None if head is None or not isinstance(head[2], str) else head[2]
-        return [_parse(v) for v in values], stored, sealed_by
+        return [row_from_values(v) for v in values], stored, sealed_by
 
     def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self._closed:

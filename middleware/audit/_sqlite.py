@@ -42,28 +42,26 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_from_fields,
-    entry_to_fields,
     new_head,
-    seal_fields,
 )
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._sqlite_schema import (
-    SQL_COLUMNS,
     SQL_INSERT,
     SQL_SELECT,
     SQL_TAKE_HEAD,
     SQL_VERSION,
+    chain_values,
     migrate,
     put_head,
+    row_from_values,
     split_head,
     stored_head,
 )
 from ._verify import verify_log
 from ._writer import ChainWriter
 
-__all__ = ["SqliteAuditSink", "Synchronous", "check_options", "row_from_values"]
+__all__ = ["SqliteAuditSink", "Synchronous", "check_options"]
 
 Synchronous = Literal["full", "normal"]
 
@@ -78,67 +76,6 @@ def check_options(owner: str, path: object, synchronous: object) -> str:
         raise InvalidMiddlewareConfigError(f"{owner}: " + "; ".join(bad))
     assert isinstance(path, str | os.PathLike)
     return os.fspath(path)
-
-
-def _sql_text(value: object) -> object:
-    """SQLite text is UTF-8: a string with a lone surrogate is stored as its bytes instead."""
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass")
-    return value
-
-
-def _sql_values(row: AuditRow) -> tuple[Any, ...]:
-    fields = entry_to_fields(row.entry)
-    fields["is_error"] = int(row.entry.is_error)
-    ran = row.entry.ran
-    fields["ran"] = None if ran is None else int(ran)
-    return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
-
-
-def _chain_values(
-    entries: Sequence[AuditEntry], head: AuditHead, key: AuditKey | None
-) -> tuple[list[AuditRow], list[tuple[Any, ...]], int]:
-    """Chain ``entries`` after ``head`` (under ``key``); return the rows and their values.
-
-    The third value is the bytes of their hash texts: about what the rows take in the database.
-    """
-    rows, values, size, ascii_only = seal_fields(entries, head, key)
-    if not ascii_only:  # some text may hold a lone surrogate (see _sql_text)
-        values = [_sql_values(row) for row in rows]
-    return rows, values, size
-
-
-def row_from_values(values: Sequence[Any]) -> AuditRow | None:
-    """Re-create a row read back as ``index, *SQL_COLUMNS, prev_hash, hash`` (both SQL sinks).
-
-    Text may come back as bytes (SQLite keeps text holding a lone surrogate as a blob, see
-    ``_sql_text``; PostgreSQL keeps free text as ``bytea``). None when the row does not parse:
-    a tampered or forged row.
-    """
-    fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
-    for name, value in fields.items():
-        if isinstance(value, bytes | memoryview):
-            try:
-                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
-            except UnicodeDecodeError:
-                return None
-    flag, ran = fields["is_error"], fields["ran"]
-    if type(flag) is not int or flag not in (0, 1):
-        return None
-    if ran is not None and (type(ran) is not int or ran not in (0, 1)):
-        return None
-    fields["is_error"] = bool(flag)
-    fields["ran"] = None if ran is None else bool(ran)
-    index, prev_hash, digest = values[0], values[-2], values[-1]
-    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
-        return None
-    try:
-        return AuditRow(index, entry_from_fields(fields), prev_hash, digest)
-    except ValueError:
-        return None
 
 
 class SqliteAuditSink:
@@ -283,7 +220,7 @@ class SqliteAuditSink:
         if not isinstance(cur, sqlite3.Cursor):
             raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
         old, key = self._head, self._key
-        rows, values, _ = _chain_values(entries, old, key)
+        rows, values, _ = chain_values(entries, old, key)
         head = new_head(rows[-1])
         first = values[0]
         cur.execute("SAVEPOINT loopware_audit")
@@ -297,7 +234,7 @@ class SqliteAuditSink:
             cur.execute("ROLLBACK TO loopware_audit")
             taken = False
         if not taken:
-            rows, values, _ = _chain_values(entries, stored_head(cur, key), key)
+            rows, values, _ = chain_values(entries, stored_head(cur, key), key)
             head = new_head(rows[-1])
             cur.execute(_SQL_DROP_HEAD)
             _insert(cur, values)
@@ -379,7 +316,7 @@ class SqliteAuditSink:
     ) -> tuple[list[AuditRow], int]:
         """Write ``entries`` in the transaction just begun (holding the write lock); commit.
 
-        Returns the rows and about how many bytes they take (`_chain_values`).
+        Returns the rows and about how many bytes they take (`chain_values`).
 
         The head in memory is checked by the writes themselves, at no extra cost: the first
         row takes the place of the head row only if that is the head in memory
@@ -391,7 +328,7 @@ class SqliteAuditSink:
         key = self._key
         try:
             old = self._head
-            rows, values, size = _chain_values(entries, old, key)
+            rows, values, size = chain_values(entries, old, key)
             head = new_head(rows[-1])
             first = values[0]
             fresh = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
@@ -408,7 +345,7 @@ class SqliteAuditSink:
                 cur.connection.rollback()
                 cur.execute("BEGIN IMMEDIATE")
                 stored = stored_head(cur, key)
-                rows, values, size = _chain_values(entries, stored, key)
+                rows, values, size = chain_values(entries, stored, key)
                 head = new_head(rows[-1])
                 cur.execute(_SQL_DROP_HEAD)
                 _insert(cur, values)

@@ -25,7 +25,15 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._chain import GENESIS_HASH, AuditHead
+from ._chain import (
+    GENESIS_HASH,
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    entry_from_fields,
+    entry_to_fields,
+    seal_fields,
+)
 from ._key import AuditKey, sealed
 
 __all__ = [
@@ -35,10 +43,13 @@ __all__ = [
     "SQL_SELECT",
     "SQL_TAKE_HEAD",
     "SQL_VERSION",
+    "chain_values",
     "migrate",
     "put_head",
     "resume",
+    "row_from_values",
     "split_head",
+    "sql_values",
     "stored_head",
 ]
 
@@ -191,3 +202,65 @@ def migrate(conn: sqlite3.Connection, version: int, key: AuditKey | None) -> Non
         conn.execute("ALTER TABLE audit_rows ADD COLUMN head_seal TEXT")
     for step in range(version + 1, SQL_VERSION + 1):
         conn.execute("INSERT INTO audit_migrations VALUES (?, datetime('now'))", (step,))
+
+
+def _sql_text(value: object) -> object:
+    """SQLite text is UTF-8: a string with a lone surrogate is stored as its bytes instead."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def sql_values(row: AuditRow) -> tuple[Any, ...]:
+    """A row's stored values: ``idx``, `SQL_COLUMNS`, ``prev_hash``, ``hash``."""
+    fields = entry_to_fields(row.entry)
+    fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
+    return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
+
+
+def chain_values(
+    entries: Sequence[AuditEntry], head: AuditHead, key: AuditKey | None
+) -> tuple[list[AuditRow], list[tuple[Any, ...]], int]:
+    """Chain ``entries`` after ``head`` (under ``key``); return the rows and their values.
+
+    The third value is the bytes of their hash texts: about what the rows take in the database.
+    """
+    rows, values, size, ascii_only = seal_fields(entries, head, key)
+    if not ascii_only:  # some text may hold a lone surrogate (see _sql_text)
+        values = [sql_values(row) for row in rows]
+    return rows, values, size
+
+
+def row_from_values(values: Sequence[Any]) -> AuditRow | None:
+    """Re-create a row read back as ``index, *SQL_COLUMNS, prev_hash, hash`` (both SQL sinks).
+
+    Text may come back as bytes (SQLite keeps text holding a lone surrogate as a blob, see
+    ``_sql_text``; PostgreSQL keeps free text as ``bytea``). None when the row does not parse:
+    a tampered or forged row.
+    """
+    fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
+    for name, value in fields.items():
+        if isinstance(value, bytes | memoryview):
+            try:
+                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                return None
+    flag, ran = fields["is_error"], fields["ran"]
+    if type(flag) is not int or flag not in (0, 1):
+        return None
+    if ran is not None and (type(ran) is not int or ran not in (0, 1)):
+        return None
+    fields["is_error"] = bool(flag)
+    fields["ran"] = None if ran is None else bool(ran)
+    index, prev_hash, digest = values[0], values[-2], values[-1]
+    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
+        return None
+    try:
+        return AuditRow(index, entry_from_fields(fields), prev_hash, digest)
+    except ValueError:
+        return None
