@@ -312,8 +312,7 @@ class JsonlAuditSink:
     def _verify(self, head: AuditHead | None) -> int | None:
         with locked(self._head_fd):  # never read another sink's half-written append
             stored, seal = self._stored_head()
-            rows = list(self._iter_rows())
-        return verify_log(rows, stored, key=self._key, seal=seal, given=head)
+            return verify_log(self._iter_rows(), stored, key=self._key, seal=seal, given=head)
 
     def _all_rows(self) -> list[AuditRow | None]:
         with locked(self._head_fd):

@@ -10,7 +10,7 @@ as far as the verifier can tell, and its row count is reported, as for rows miss
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ._chain import GENESIS_HASH, AuditHead, AuditRow, canonical_row
 from ._key import AuditKey, row_digest, sealed
@@ -54,7 +54,7 @@ def verify_rows(
 
 
 def verify_log(
-    rows: Sequence[AuditRow | None],
+    rows: Iterable[AuditRow | None],
     stored: AuditHead | None,
     *,
     key: AuditKey | None = None,
@@ -64,7 +64,8 @@ def verify_log(
     """A sink's ``verify()``: the rows against the stored head and, if any, a head given.
 
     Args:
-        rows: Every row in chain order (None for a row that did not parse).
+        rows: Every row in chain order (None for a row that did not parse); read once, as a
+            stream, without a key.
         stored: The head stored with the rows (None when it is missing).
         key: The sink's key (None: an unkeyed chain).
         seal: The stored head's seal (keyed logs; None when missing).
@@ -75,8 +76,9 @@ def verify_log(
         None when intact, else the index of the first bad row (the row count when rows may be
         missing from the end).
     """
-    if key is None:
+    if key is None:  # read as a stream: a long log's rows are never all held at once
         return verify_rows(rows, given if given is not None else stored)
+    rows = list(rows)
     trusted = stored if sealed(key, stored, seal) else None
     found = [verify_rows(rows, trusted, key)]
     if given is not None:
