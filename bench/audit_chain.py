@@ -2,9 +2,9 @@
 
 Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100]`` (``--quick``: a smoke run).
 For `SqliteAuditSink` and `JsonlAuditSink`, unkeyed and keyed (``+key``: ``key=AuditKey(...)``,
-HMAC-SHA256 rows and a sealed head; the raw write is the same), with ``synchronous="full"`` (every append survives
-power loss) and ``"normal"`` (every append survives a process kill), rows are appended three
-ways:
+HMAC-SHA256 rows and a sealed head; the raw write is the same), with ``synchronous="full"``
+(every append survives power loss) and ``"normal"`` (every append survives a process kill),
+rows are appended three ways:
 
 - ``1``: one awaited ``append`` per row (the worst case: one transaction or ``fdatasync`` per
   row);

@@ -293,7 +293,7 @@ class JsonlAuditSink:
         """The head in ``<path>.head`` and its seal (None when missing or malformed)."""
         try:
             with open(self._head_path, encoding="utf-8") as f:
-                data = json.load(f)
+                data = json.loads(f.readline())  # (a longer record written before may follow)
             seal = data.get("seal")
             return AuditHead(int(data["count"]), str(data["hash"])), (
                 seal if isinstance(seal, str) else None

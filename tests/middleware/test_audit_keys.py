@@ -35,6 +35,7 @@ from middleware import (
     AuditKeyMismatchError,
     AuditRow,
     JsonlAuditSink,
+    PostgresAuditSink,
     SqliteAuditSink,
 )
 from middleware.audit._chain import canonical_row, entry_to_fields, hashed_fields, row_hash
@@ -309,11 +310,24 @@ def test_a_sink_refuses_a_log_chained_in_another_mode_or_key(
 
 
 def test_an_empty_log_takes_either_mode(sinks: SinkBackend, tmp_path: Path) -> None:
-    """A log with no rows yet opens keyed or not, and verifies either way."""
-    for key in (None, KEY, OTHER):
+    """A log with no rows yet opens keyed or not, verifies either way, and keeps the mode of
+    its first rows (a sealed head replaced by a shorter unkeyed one leaves no trace)."""
+    for key in (None, KEY, OTHER, None):
         sink = sinks.open(tmp_path, key=key)
         assert sink.verify() is None
         sink.close()
+    sink = sinks.open(tmp_path)
+    write(sink, 2)
+    assert sink.verify() is None
+    sink.close()
+    reopened = sinks.open(tmp_path)
+    try:
+        assert reopened.verify() is None
+        assert reopened.head().count == 2
+    finally:
+        reopened.close()
+    with pytest.raises(AuditKeyMismatchError):
+        sinks.open(tmp_path, key=KEY)
 
 
 # -- the tamper cases, each found with the key and no saved head -------------------------------
@@ -602,3 +616,29 @@ def test_rows_written_in_a_store_transaction_are_keyed_sealed_and_anchored(
         assert reopened.verify() is None
     finally:
         reopened.close()
+
+
+async def test_rows_written_in_a_postgres_store_transaction_are_keyed_and_sealed(
+    pg_conninfo: str,
+) -> None:
+    """`PostgresAuditSink.joint` (a `PostgresStore`'s transaction) chains keyed rows after the
+    sink's own, seals the head and hands it to the anchor once committed."""
+    import psycopg
+
+    heads: list[AuditHead] = []
+    sink = PostgresAuditSink(pg_conninfo, chain="joint", key=KEY, anchor=heads.append)
+    try:
+        await sink.append([entry(0)])
+        writer = sink.joint([entry(1), entry(2)])
+        connect = psycopg.AsyncConnection.connect
+        async with await connect(pg_conninfo) as conn, conn.transaction():
+            await writer.write(conn)  # type: ignore[misc]
+        writer.settle(True)
+        rows = sink.rows()
+        assert [r.index for r in rows] == [0, 1, 2]
+        assert all(r.hash.startswith(f"hmac-sha256:{KEY.id}:") for r in rows)
+        assert heads == [AuditHead(1, rows[0].hash), AuditHead(3, rows[2].hash)]
+        assert sink.head() == heads[-1]
+        assert sink.verify() is None
+    finally:
+        sink.close()
