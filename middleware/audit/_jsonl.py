@@ -141,8 +141,8 @@ class JsonlAuditSink:
         "_head_path",
         "_key",
         "_path",
+        "_size",
         "_writer",
-        "file_size",
     )
 
     def __init__(
@@ -163,7 +163,7 @@ class JsonlAuditSink:
         self._head = AuditHead(0, GENESIS_HASH)
         self._head_fd = -1
         self._fd = -1
-        self.file_size = 0
+        self._size = 0
         self._writer = ChainWriter(
             "loopware-audit", self._write, None if self._fsync else self._try_write
         )
@@ -187,7 +187,7 @@ class JsonlAuditSink:
             with locked(self._head_fd):
                 check_chain_key("JsonlAuditSink", self._key, self._read_head(handle))
                 self._catch_up(handle)
-                if self._key is not None and self._head.count == 0 and self.file_size == 0:
+                if self._key is not None and self._head.count == 0 and self._size == 0:
                     self._write_head(self._head)  # a new keyed log: its end is sealed at once
         except BaseException:
             handle.close()
@@ -201,7 +201,7 @@ class JsonlAuditSink:
         """Find where the chain ends now, first cutting and recording a torn tail (locked)."""
         repair = self._cut_torn_tail(handle)
         self._head = self._read_head(handle)
-        self.file_size = os.fstat(handle.fileno()).st_size
+        self._size = os.fstat(handle.fileno()).st_size
         if repair is not None:
             self._append_locked(handle.fileno(), [repair])
 
@@ -250,14 +250,14 @@ class JsonlAuditSink:
         if not try_lock(self._head_fd):
             return None
         try:
-            if file_size(self._fd) != self.file_size:
+            if file_size(self._fd) != self._size:
                 return None  # another writer appended: the thread catches up (it reads)
             return self._append_locked(self._fd, entries)
         finally:
             unlock(self._head_fd)
 
     def _append_now(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if file_size(self._fd) != self.file_size:
+        if file_size(self._fd) != self._size:
             # another sink (process) appended to this file since: chain after its rows
             self._catch_up(self._file)
         return self._append_locked(self._fd, entries)
@@ -269,9 +269,9 @@ class JsonlAuditSink:
             if self._fsync:
                 _sync(fd)
         except BaseException:
-            self.file_size = -1  # what reached the file is unknown: find out before the next append
+            self._size = -1  # what reached the file is unknown: find out before the next append
             raise
-        self.file_size += len(data)
+        self._size += len(data)
         head = self._head = new_head(rows[-1])
         self._write_head(head)
         if self._anchor is not None:
