@@ -25,7 +25,8 @@ AuditAnchor: TypeAlias = Callable[[AuditHead], object]
 """Called with the chain's new head after each append is written (and synced, with
 ``synchronous="full"``). It runs on the thread that wrote (the sink's writer thread, or the
 caller's with ``synchronous="normal"``), so it must be quick and thread-safe; an exception fails
-the append's awaiter (its rows are written)."""
+the append's awaiter (its rows are written), or is ignored after rows written in a store's
+transaction (``pipeline.stores.TransactionWriter.settle`` must not raise)."""
 
 _RECORD_SIZE = 256  # {"count": ..., "hash": ...}: up to 20 digits and an 85-character keyed hash
 

@@ -247,11 +247,11 @@ class SqliteAuditSink:
 
         The head they left is the next write's guess (appends check it against the file).
         """
+        self._stale = True
         if written:
             self._head = written[-1]
-            if self._anchor is not None:
+            if self._anchor is not None:  # (the store ignores an exception from it)
                 self._anchor(written[-1])
-        self._stale = True
 
     def _current_head(self) -> AuditHead:
         """The head as written so far, read from the file if rows were written elsewhere."""
