@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
+import random
 import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,8 +116,6 @@ def _digest(how: Forge) -> Callable[[bytes], str]:
 
 
 def _sha256_hex(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
@@ -640,5 +644,62 @@ async def test_rows_written_in_a_postgres_store_transaction_are_keyed_and_sealed
         assert heads == [AuditHead(1, rows[0].hash), AuditHead(3, rows[2].hash)]
         assert sink.head() == heads[-1]
         assert sink.verify() is None
+    finally:
+        sink.close()
+
+
+# -- kills -------------------------------------------------------------------------------------
+_KILLED_WRITER = '''
+import asyncio, sys
+from datetime import UTC, datetime
+from middleware import AuditEntry, AuditKey, JsonlAuditSink
+
+path, sync, secret = sys.argv[1:4]
+
+
+async def main():
+    sink = JsonlAuditSink(path, synchronous=sync, key=AuditKey(bytes.fromhex(secret)))
+    print("ready", flush=True)
+    n = 0
+    while True:
+        turn = AuditEntry(kind="turn", turn_id=f"t{n}", conversation_id=None,
+                          recorded_at=datetime.now(UTC), input="x" * (n % 300))
+        await asyncio.gather(*(sink.append([turn] * (1 + k)) for k in range(3)))
+        n += 1
+
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.parametrize("sync", ["normal", "full"])
+def test_a_keyed_jsonl_log_killed_again_and_again_still_verifies(
+    tmp_path: Path, sync: str
+) -> None:
+    """15 SIGKILLs at random moments of a process appending to a keyed JSON Lines log: the
+    head may lag the rows or a tail be torn, never in a way the keyed verifier reports."""
+    rng = random.Random(sync)
+    path = tmp_path / "audit.jsonl"
+    script = tmp_path / "writer.py"
+    script.write_text(_KILLED_WRITER, encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for _ in range(15):
+        child = subprocess.Popen(
+            [sys.executable, str(script), str(path), sync, bytes(range(32)).hex()],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )
+        assert child.stdout is not None
+        ready = child.stdout.readline()
+        time.sleep(rng.uniform(0.01, 0.15))
+        child.send_signal(signal.SIGKILL)
+        _, err = child.communicate(timeout=30)
+        assert ready == b"ready\n", err.decode(errors="replace")
+    sink = JsonlAuditSink(path, synchronous="normal", key=KEY)
+    try:
+        assert sink.verify() is None
+        rows = sink.rows()
+        assert len(rows) > 15
+        assert all(r.hash.startswith(f"hmac-sha256:{KEY.id}:") for r in rows)
     finally:
         sink.close()
