@@ -1,13 +1,13 @@
 """The audit sink backends the parametrised audit suites run against.
 
-A `SinkBackend` opens a sink on a log named by a folder (a JSON Lines file, an SQLite file, or a
-chain named after the folder in the test's PostgreSQL database) and, for the SQL ones, runs a
-tamperer's SQL against it, written once for both: ``?`` placeholders and SQLite's table names
-``audit_rows`` and ``audit_head``. For SQLite, whose head is the last row of ``audit_rows``,
-`SqliteSinks.sql` first creates a temporary ``audit_head`` view over that row. For PostgreSQL,
-`PostgresSinks.sql` first creates temporary views with those names over the folder's chain only
-(``audit_chains`` holds one head row per chain), so the same statements touch that log and no
-other.
+A `SinkBackend` opens a sink (keyed and anchored when asked) on a log named by a folder (a JSON
+Lines file, an SQLite file, or a chain named after the folder in the test's PostgreSQL database)
+and, for the SQL ones, runs a tamperer's SQL against it, written once for both: ``?``
+placeholders and SQLite's table names ``audit_rows`` and ``audit_head``. For SQLite, whose head
+is the last row of ``audit_rows``, `SqliteSinks.sql` first creates a temporary ``audit_head``
+view over that row. For PostgreSQL, `PostgresSinks.sql` first creates temporary views with those
+names over the folder's chain only (``audit_chains`` holds one head row per chain), so the same
+statements touch that log and no other.
 """
 
 from __future__ import annotations
