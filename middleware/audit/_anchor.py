@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TypeAlias
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 from ._chain import AuditHead
 

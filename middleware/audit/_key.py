@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 if TYPE_CHECKING:
     from ._chain import AuditHead

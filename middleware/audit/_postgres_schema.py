@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, entry_to_fields, seal
 from ._key import AuditKey, sealed

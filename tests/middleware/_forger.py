@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from middleware import AuditEntry, AuditHead, AuditKey, AuditKeyMismatchError, AuditRow
+from middleware.audit import AuditEntry, AuditHead, AuditKey, AuditKeyMismatchError, AuditRow
 from middleware.audit._chain import canonical_row, entry_to_fields, hashed_fields, row_hash
 
 from ._sinks import Sink, SinkBackend

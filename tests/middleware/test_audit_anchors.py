@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from middleware import (
+from middleware.audit import (
     AuditAnchorFile,
     AuditHead,
     JsonlAuditSink,
     PostgresAuditSink,
     SqliteAuditSink,
 )
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 from ._forger import KEY, append, entry, found, logged, write
 from ._sinks import PostgresSinks, Sink, SinkBackend
@@ -186,7 +186,7 @@ async def test_rows_written_in_a_postgres_store_transaction_are_keyed_and_sealed
 _KILLED_WRITER = '''
 import asyncio, sys
 from datetime import UTC, datetime
-from middleware import AuditEntry, AuditKey, JsonlAuditSink
+from middleware.audit import AuditEntry, AuditKey, JsonlAuditSink
 
 path, sync, secret = sys.argv[1:4]
 

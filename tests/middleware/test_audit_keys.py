@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from middleware import (
+from middleware.audit import (
     AuditAnchorFile,
     AuditHead,
     AuditKey,
@@ -32,7 +32,7 @@ from middleware import (
     JsonlAuditSink,
     SqliteAuditSink,
 )
-from pipeline import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError
 
 from ._forger import (
     KEY,

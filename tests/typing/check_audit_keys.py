@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import assert_type
 
-from middleware import (
+from middleware.audit import (
     AuditAnchor,
     AuditAnchorFile,
     AuditHead,
