@@ -42,9 +42,14 @@ if _typing.TYPE_CHECKING:
     from ._repetition import RepetitionDetector as RepetitionDetector
     from ._token_budget import TokenBudget as TokenBudget
     from ._tracing import Tracing as Tracing
+    from .audit import AuditAnchor as AuditAnchor
+    from .audit import AuditAnchorFile as AuditAnchorFile
     from .audit import AuditDecision as AuditDecision
     from .audit import AuditEntry as AuditEntry
     from .audit import AuditHead as AuditHead
+    from .audit import AuditKey as AuditKey
+    from .audit import AuditKeyError as AuditKeyError
+    from .audit import AuditKeyMismatchError as AuditKeyMismatchError
     from .audit import AuditLog as AuditLog
     from .audit import AuditRow as AuditRow
     from .audit import AuditSink as AuditSink
@@ -60,9 +65,14 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     "ApprovalGate": "_approval",
     "Approver": "_approval",
+    "AuditAnchor": "audit",
+    "AuditAnchorFile": "audit",
     "AuditDecision": "audit",
     "AuditEntry": "audit",
     "AuditHead": "audit",
+    "AuditKey": "audit",
+    "AuditKeyError": "audit",
+    "AuditKeyMismatchError": "audit",
     "AuditLog": "audit",
     "AuditRow": "audit",
     "AuditSink": "audit",
@@ -154,9 +164,14 @@ def __dir__() -> list[str]:
 __all__ = [
     "ApprovalGate",
     "Approver",
+    "AuditAnchor",
+    "AuditAnchorFile",
     "AuditDecision",
     "AuditEntry",
     "AuditHead",
+    "AuditKey",
+    "AuditKeyError",
+    "AuditKeyMismatchError",
     "AuditLog",
     "AuditRow",
     "AuditSink",
