@@ -1,9 +1,10 @@
 """Audit sinks against a raw write with the same durability, measured paired in one run.
 
 Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100]`` (``--quick``: a smoke run).
-For `SqliteAuditSink` and `JsonlAuditSink`, with ``synchronous="full"`` (every append survives
-power loss) and ``"normal"`` (every append survives a process kill), rows are appended three
-ways:
+For `SqliteAuditSink` and `JsonlAuditSink`, unkeyed and keyed (``+key``: ``key=AuditKey(...)``,
+HMAC-SHA256 rows and a sealed head; the raw write is the same), with ``synchronous="full"``
+(every append survives power loss) and ``"normal"`` (every append survives a process kill),
+rows are appended three ways:
 
 - ``1``: one awaited ``append`` per row (the worst case: one transaction or ``fdatasync`` per
   row);
@@ -51,7 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from middleware.audit import AuditEntry, JsonlAuditSink, SqliteAuditSink
+from middleware.audit import AuditEntry, AuditKey, JsonlAuditSink, SqliteAuditSink
 from pipeline import canonical_json
 
 Sync = Literal["full", "normal"]
@@ -263,13 +264,14 @@ async def _case(
     """Write ``rounds`` chunks with the raw writer and the sink in turn (alternating which goes
     first); return the medians and figures of one table line (see the module docstring)."""
     rows = entries(rounds * chunk)
-    if name == "sqlite":
+    key = AuditKey(os.urandom(32)) if name.endswith("+key") else None
+    if name.startswith("sqlite"):
         sink: SqliteAuditSink | JsonlAuditSink = SqliteAuditSink(
-            folder / "audit.sqlite", synchronous=sync
+            folder / "audit.sqlite", synchronous=sync, key=key
         )
         raw: Writer = RawSqlite(folder / "raw.sqlite", sync)
     else:
-        sink = JsonlAuditSink(folder / "audit.jsonl", synchronous=sync)
+        sink = JsonlAuditSink(folder / "audit.jsonl", synchronous=sync, key=key)
         raw = RawJsonl(folder / "raw.jsonl", sync)
     if mode == "100x1":
         raw = RawGroup(raw)  # type: ignore[arg-type]
@@ -330,8 +332,8 @@ def main() -> None:
           "time one append call held the event loop")
     header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "cpu", "hold µs",
               "raw hold", "verify s")
-    print("{:7} {:7} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8}".format(*header))
-    for name in ("sqlite", "jsonl"):
+    print("{:10} {:7} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8}".format(*header))
+    for name in ("sqlite", "sqlite+key", "jsonl", "jsonl+key"):
         for sync in ("full", "normal"):
             for mode in ("1", "100", "100x1"):
                 size = max(1, chunk // 5) if (sync, mode) == ("full", "1") else chunk
@@ -339,7 +341,7 @@ def main() -> None:
                     line = asyncio.run(_case(name, sync, mode, rounds, size, Path(folder)))
                 raw_us, sink_us, ratio, cpu, hold, raw_hold, verified = line
                 print(
-                    f"{name:7} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "
+                    f"{name:10} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "
                     f"{cpu:>6.2f} {hold:>8.0f} {raw_hold:>8.0f} {verified:>8.3f}"
                 )
 

@@ -8,6 +8,10 @@ existed verify as they always did. Editing a row breaks its own hash; deleting, 
 reordering rows breaks the index or ``prev_hash`` of the first row out of place. A sink also
 keeps a head (row count and last hash) so that removing rows from the end is detected too; keep
 a copy of ``sink.head()`` elsewhere to detect a rewrite of the whole tail.
+
+With a key (`AuditKey`, ``middleware/audit/_key.py``) the ``hash`` is instead the keyed form
+of the same text (``"hmac-sha256:<key id>:<hex>"``), so only the key's holder can chain rows;
+the unkeyed form above is unchanged. `verify_rows` lives in ``middleware/audit/_verify.py``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from typing import Any, Literal, Protocol, TypeAlias, get_args, runtime_checkabl
 from pipeline import canonical_json
 from pipeline.calls import ToolDecisionAction, Verdict
 from pipeline.stores import TransactionWriter
+
+from ._key import AuditKey, row_digest
 
 __all__ = [
     "DECISIONS",
@@ -45,7 +51,6 @@ __all__ = [
     "row_hash",
     "seal",
     "seal_fields",
-    "verify_rows",
 ]
 
 AuditDecision: TypeAlias = Verdict | ToolDecisionAction
@@ -477,20 +482,22 @@ def new_head(row: AuditRow) -> AuditHead:
     return head
 
 
-def seal(entries: Iterable[AuditEntry], head: AuditHead) -> list[AuditRow]:
-    """Chain ``entries`` after ``head``; return the new rows (the caller writes them)."""
+def seal(
+    entries: Iterable[AuditEntry], head: AuditHead, key: AuditKey | None = None
+) -> list[AuditRow]:
+    """Chain ``entries`` after ``head`` (under ``key``, if any); return the new rows."""
     rows: list[AuditRow] = []
     index, prev = head.count, head.hash
-    sha256 = hashlib.sha256
+    hash_of = row_digest(key)
     for entry in entries:
-        digest = sha256(canonical_row(entry, index, prev)).hexdigest()
+        digest = hash_of(canonical_row(entry, index, prev))
         rows.append(new_row(index, entry, prev, digest))
         index, prev = index + 1, digest
     return rows
 
 
 def seal_fields(
-    entries: Iterable[AuditEntry], head: AuditHead
+    entries: Iterable[AuditEntry], head: AuditHead, key: AuditKey | None = None
 ) -> tuple[list[AuditRow], list[tuple[Any, ...]], int, bool]:
     """`seal`, also returning each new row's stored values, every field read once.
 
@@ -501,7 +508,7 @@ def seal_fields(
     a lone surrogate or a value of an unusual type (a sink stores the values of other rows
     with care). The hash text is `canonical_row`'s.
     """
-    sha256 = hashlib.sha256
+    hash_of = row_digest(key)
     rows: list[AuditRow] = []
     values: list[tuple[Any, ...]] = []
     size = 0
@@ -515,7 +522,7 @@ def seal_fields(
             ascii_only = False
         size += len(data)
         ascii_only = ascii_only and data.isascii()
-        digest = sha256(data).hexdigest()
+        digest = hash_of(data)
         rows.append(new_row(index, e, prev, digest))
         ran = e.ran
         values.append(
@@ -528,37 +535,6 @@ def seal_fields(
         )
         index, prev = index + 1, digest
     return rows, values, size, ascii_only
-
-
-def verify_rows(rows: Iterable[AuditRow | None], head: AuditHead | None) -> int | None:
-    """Check a chain read back from storage; ``None`` items are rows that did not parse.
-
-    Returns None when every row is in place and unedited and the chain reaches ``head``;
-    otherwise the index of the first row that is not (``count`` of rows when rows are missing
-    from the end).
-    """
-    prev = GENESIS_HASH
-    count = 0
-    anchor = -1 if head is None else head.count - 1  # the row whose hash the head records
-    anchored = GENESIS_HASH
-    for i, row in enumerate(rows):
-        if (
-            row is None
-            or row.index != i
-            or row.prev_hash != prev
-            or hashlib.sha256(canonical_row(row.entry, i, prev)).hexdigest() != row.hash
-        ):
-            return i
-        if i == anchor:
-            anchored = row.hash
-        prev = row.hash
-        count = i + 1
-    if head is not None and head.count > 0:
-        if head.count > count:
-            return count
-        if anchored != head.hash:
-            return anchor
-    return None
 
 
 for _cls in (AuditEntry, AuditHead, AuditRow, AuditSink):

@@ -3,7 +3,7 @@
 A row is a complete line. A writer killed in the middle of an append (SIGKILL, a crash) can
 leave a torn tail: bytes after the last newline. The next sink to write (on opening, or before
 an append when another process grew the file) cuts that tail and appends a ``"repair"`` row
-recording where it was, how long, its SHA-256 and (up to `_KEPT_BYTES`) the bytes themselves,
+recording where it was, how long, its SHA-256 and (up to `KEPT_BYTES`) the bytes themselves,
 so the chain goes on and verifies. Reads (``rows()``, ``verify()``) never count a tail that has
 no newline. The cut is reported once, by that row; nothing is hidden by it: a torn row that had
 already been acknowledged (counted in ``<path>.head``) stays a missing row for ``verify()``, and
@@ -13,19 +13,14 @@ a damaged line before the tail is reported as before.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
-import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
-from pipeline import canonical_json
 from pipeline.errors import InvalidMiddlewareConfigError
 
+from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
     GENESIS_HASH,
     OPTIONAL_FIELDS,
@@ -36,58 +31,33 @@ from ._chain import (
     entry_from_fields,
     new_head,
     new_row,
-    verify_rows,
 )
+from ._jsonl_file import (
+    file_size,
+    last_line,
+    locked,
+    repair_entry,
+    tail_start,
+    try_lock,
+    unlock,
+    write_all,
+)
+from ._key import AuditKey, Digest, check_chain_key, check_key, row_digest, sealed
 from ._sqlite import Synchronous, check_options
 from ._sqlite_schema import SQL_COLUMNS, resume
+from ._verify import verify_log
 from ._writer import ChainWriter
 
 __all__ = ["JsonlAuditSink"]
 
 _HEAD_SIZE = 128  # bytes of the head record: {"count": ..., "hash": ...} padded with spaces
-_KEPT_BYTES = 64 * 1024
-"""A repair row keeps the cut bytes themselves (base64) up to this size; hash and length always."""
+_SEALED_HEAD_SIZE = 256  # a keyed log's: {"count": ..., "hash": ..., "seal": ...}
 _sync = getattr(os, "fdatasync", os.fsync)  # data and size are enough to read appended rows
+_write_all = write_all  # (looked up here on every append: the tests count the writes)
 
 _JSON_KEYS = frozenset((*SQL_COLUMNS, "index", "prev_hash", "hash")) - set(OPTIONAL_FIELDS)
 """The keys every line has; a line has the `OPTIONAL_FIELDS` too when they are set."""
 _ALL_KEYS = _JSON_KEYS | set(OPTIONAL_FIELDS)
-
-if sys.platform != "win32":
-    import fcntl
-
-
-def _try_lock(fd: int) -> bool:
-    """Take the exclusive lock on ``fd`` if nobody holds it; never wait."""
-    if sys.platform == "win32":
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
-def _unlock(fd: int) -> None:
-    if sys.platform != "win32":
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _locked(fd: int) -> Iterator[None]:
-    """Hold an exclusive lock on ``fd`` (the head file) so sinks sharing a log take turns.
-
-    Windows has no ``flock``: there, give each log file one sink.
-    """
-    if sys.platform == "win32":
-        yield
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
 
 def _json_row(line: bytes) -> AuditRow | None:
     try:
@@ -105,92 +75,30 @@ def _json_row(line: bytes) -> AuditRow | None:
         return None
 
 
-def _chain_lines(entries: Sequence[AuditEntry], head: AuditHead) -> tuple[list[AuditRow], bytes]:
+def _chain_lines(
+    entries: Sequence[AuditEntry], head: AuditHead, hash_of: Digest
+) -> tuple[list[AuditRow], bytes]:
     """Chain ``entries`` after ``head``; return the rows and their lines, each built once.
 
-    A line is the canonical JSON its hash is taken of with the ``hash`` key added at the end:
-    reading it back gives the same fields (key order does not matter to `_json_row`).
+    A line is the canonical JSON its hash is taken of (by ``hash_of``: unkeyed or keyed) with
+    the ``hash`` key added at the end: reading it back gives the same fields (key order does not
+    matter to `_json_row`).
     """
     index, prev = head.count, head.hash
-    sha256 = hashlib.sha256
     if len(entries) == 1:
         data = canonical_row(entries[0], index, prev)
-        digest = sha256(data).hexdigest()
+        digest = hash_of(data)
         line = b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii"))
         return [new_row(index, entries[0], prev, digest)], line
     rows: list[AuditRow] = []
     lines: list[bytes] = []
     for entry in entries:
         data = canonical_row(entry, index, prev)
-        digest = sha256(data).hexdigest()
+        digest = hash_of(data)
         rows.append(new_row(index, entry, prev, digest))
         lines.append(b'%s,"hash":"%s"}\n' % (data[:-1], digest.encode("ascii")))
         index, prev = index + 1, digest
     return rows, b"".join(lines)
-
-
-def _size(fd: int) -> int:
-    """The file's size, from ``lseek`` (``fstat`` costs twice as much right after a write).
-
-    Moving the offset of the sink's file is harmless: rows are appended (``O_APPEND``) wherever
-    it is, and the sink's buffered handle is only read after a seek to the end (``_catch_up``),
-    which sets its offset and buffer afresh.
-    """
-    return os.lseek(fd, 0, os.SEEK_END)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _tail_start(handle: Any, size: int) -> int:
-    """Return the offset just past the last newline of the file (0 when it has none)."""
-    pos = size
-    while pos > 0:
-        step = min(4096, pos)
-        pos -= step
-        handle.seek(pos)
-        cut: int = handle.read(step).rfind(b"\n")
-        if cut >= 0:
-            return pos + cut + 1
-    return 0
-
-
-def _repair_entry(offset: int, torn: bytes) -> AuditEntry:
-    digest = hashlib.sha256(torn).hexdigest()
-    details: dict[str, Any] = {"offset": offset, "length": len(torn), "sha256": digest}
-    if len(torn) <= _KEPT_BYTES:
-        details["base64"] = base64.b64encode(torn).decode("ascii")
-    return AuditEntry(
-        kind="repair",
-        turn_id="",
-        conversation_id=None,
-        recorded_at=datetime.now(UTC),
-        checksum=digest,
-        args=canonical_json(details),
-        is_error=True,
-        reason=f"cut a torn tail of {len(torn)} bytes at offset {offset} (an unfinished append)",
-    )
-
-
-def _last_line(path: str) -> bytes | None:
-    """Return the file's last complete line (without reading the whole file), if any."""
-    with open(path, "rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos, tail = end, b""
-        while pos > 0:
-            step = min(4096, pos)
-            pos -= step
-            f.seek(pos)
-            tail = f.read(step) + tail
-            body = tail.rstrip(b"\n")
-            cut = body.rfind(b"\n")
-            if cut >= 0:
-                return body[cut + 1 :]
-        body = tail.rstrip(b"\n")
-        return body or None
 
 
 class JsonlAuditSink:
@@ -204,6 +112,11 @@ class JsonlAuditSink:
             writer thread) or ``"normal"`` (the append's ``write`` is made at once, on the
             calling thread, unless it would wait for another writer's lock; see
             ``middleware/audit/_writer.py``).
+        key: Chain the rows under this key (``middleware/audit/_key.py``): only its holder
+            can write rows that verify, and ``<path>.head`` is sealed with it, so a cut tail is
+            found without a head saved elsewhere. A log stays in the mode it was started in.
+        anchor: Also hand every new head to this callable (`AuditAnchorFile`, ``print``):
+            a head kept out of the log's reach catches a rollback of the whole log.
 
     The chain's head is kept in memory, read from the files on opening and again whenever
     another writer grew the file. ``<path>.head`` is rewritten after every append (after the
@@ -213,15 +126,38 @@ class JsonlAuditSink:
 
     Raises:
         InvalidMiddlewareConfigError: a bad option or a file that cannot be opened.
+        AuditKeyError: ``key`` is not an `AuditKey`.
+        AuditKeyMismatchError: the log was chained under another key, or in the other mode.
     """
 
     __slots__ = (
-        "_fd", "_file", "_fsync", "_head", "_head_fd", "_head_path", "_path", "_size", "_writer"
+        "_anchor",
+        "_fd",
+        "_file",
+        "_fsync",
+        "_hash_of",
+        "_head",
+        "_head_fd",
+        "_head_path",
+        "_key",
+        "_path",
+        "_size",
+        "_writer",
     )
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "full",
+        key: AuditKey | None = None,
+        anchor: AuditAnchor | None = None,
+    ) -> None:
         """Open (or create) the file; see the class docstring."""
         self._path = check_options("JsonlAuditSink", path, synchronous)
+        self._key = check_key("JsonlAuditSink", key)
+        self._anchor = check_anchor("JsonlAuditSink", anchor)
+        self._hash_of = row_digest(self._key)
         self._head_path = self._path + ".head"
         self._fsync = synchronous == "full"
         self._head = AuditHead(0, GENESIS_HASH)
@@ -248,8 +184,11 @@ class JsonlAuditSink:
         handle = open(self._path, "ab+")  # noqa: SIM115 - kept open for the sink's lifetime
         try:
             self._head_fd = os.open(self._head_path, os.O_RDWR | os.O_CREAT, 0o644)
-            with _locked(self._head_fd):
+            with locked(self._head_fd):
+                check_chain_key("JsonlAuditSink", self._key, self._read_head(handle))
                 self._catch_up(handle)
+                if self._key is not None and self._head.count == 0 and self._size == 0:
+                    self._write_head(self._head)  # a new keyed log: its end is sealed at once
         except BaseException:
             handle.close()
             if self._head_fd >= 0:
@@ -274,50 +213,57 @@ class JsonlAuditSink:
         handle.seek(size - 1)
         if handle.read(1) == b"\n":
             return None
-        offset = _tail_start(handle, size)
+        offset = tail_start(handle, size)
         handle.seek(offset)
         torn = handle.read(size - offset)
         os.ftruncate(handle.fileno(), offset)
         if self._fsync:
             _sync(handle.fileno())
-        return _repair_entry(offset, torn)
+        return repair_entry(offset, torn)
 
     def _read_head(self, handle: Any) -> AuditHead:
-        """Where the next row goes, as the files hold it now (the file ends with a newline)."""
+        """Where the next row goes, as the files hold it now (the file ends with a newline).
+
+        With a key, a head file the key did not seal is no head: the rows then continue one
+        index past the last row, so that ``verify()`` keeps reporting the end as lost.
+        """
         row: AuditRow | None = None
         if handle.seek(0, os.SEEK_END):
-            line = _last_line(self._path)
+            line = last_line(self._path)
             row = None if line is None else _json_row(line)
             if row is None:  # damaged last row: continue after the last row that parses
                 for candidate in self._iter_rows():
                     row = candidate or row
         last = None if row is None else AuditHead(row.index + 1, row.hash)
-        return resume(last, self._stored_head())
+        stored, seal = self._stored_head()
+        if self._key is not None and not sealed(self._key, stored, seal):
+            return AuditHead(last.count + 1, last.hash) if last is not None else resume(None, None)
+        return resume(last, stored)
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         """Append under the lock, waiting for it (the writer thread)."""
-        with _locked(self._head_fd):
+        with locked(self._head_fd):
             return self._append_now(entries)
 
     def _try_write(self, entries: Sequence[AuditEntry]) -> list[AuditRow] | None:
         """Append now if no other writer holds the lock; else None (the calling thread)."""
-        if not _try_lock(self._head_fd):
+        if not try_lock(self._head_fd):
             return None
         try:
-            if _size(self._fd) != self._size:
+            if file_size(self._fd) != self._size:
                 return None  # another writer appended: the thread catches up (it reads)
             return self._append_locked(self._fd, entries)
         finally:
-            _unlock(self._head_fd)
+            unlock(self._head_fd)
 
     def _append_now(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if _size(self._fd) != self._size:
+        if file_size(self._fd) != self._size:
             # another sink (process) appended to this file since: chain after its rows
             self._catch_up(self._file)
         return self._append_locked(self._fd, entries)
 
     def _append_locked(self, fd: int, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        rows, data = _chain_lines(entries, self._head)
+        rows, data = _chain_lines(entries, self._head, self._hash_of)
         try:
             _write_all(fd, data)
             if self._fsync:
@@ -327,18 +273,33 @@ class JsonlAuditSink:
             raise
         self._size += len(data)
         head = self._head = new_head(rows[-1])
-        # One fixed-size write at offset 0: the head is replaced whole, without a temp file.
-        record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
-        os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+        self._write_head(head)
+        if self._anchor is not None:
+            self._anchor(head)
         return rows
 
-    def _stored_head(self) -> AuditHead | None:
+    def _write_head(self, head: AuditHead) -> None:
+        """Replace ``<path>.head`` by one fixed-size write at offset 0 (no temp file)."""
+        if self._key is None:
+            record = b'{"count": %d, "hash": "%s"}' % (head.count, head.hash.encode("ascii"))
+            os.pwrite(self._head_fd, record.ljust(_HEAD_SIZE - 1) + b"\n", 0)
+            return
+        record = b'{"count": %d, "hash": "%s", "seal": "%s"}' % (
+            head.count, head.hash.encode("ascii"), self._key.head_seal(head).encode("ascii")
+        )
+        os.pwrite(self._head_fd, record.ljust(_SEALED_HEAD_SIZE - 1) + b"\n", 0)
+
+    def _stored_head(self) -> tuple[AuditHead | None, str | None]:
+        """The head in ``<path>.head`` and its seal (None when missing or malformed)."""
         try:
             with open(self._head_path, encoding="utf-8") as f:
-                data = json.load(f)
-            return AuditHead(int(data["count"]), str(data["hash"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+                data = json.loads(f.readline())  # (a longer record written before may follow)
+            seal = data.get("seal")
+            return AuditHead(int(data["count"]), str(data["hash"])), (
+                seal if isinstance(seal, str) else None
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None, None
 
     def _iter_rows(self) -> Iterator[AuditRow | None]:
         """Parse every complete line; a torn tail (no newline) is not a row (see the module)."""
@@ -349,13 +310,12 @@ class JsonlAuditSink:
                 yield _json_row(line)
 
     def _verify(self, head: AuditHead | None) -> int | None:
-        with _locked(self._head_fd):  # never read another sink's half-written append
-            return verify_rows(
-                self._iter_rows(), head if head is not None else self._stored_head()
-            )
+        with locked(self._head_fd):  # never read another sink's half-written append
+            stored, seal = self._stored_head()
+            return verify_log(self._iter_rows(), stored, key=self._key, seal=seal, given=head)
 
     def _all_rows(self) -> list[AuditRow | None]:
-        with _locked(self._head_fd):
+        with locked(self._head_fd):
             return list(self._iter_rows())
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
@@ -382,8 +342,12 @@ class JsonlAuditSink:
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
+        With a key, every row must be the key's and ``<path>.head`` sealed by it (a missing or
+        unsealed head reports the row count: the end may have been cut).
+
         Args:
-            head: A head saved earlier with `head`; by default the one in ``<path>.head``.
+            head: A head saved earlier (`head`, an anchor); by default the one in
+                ``<path>.head`` (with a key, both are checked).
         """
         return self._writer.call(self._verify, head)
 

@@ -20,6 +20,9 @@ Rows can also be written inside a `PostgresStore`'s transaction on the same data
 (`PostgresAuditSink.joint`): the store runs the writer in the transaction that stores a call,
 so the call and its row commit together; the writer locks the chain's head row and chains its
 rows after it exactly as an append does (the same statements, sent on the store's connection).
+
+With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
+``loopware.audit_chains`` carries its seal (column ``seal``, audit schema 3).
 """
 
 from __future__ import annotations
@@ -29,141 +32,48 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pipeline.errors import InvalidMiddlewareConfigError
 from pipeline.stores import TransactionWriter
 
+from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
     GENESIS_HASH,
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_to_fields,
     seal,
-    verify_rows,
 )
 from ._joint import JointRows
-from ._sqlite import row_from_values
-from ._sqlite_schema import SQL_COLUMNS
+from ._key import AuditKey, check_chain_key, check_key
+from ._postgres_schema import (
+    ENSURE,
+    HEAD,
+    INSERT,
+    LAST,
+    MOVE,
+    SELECT,
+    found_head,
+    migrate,
+    move_params,
+    row_values,
+    write_in,
+)
+from ._sqlite_schema import row_from_values
+from ._verify import verify_log
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg.connection_async import AsyncConnection
 
 __all__ = ["PostgresAuditSink"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
-_BYTEA = frozenset(
-    (
-        "turn_id",
-        "conversation_id",
-        "call_id",
-        "tool",
-        "checksum",
-        "args",
-        "policy",
-        "reason",
-        "error",
-        "input",
-        "decisions",
-    )
-)
-_VERSION = 2
-_LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
-_SCHEMA = (
-    "CREATE SCHEMA IF NOT EXISTS loopware",
-    """CREATE TABLE loopware.audit_chains (
-        chain text PRIMARY KEY, count bigint NOT NULL, hash text NOT NULL
-    )""",
-    """CREATE TABLE loopware.audit_rows (
-        chain text NOT NULL, idx bigint NOT NULL, kind text, turn_id bytea,
-        conversation_id bytea, recorded_at text, call_id bytea, tool bytea, checksum bytea,
-        args bytea, is_error smallint, duration_ms double precision, decision text,
-        policy bytea, reason bytea, status text, error bytea, input bytea, prev_hash text,
-        hash text, PRIMARY KEY (chain, idx)
-    )""",
-)
-_INSERT = (
-    "INSERT INTO loopware.audit_rows (chain, idx, "
-    + ", ".join(_COLUMNS)
-    + ", prev_hash, hash) VALUES ("
-    + ", ".join(["%s"] * (len(_COLUMNS) + 4))
-    + ")"
-)
-_SELECT = (
-    "SELECT idx, " + ", ".join(_COLUMNS) + ", prev_hash, hash FROM loopware.audit_rows "
-    "WHERE chain = %s ORDER BY idx"
-)
-_LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
-_HEAD = "SELECT count, hash FROM loopware.audit_chains WHERE chain = %s"
-_ENSURE = (
-    "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
-    "ON CONFLICT (chain) DO NOTHING"
-)
-"""Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
-_MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s WHERE chain = %s"
-
-
-def _values(chain: str, row: AuditRow) -> tuple[Any, ...]:
-    fields = entry_to_fields(row.entry)
-    fields["is_error"] = int(row.entry.is_error)
-    ran = row.entry.ran
-    fields["ran"] = None if ran is None else int(ran)
-    out: list[Any] = [chain, row.index]
-    for name in _COLUMNS:
-        value = fields[name]
-        if name in _BYTEA and value is not None:
-            value = value.encode("utf-8", "surrogatepass")
-        out.append(value)
-    return (*out, row.prev_hash, row.hash)
-
-
-_parse = row_from_values
-
-
-def _found_head(stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None) -> AuditHead:
-    """Where the next row goes, from the head row (``_HEAD``) and the last row (``_LAST``)."""
-    return _resume(
-        None if last is None else AuditHead(int(last[0]) + 1, str(last[1])),
-        None if stored is None else AuditHead(int(stored[0]), str(stored[1])),
-    )
-
-
 def _database_of(info: Any) -> str:
     """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
     return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
-
-
-async def _write_in(connection: object, chain: str, entries: Sequence[AuditEntry]) -> None:
-    """Append ``entries`` to ``chain`` in a `PostgresStore`'s transaction.
-
-    Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
-    statements, on the store's connection.
-    """
-    # PostgresStore passes its transaction's AsyncConnection (see pipeline.stores.JointStore)
-    conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
-    await conn.execute(_ENSURE, (chain, GENESIS_HASH))
-    head = await conn.execute(_HEAD + " FOR UPDATE", (chain,))
-    tail = await conn.execute(_LAST, (chain,))
-    rows = seal(entries, _found_head(await head.fetchone(), await tail.fetchone()))
-    async with conn.cursor() as cur:
-        await cur.executemany(_INSERT, [_values(chain, row) for row in rows])
-    await conn.execute(_MOVE, (rows[-1].index + 1, rows[-1].hash, chain))
-
-
-def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
-    """Where appends continue: after the stored head unless rows were written past it.
-
-    (As the SQLite sink does: continuing after the stored head even when rows are missing from
-    the end keeps that truncation detectable.)
-    """
-    if stored is not None and (last is None or stored.count >= last.count):
-        return stored
-    return last or AuditHead(0, GENESIS_HASH)
 
 
 def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
@@ -184,13 +94,20 @@ class PostgresAuditSink:
         chain: The chain's name: sinks (in any process) with the same name append to one
             chain; different names are independent chains in the same tables.
         timeout: Seconds to wait when connecting.
+        key: Chain the rows under this key (``middleware/audit/_key.py``); the chain's head
+            row is sealed with it. A chain stays in the mode it was started in.
+        anchor: Also hand every new head this sink writes to this callable
+            (``middleware/audit/_anchor.py``).
 
     Raises:
         InvalidMiddlewareConfigError: a bad option, a server that cannot be reached, or audit
             tables written by a newer loopware.
+        AuditKeyError: ``key`` is not an `AuditKey`.
+        AuditKeyMismatchError: the chain was made under another key, or in the other mode.
     """
 
     __slots__ = (
+        "_anchor",
         "_chain",
         "_closed",
         "_conn",
@@ -198,13 +115,22 @@ class PostgresAuditSink:
         "_database",
         "_executor",
         "_head",
+        "_key",
         "_lock",
         "_queued",
         "_stale",
         "_timeout",
     )
 
-    def __init__(self, conninfo: str, *, chain: str = "default", timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        chain: str = "default",
+        timeout: float = 30.0,
+        key: AuditKey | None = None,
+        anchor: AuditAnchor | None = None,
+    ) -> None:
         """Connect, create or check the tables, and read the chain's head."""
         bad: list[str] = []
         given: tuple[object, object, object] = (conninfo, chain, timeout)  # checked at run time
@@ -222,6 +148,8 @@ class PostgresAuditSink:
             bad.append(f"timeout must be a positive number of seconds, not {timeout!r}")
         if bad:
             raise InvalidMiddlewareConfigError("PostgresAuditSink: " + "; ".join(bad))
+        self._key = check_key("PostgresAuditSink", key)
+        self._anchor = check_anchor("PostgresAuditSink", anchor)
         self._conninfo = conninfo
         self._chain = chain
         self._timeout = float(timeout)
@@ -259,15 +187,18 @@ class PostgresAuditSink:
         The store runs the writer with its transaction's ``AsyncConnection``: it locks the
         chain's head row, chains the rows after it and moves it, committing with the store.
         """
-        chain, rows = self._chain, tuple(entries)
+        chain, rows, key = self._chain, tuple(entries), self._key
+        written: list[AuditHead] = []
         return JointRows(
             f"PostgresAuditSink(chain={chain!r})",
-            lambda conn: _write_in(conn, chain, rows),
-            self._written_elsewhere,
+            lambda conn: write_in(conn, chain, rows, key, written),
+            lambda: self._written_elsewhere(written),
         )
 
-    def _written_elsewhere(self) -> None:
+    def _written_elsewhere(self, written: list[AuditHead]) -> None:
         self._stale = True
+        if written and self._anchor is not None:
+            self._anchor(written[-1])
 
     # -- worker thread --------------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
@@ -295,30 +226,9 @@ class PostgresAuditSink:
 
     def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS loopware.audit_migrations "
-                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            row = conn.execute("SELECT MAX(version) FROM loopware.audit_migrations").fetchone()
-            version = int(row[0] or 0) if row is not None else 0
-            if version > _VERSION:
-                raise InvalidMiddlewareConfigError(
-                    f"PostgresAuditSink: the database has audit schema version {version}, newer "
-                    f"than this loopware's {_VERSION}"
-                )
-            if version < 1:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-            if version < 2:  # a call's row says whether its handler ran, and every decision
-                conn.execute(
-                    "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
-                    "ADD COLUMN decisions bytea"
-                )
-            for step in range(version + 1, _VERSION + 1):
-                conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
+            migrate(conn)
             self._head = self._stored_head(conn, lock=False)
+            check_chain_key("PostgresAuditSink", self._key, self._head)
 
     def _stored_head(self, conn: psycopg.Connection[tuple[Any, ...]], *, lock: bool) -> AuditHead:
         """Where the next row goes, as the database holds it now (inside a transaction).
@@ -330,10 +240,10 @@ class PostgresAuditSink:
         that held the lock before.
         """
         if lock:
-            conn.execute(_ENSURE, (self._chain, GENESIS_HASH))
-        head = conn.execute(_HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
-        tail = conn.execute(_LAST, (self._chain,))
-        return _found_head(head.fetchone(), tail.fetchone())
+            conn.execute(ENSURE, (self._chain, GENESIS_HASH))
+        head = conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
+        tail = conn.execute(LAST, (self._chain,))
+        return found_head(head.fetchone(), tail.fetchone(), self._key)
 
     def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
         if not entries:
@@ -341,12 +251,14 @@ class PostgresAuditSink:
         conn = self._connect()
         # two round trips: lock and read the head, then write the rows, move the head, commit
         with conn.pipeline(), conn.transaction():
-            rows = seal(entries, self._stored_head(conn, lock=True))
+            rows = seal(entries, self._stored_head(conn, lock=True), self._key)
             head = AuditHead(rows[-1].index + 1, rows[-1].hash)
             with conn.cursor() as cur:
-                cur.executemany(_INSERT, [_values(self._chain, row) for row in rows])
-            conn.execute(_MOVE, (head.count, head.hash, self._chain))
+                cur.executemany(INSERT, [row_values(self._chain, row) for row in rows])
+            conn.execute(MOVE, move_params(head, self._key, self._chain))
         self._head = head
+        if self._anchor is not None:
+            self._anchor(head)
         return rows
 
     def _drain(self) -> None:
@@ -363,14 +275,16 @@ class PostgresAuditSink:
             _settle(done, rows[start : start + len(entries)])
             start += len(entries)
 
-    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
+    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
+        """Every row, the stored head and its seal."""
         conn = self._connect()
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            values = conn.execute(_SELECT, (self._chain,)).fetchall()
-            head = conn.execute(_HEAD, (self._chain,)).fetchone()
+            values = conn.execute(SELECT, (self._chain,)).fetchall()
+            head = conn.execute(HEAD, (self._chain,)).fetchone()
         stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
-        return [_parse(v) for v in values], stored
+        sealed_by = None if head is None or not isinstance(head[2], str) else head[2]
+        return [row_from_values(v) for v in values], stored, sealed_by
 
     def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         if self._closed:
@@ -396,7 +310,7 @@ class PostgresAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _ = self._call(self._read)
+        rows, _, _ = self._call(self._read)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of chain {self._chain!r} is malformed")
@@ -418,11 +332,14 @@ class PostgresAuditSink:
     def verify(self, *, head: AuditHead | None = None) -> int | None:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
+        With a key, every row must be the key's and the chain's head row sealed by it.
+
         Args:
-            head: A head saved earlier with `head`; by default the one stored with the rows.
+            head: A head saved earlier (`head`, an anchor); by default the one stored with the
+                rows (with a key, both are checked).
         """
-        rows, stored = self._call(self._read)
-        return verify_rows(rows, head if head is not None else stored)
+        rows, stored, seal_text = self._call(self._read)
+        return verify_log(rows, stored, key=self._key, seal=seal_text, given=head)
 
     def close(self) -> None:
         """Finish queued appends and close the connection (idempotent)."""

@@ -37,32 +37,32 @@ from typing import Any, Literal
 from pipeline.errors import InvalidMiddlewareConfigError
 from pipeline.stores import TransactionWriter
 
+from ._anchor import AuditAnchor, check_anchor
 from ._chain import (
     GENESIS_HASH,
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_from_fields,
-    entry_to_fields,
     new_head,
-    seal_fields,
-    verify_rows,
 )
 from ._joint import JointRows
+from ._key import AuditKey, check_chain_key, check_key
 from ._sqlite_schema import (
-    SQL_COLUMNS,
     SQL_INSERT,
-    SQL_PUT_HEAD,
     SQL_SELECT,
     SQL_TAKE_HEAD,
     SQL_VERSION,
+    chain_values,
     migrate,
+    put_head,
+    row_from_values,
     split_head,
     stored_head,
 )
+from ._verify import verify_log
 from ._writer import ChainWriter
 
-__all__ = ["SqliteAuditSink", "Synchronous", "check_options", "row_from_values"]
+__all__ = ["SqliteAuditSink", "Synchronous", "check_options"]
 
 Synchronous = Literal["full", "normal"]
 
@@ -79,67 +79,6 @@ def check_options(owner: str, path: object, synchronous: object) -> str:
     return os.fspath(path)
 
 
-def _sql_text(value: object) -> object:
-    """SQLite text is UTF-8: a string with a lone surrogate is stored as its bytes instead."""
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass")
-    return value
-
-
-def _sql_values(row: AuditRow) -> tuple[Any, ...]:
-    fields = entry_to_fields(row.entry)
-    fields["is_error"] = int(row.entry.is_error)
-    ran = row.entry.ran
-    fields["ran"] = None if ran is None else int(ran)
-    return (row.index, *(_sql_text(fields[c]) for c in SQL_COLUMNS), row.prev_hash, row.hash)
-
-
-def _chain_values(
-    entries: Sequence[AuditEntry], head: AuditHead
-) -> tuple[list[AuditRow], list[tuple[Any, ...]], int]:
-    """Chain ``entries`` after ``head``; return the rows and their column values, built once.
-
-    The third value is the bytes of their hash texts: about what the rows take in the database.
-    """
-    rows, values, size, ascii_only = seal_fields(entries, head)
-    if not ascii_only:  # some text may hold a lone surrogate (see _sql_text)
-        values = [_sql_values(row) for row in rows]
-    return rows, values, size
-
-
-def row_from_values(values: Sequence[Any]) -> AuditRow | None:
-    """Re-create a row read back as ``index, *SQL_COLUMNS, prev_hash, hash`` (both SQL sinks).
-
-    Text may come back as bytes (SQLite keeps text holding a lone surrogate as a blob, see
-    ``_sql_text``; PostgreSQL keeps free text as ``bytea``). None when the row does not parse:
-    a tampered or forged row.
-    """
-    fields = dict(zip(SQL_COLUMNS, values[1:-2], strict=True))
-    for name, value in fields.items():
-        if isinstance(value, bytes | memoryview):
-            try:
-                fields[name] = bytes(value).decode("utf-8", "surrogatepass")
-            except UnicodeDecodeError:
-                return None
-    flag, ran = fields["is_error"], fields["ran"]
-    if type(flag) is not int or flag not in (0, 1):
-        return None
-    if ran is not None and (type(ran) is not int or ran not in (0, 1)):
-        return None
-    fields["is_error"] = bool(flag)
-    fields["ran"] = None if ran is None else bool(ran)
-    index, prev_hash, digest = values[0], values[-2], values[-1]
-    if not (isinstance(prev_hash, str) and isinstance(digest, str)):
-        return None
-    try:
-        return AuditRow(index, entry_from_fields(fields), prev_hash, digest)
-    except ValueError:
-        return None
-
-
 class SqliteAuditSink:
     """An audit chain in an SQLite table (WAL; each append is one transaction).
 
@@ -148,27 +87,43 @@ class SqliteAuditSink:
             `SqliteStore` (the tables do not clash) or as other sinks, in this process or
             another: each append chains after the rows the file holds at that moment.
         synchronous: ``"full"`` (default) or ``"normal"`` (see the module docstring).
+        key: Chain the rows under this key (``middleware/audit/_key.py``); the head row is
+            sealed with it. A log stays in the mode it was started in.
+        anchor: Also hand every new head to this callable (``middleware/audit/_anchor.py``).
 
     Raises:
         InvalidMiddlewareConfigError: a bad option, or a file that is not an SQLite database.
+        AuditKeyError: ``key`` is not an `AuditKey`.
+        AuditKeyMismatchError: the log was chained under another key, or in the other mode.
     """
 
     __slots__ = (
+        "_anchor",
         "_conn",
         "_cursor",
         "_database",
         "_fast",
         "_fast_cursor",
         "_head",
+        "_key",
         "_path",
         "_stale",
         "_unchecked",
         "_writer",
     )
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "full") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "full",
+        key: AuditKey | None = None,
+        anchor: AuditAnchor | None = None,
+    ) -> None:
         """Open (or create) the chain; see the class docstring."""
         self._path = check_options("SqliteAuditSink", path, synchronous)
+        self._key = check_key("SqliteAuditSink", key)
+        self._anchor = check_anchor("SqliteAuditSink", anchor)
         memory = self._path == ":memory:" or self._path.startswith("file::memory:")
         self._database = None if memory else "sqlite:" + os.path.realpath(self._path)
         self._stale = False  # rows were written in another connection's transaction since
@@ -217,8 +172,9 @@ class SqliteAuditSink:
                     f"than this loopware's {SQL_VERSION}"
                 )
             if version < SQL_VERSION:
-                migrate(conn, version)
-            self._head = stored_head(conn)
+                migrate(conn, version, self._key)
+            self._head = stored_head(conn, self._key)
+            check_chain_key("SqliteAuditSink", self._key, self._head)
         except BaseException:
             conn.rollback()
             raise
@@ -264,8 +220,8 @@ class SqliteAuditSink:
         """
         if not isinstance(cur, sqlite3.Cursor):
             raise TypeError(f"SQLite audit rows need an sqlite3.Cursor, not {cur!r}")
-        old = self._head
-        rows, values, _ = _chain_values(entries, old)
+        old, key = self._head, self._key
+        rows, values, _ = chain_values(entries, old, key)
         head = new_head(rows[-1])
         first = values[0]
         cur.execute("SAVEPOINT loopware_audit")
@@ -274,16 +230,16 @@ class SqliteAuditSink:
             if taken:
                 if len(values) > 1:
                     cur.executemany(SQL_INSERT, values[1:])
-                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                put_head(cur, head, key)
         except sqlite3.IntegrityError:  # an index is taken
             cur.execute("ROLLBACK TO loopware_audit")
             taken = False
         if not taken:
-            rows, values, _ = _chain_values(entries, stored_head(cur))
+            rows, values, _ = chain_values(entries, stored_head(cur, key), key)
             head = new_head(rows[-1])
             cur.execute(_SQL_DROP_HEAD)
             _insert(cur, values)
-            cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+            put_head(cur, head, key)
         cur.execute("RELEASE loopware_audit")
         return head
 
@@ -292,9 +248,11 @@ class SqliteAuditSink:
 
         The head they left is the next write's guess (appends check it against the file).
         """
+        self._stale = True
         if written:
             self._head = written[-1]
-        self._stale = True
+            if self._anchor is not None:  # (the store ignores an exception from it)
+                self._anchor(written[-1])
 
     def _current_head(self) -> AuditHead:
         """The head as written so far, read from the file if rows were written elsewhere."""
@@ -303,7 +261,7 @@ class SqliteAuditSink:
             conn = self._connection()
             conn.execute("BEGIN")
             try:
-                self._head = stored_head(conn)
+                self._head = stored_head(conn, self._key)
             finally:
                 conn.execute("COMMIT")
         return self._head
@@ -359,7 +317,7 @@ class SqliteAuditSink:
     ) -> tuple[list[AuditRow], int]:
         """Write ``entries`` in the transaction just begun (holding the write lock); commit.
 
-        Returns the rows and about how many bytes they take (`_chain_values`).
+        Returns the rows and about how many bytes they take (`chain_values`).
 
         The head in memory is checked by the writes themselves, at no extra cost: the first
         row takes the place of the head row only if that is the head in memory
@@ -368,9 +326,10 @@ class SqliteAuditSink:
         transaction is rolled back and the append, in a new one, chains after what the file
         holds now (as on opening).
         """
+        key = self._key
         try:
             old = self._head
-            rows, values, size = _chain_values(entries, old)
+            rows, values, size = chain_values(entries, old, key)
             head = new_head(rows[-1])
             first = values[0]
             fresh = cur.execute(SQL_TAKE_HEAD, (*first[1:], first[0], old.hash)).rowcount == 1
@@ -378,7 +337,7 @@ class SqliteAuditSink:
                 try:
                     if len(values) > 1:
                         cur.executemany(SQL_INSERT, values[1:])
-                    cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                    put_head(cur, head, key)
                 except sqlite3.IntegrityError:  # an index is taken
                     fresh = False
             if not fresh:
@@ -386,29 +345,32 @@ class SqliteAuditSink:
                 # wrote since, or the head row is missing: chain after what the file holds now.
                 cur.connection.rollback()
                 cur.execute("BEGIN IMMEDIATE")
-                stored = stored_head(cur)
-                rows, values, size = _chain_values(entries, stored)
+                stored = stored_head(cur, key)
+                rows, values, size = chain_values(entries, stored, key)
                 head = new_head(rows[-1])
                 cur.execute(_SQL_DROP_HEAD)
                 _insert(cur, values)
-                cur.execute(SQL_PUT_HEAD, (head.count, head.hash))
+                put_head(cur, head, key)
             cur.execute("COMMIT")
         except BaseException:
             if cur.connection.in_transaction:
                 cur.connection.rollback()
             raise
         self._head = head
+        if self._anchor is not None:
+            self._anchor(head)
         return rows, size
 
-    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None]:
+    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
+        """Every row, the head row's head and its seal."""
         conn = self._connection()
         conn.execute("BEGIN")
         try:
             values = conn.execute(SQL_SELECT + " ORDER BY idx").fetchall()
         finally:
             conn.execute("COMMIT")
-        values, stored = split_head(values)
-        return [row_from_values(v) for v in values], stored
+        values, stored, seal = split_head(values)
+        return [row_from_values(v) for v in values], stored, seal
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries`` as the next rows; the future completes once they are committed."""
@@ -420,7 +382,7 @@ class SqliteAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _ = self._writer.call(self._read)
+        rows, _, _ = self._writer.call(self._read)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of {self._path!r} is malformed")
@@ -434,13 +396,15 @@ class SqliteAuditSink:
         """Return None when the chain is intact, else the 0-based index of the first bad row.
 
         Without its head row the log has lost its end (rows may be missing after the last
-        one): the number of rows is returned, as for rows missing from the end.
+        one): the number of rows is returned, as for rows missing from the end. With a key,
+        every row must be the key's and the head row sealed by it.
 
         Args:
-            head: A head saved earlier with `head`; by default the one stored with the rows.
+            head: A head saved earlier (`head`, an anchor); by default the one stored with the
+                rows (with a key, both are checked).
         """
-        rows, stored = self._writer.call(self._read)
-        broken = verify_rows(rows, head if head is not None else stored)
+        rows, stored, seal = self._writer.call(self._read)
+        broken = verify_log(rows, stored, key=self._key, seal=seal, given=head)
         if broken is None and head is None and stored is None:
             return len(rows)  # the head row was deleted: so may rows after these have been
         return broken

@@ -1,13 +1,13 @@
 """The audit sink backends the parametrised audit suites run against.
 
-A `SinkBackend` opens a sink on a log named by a folder (a JSON Lines file, an SQLite file, or a
-chain named after the folder in the test's PostgreSQL database) and, for the SQL ones, runs a
-tamperer's SQL against it, written once for both: ``?`` placeholders and SQLite's table names
-``audit_rows`` and ``audit_head``. For SQLite, whose head is the last row of ``audit_rows``,
-`SqliteSinks.sql` first creates a temporary ``audit_head`` view over that row. For PostgreSQL,
-`PostgresSinks.sql` first creates temporary views with those names over the folder's chain only
-(``audit_chains`` holds one head row per chain), so the same statements touch that log and no
-other.
+A `SinkBackend` opens a sink (keyed and anchored when asked) on a log named by a folder (a JSON
+Lines file, an SQLite file, or a chain named after the folder in the test's PostgreSQL database)
+and, for the SQL ones, runs a tamperer's SQL against it, written once for both: ``?``
+placeholders and SQLite's table names ``audit_rows`` and ``audit_head``. For SQLite, whose head
+is the last row of ``audit_rows``, `SqliteSinks.sql` first creates a temporary ``audit_head``
+view over that row. For PostgreSQL, `PostgresSinks.sql` first creates temporary views with those
+names over the folder's chain only (``audit_chains`` holds one head row per chain), so the same
+statements touch that log and no other.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from middleware.audit import JsonlAuditSink, PostgresAuditSink, SqliteAuditSink
+from middleware.audit import (
+    AuditAnchor,
+    AuditKey,
+    JsonlAuditSink,
+    PostgresAuditSink,
+    SqliteAuditSink,
+)
 
 __all__ = ["JsonlSinks", "PostgresSinks", "Sink", "SinkBackend", "SqliteSinks"]
 
@@ -29,8 +35,10 @@ class SinkBackend(Protocol):
 
     name: str
 
-    def open(self, folder: Path) -> Sink:
-        """Open a sink on the log of ``folder`` (created when missing)."""
+    def open(
+        self, folder: Path, *, key: AuditKey | None = None, anchor: AuditAnchor | None = None
+    ) -> Sink:
+        """Open a sink on the log of ``folder`` (created when missing), keyed by ``key``."""
         ...
 
     def sql(
@@ -45,8 +53,12 @@ class JsonlSinks:
 
     name = "jsonl"
 
-    def open(self, folder: Path) -> Sink:
-        return JsonlAuditSink(folder / "audit.jsonl", synchronous="normal")
+    def open(
+        self, folder: Path, *, key: AuditKey | None = None, anchor: AuditAnchor | None = None
+    ) -> Sink:
+        return JsonlAuditSink(
+            folder / "audit.jsonl", synchronous="normal", key=key, anchor=anchor
+        )
 
     def sql(
         self, folder: Path, statement: str, params: Sequence[object] = ()
@@ -59,8 +71,12 @@ class SqliteSinks:
 
     name = "sqlite"
 
-    def open(self, folder: Path) -> Sink:
-        return SqliteAuditSink(folder / "audit.sqlite", synchronous="normal")
+    def open(
+        self, folder: Path, *, key: AuditKey | None = None, anchor: AuditAnchor | None = None
+    ) -> Sink:
+        return SqliteAuditSink(
+            folder / "audit.sqlite", synchronous="normal", key=key, anchor=anchor
+        )
 
     def sql(
         self, folder: Path, statement: str, params: Sequence[object] = ()
@@ -92,8 +108,10 @@ class PostgresSinks:
     def __init__(self, conninfo: str) -> None:
         self.conninfo = conninfo
 
-    def open(self, folder: Path) -> Sink:
-        return PostgresAuditSink(self.conninfo, chain=str(folder))
+    def open(
+        self, folder: Path, *, key: AuditKey | None = None, anchor: AuditAnchor | None = None
+    ) -> Sink:
+        return PostgresAuditSink(self.conninfo, chain=str(folder), key=key, anchor=anchor)
 
     def sql(
         self, folder: Path, statement: str, params: Sequence[object] = ()

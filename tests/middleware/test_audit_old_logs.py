@@ -216,4 +216,4 @@ def test_an_old_postgres_log_migrates_verifies_and_goes_on(pg_conninfo: str) -> 
 
     with psycopg.connect(pg_conninfo) as conn:
         versions = conn.execute("SELECT version FROM loopware.audit_migrations ORDER BY 1")
-        assert versions.fetchall() == [(1,), (2,)]
+        assert versions.fetchall() == [(1,), (2,), (3,)]

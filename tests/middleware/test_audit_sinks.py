@@ -18,7 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from middleware.audit import AuditEntry, AuditHead, AuditRow, JsonlAuditSink, SqliteAuditSink
+from middleware.audit import (
+    AuditEntry,
+    AuditHead,
+    AuditKey,
+    AuditRow,
+    JsonlAuditSink,
+    SqliteAuditSink,
+)
 from pipeline.calls import ToolCall
 from pipeline.errors import InvalidMiddlewareConfigError
 from pipeline.stores import SqliteStore
@@ -278,18 +285,22 @@ def tampering(draw: st.DrawFn) -> tuple[int, str, int]:
     return n, op, draw(st.integers(min_value=0, max_value=last))
 
 
+@pytest.mark.parametrize("key", [None, AuditKey(b"k" * 32)], ids=["unkeyed", "keyed"])
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(case=tampering())
 def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
-    sinks: SinkBackend, tmp_path_factory: pytest.TempPathFactory, case: tuple[int, str, int]
+    sinks: SinkBackend,
+    tmp_path_factory: pytest.TempPathFactory,
+    key: AuditKey | None,
+    case: tuple[int, str, int],
 ) -> None:
     """Editing (a field, ``ran``, dropping ``decisions``), deleting, swapping or inserting row k
-    makes verify() return exactly k."""
+    makes verify() return exactly k, in an unkeyed and in a keyed chain."""
     n, op, k = case
     folder = tmp_path_factory.mktemp("audit")
-    sink = sinks.open(folder)
+    sink = sinks.open(folder, key=key)
     write(sink, n)
     assert sink.verify() is None
     sink.close()
@@ -297,7 +308,7 @@ def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
         _tamper_sql(sinks, folder, op, k)
     else:
         _tamper_jsonl(folder / "audit.jsonl", op, k)
-    reopened = sinks.open(folder)
+    reopened = sinks.open(folder, key=key)
     try:
         assert reopened.verify() == k, (op, k, n)
     finally:

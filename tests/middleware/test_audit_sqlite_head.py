@@ -161,7 +161,7 @@ async def test_a_version_1_log_moves_its_head_into_the_rows(tmp_path: Path) -> N
             versions = [v for (v,) in conn.execute("SELECT version FROM audit_migrations")]
         conn.close()
         assert "audit_head" not in tables
-        assert versions == [1, 2, 3]
+        assert versions == [1, 2, 3, 4]
         assert table(path)[-1] == (4, None, 1, 4)
         assert sink.head() == AuditHead(4, hashes[-1])
         assert sink.verify() is None

@@ -1,0 +1,195 @@
+"""The PostgreSQL audit tables: their layout, their migrations, and the statements appends send.
+
+``loopware.audit_rows`` holds every chain's rows (``chain``, ``idx``, the row's columns, free text
+as ``bytea``); ``loopware.audit_chains`` one head row per chain (``count``, ``hash`` and, for a
+keyed chain, its ``seal``). An append locks its chain's head row, chains after it and moves it
+(``middleware/audit/_postgres.py``); `write_in` sends the same statements in a store's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from pipeline.errors import InvalidMiddlewareConfigError
+
+from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, entry_to_fields, seal
+from ._key import AuditKey, sealed
+from ._sqlite_schema import SQL_COLUMNS
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.connection_async import AsyncConnection
+
+__all__ = [
+    "BYTEA",
+    "COLUMNS",
+    "ENSURE",
+    "HEAD",
+    "INSERT",
+    "LAST",
+    "MOVE",
+    "SELECT",
+    "VERSION",
+    "found_head",
+    "migrate",
+    "move_params",
+    "row_values",
+    "write_in",
+]
+
+COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
+BYTEA = frozenset(
+    (
+        "turn_id",
+        "conversation_id",
+        "call_id",
+        "tool",
+        "checksum",
+        "args",
+        "policy",
+        "reason",
+        "error",
+        "input",
+        "decisions",
+    )
+)
+VERSION = 3
+_LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
+_SCHEMA = (
+    "CREATE SCHEMA IF NOT EXISTS loopware",
+    """CREATE TABLE loopware.audit_chains (
+        chain text PRIMARY KEY, count bigint NOT NULL, hash text NOT NULL
+    )""",
+    """CREATE TABLE loopware.audit_rows (
+        chain text NOT NULL, idx bigint NOT NULL, kind text, turn_id bytea,
+        conversation_id bytea, recorded_at text, call_id bytea, tool bytea, checksum bytea,
+        args bytea, is_error smallint, duration_ms double precision, decision text,
+        policy bytea, reason bytea, status text, error bytea, input bytea, prev_hash text,
+        hash text, PRIMARY KEY (chain, idx)
+    )""",
+)
+INSERT = (
+    "INSERT INTO loopware.audit_rows (chain, idx, "
+    + ", ".join(COLUMNS)
+    + ", prev_hash, hash) VALUES ("
+    + ", ".join(["%s"] * (len(COLUMNS) + 4))
+    + ")"
+)
+SELECT = (
+    "SELECT idx, " + ", ".join(COLUMNS) + ", prev_hash, hash FROM loopware.audit_rows "
+    "WHERE chain = %s ORDER BY idx"
+)
+LAST = "SELECT idx, hash FROM loopware.audit_rows WHERE chain = %s ORDER BY idx DESC LIMIT 1"
+HEAD = "SELECT count, hash, seal FROM loopware.audit_chains WHERE chain = %s"
+ENSURE = (
+    "INSERT INTO loopware.audit_chains (chain, count, hash) VALUES (%s, 0, %s) "
+    "ON CONFLICT (chain) DO NOTHING"
+)
+"""Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
+MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s, seal = %s WHERE chain = %s"
+
+
+def row_values(chain: str, row: AuditRow) -> tuple[Any, ...]:
+    fields = entry_to_fields(row.entry)
+    fields["is_error"] = int(row.entry.is_error)
+    ran = row.entry.ran
+    fields["ran"] = None if ran is None else int(ran)
+    out: list[Any] = [chain, row.index]
+    for name in COLUMNS:
+        value = fields[name]
+        if name in BYTEA and value is not None:
+            value = value.encode("utf-8", "surrogatepass")
+        out.append(value)
+    return (*out, row.prev_hash, row.hash)
+
+
+
+
+def found_head(
+    stored: tuple[Any, ...] | None, last: tuple[Any, ...] | None, key: AuditKey | None
+) -> AuditHead:
+    """Where the next row goes, from the head row (``HEAD``) and the last row (``LAST``).
+
+    With a key, a head row the key did not seal is no head: the rows then continue one index
+    past the last row, so that ``verify()`` keeps reporting the end as lost.
+    """
+    tail = None if last is None else AuditHead(int(last[0]) + 1, str(last[1]))
+    head = None if stored is None else AuditHead(int(stored[0]), str(stored[1]))
+    if key is not None and not sealed(key, head, None if stored is None else stored[2]):
+        return _resume(None, None) if tail is None else AuditHead(tail.count + 1, tail.hash)
+    return _resume(tail, head)
+
+
+def move_params(head: AuditHead, key: AuditKey | None, chain: str) -> tuple[Any, ...]:
+    """``MOVE``'s parameters: the new head, sealed under ``key`` (if any)."""
+    return (head.count, head.hash, None if key is None else key.head_seal(head), chain)
+
+
+async def write_in(
+    connection: object,
+    chain: str,
+    entries: Sequence[AuditEntry],
+    key: AuditKey | None,
+    written: list[AuditHead],
+) -> None:
+    """Append ``entries`` to ``chain`` in a `PostgresStore`'s transaction; note the new head.
+
+    Lock the head row, chain the rows after it, move it: `PostgresAuditSink._write`'s
+    statements, on the store's connection.
+    """
+    # PostgresStore passes its transaction's AsyncConnection (see pipeline.stores.JointStore)
+    conn = cast("AsyncConnection[tuple[Any, ...]]", connection)
+    await conn.execute(ENSURE, (chain, GENESIS_HASH))
+    head = await conn.execute(HEAD + " FOR UPDATE", (chain,))
+    tail = await conn.execute(LAST, (chain,))
+    rows = seal(entries, found_head(await head.fetchone(), await tail.fetchone(), key), key)
+    async with conn.cursor() as cur:
+        await cur.executemany(INSERT, [row_values(chain, row) for row in rows])
+    new = AuditHead(rows[-1].index + 1, rows[-1].hash)
+    await conn.execute(MOVE, move_params(new, key, chain))
+    written.append(new)
+
+
+def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
+    """Where appends continue: after the stored head unless rows were written past it.
+
+    (As the SQLite sink does: continuing after the stored head even when rows are missing from
+    the end keeps that truncation detectable.)
+    """
+    if stored is not None and (last is None or stored.count >= last.count):
+        return stored
+    return last or AuditHead(0, GENESIS_HASH)
+
+
+def migrate(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    """Bring the audit tables to `VERSION` (in the caller's transaction, under an advisory lock).
+
+    Raises:
+        InvalidMiddlewareConfigError: the tables were written by a newer loopware.
+    """
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+    conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS loopware.audit_migrations "
+        "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    row = conn.execute("SELECT MAX(version) FROM loopware.audit_migrations").fetchone()
+    version = int(row[0] or 0) if row is not None else 0
+    if version > VERSION:
+        raise InvalidMiddlewareConfigError(
+            f"PostgresAuditSink: the database has audit schema version {version}, newer "
+            f"than this loopware's {VERSION}"
+        )
+    if version < 1:
+        for statement in _SCHEMA:
+            conn.execute(statement)
+    if version < 2:  # a call's row says whether its handler ran, and every decision
+        conn.execute(
+            "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
+            "ADD COLUMN decisions bytea"
+        )
+    if version < 3:  # a keyed chain's head row carries its seal
+        conn.execute("ALTER TABLE loopware.audit_chains ADD COLUMN seal text")
+    for step in range(version + 1, VERSION + 1):
+        conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
