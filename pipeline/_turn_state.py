@@ -553,5 +553,3 @@ def _bump(counts: dict[str, int], key: str, delta: int) -> None:
     else:
         counts.pop(key, None)
 
-
-TurnState.__module__ = "pipeline"
