@@ -8,9 +8,9 @@ The JSON and Markdown artifact classes load when first named (docs/architecture.
 time").
 """
 
-import types as _types
 import typing as _typing
 
+from .._lazy import lazy_exports as _lazy_exports
 from ._artifact import SpooledArtifact as SpooledArtifact
 from ._envelope import RenderedResult as RenderedResult
 from ._envelope import ToolLookup as ToolLookup
@@ -27,31 +27,16 @@ if _typing.TYPE_CHECKING:
     from ._json_artifact import SpooledJsonArtifact as SpooledJsonArtifact
     from ._md_artifact import SpooledMarkdownArtifact as SpooledMarkdownArtifact
 
-_LAZY = frozenset({"JsonFormat", "SpooledJsonArtifact", "SpooledMarkdownArtifact"})
+__getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "JsonFormat": "_json_artifact",
+        "SpooledJsonArtifact": "_json_artifact",
+        "SpooledMarkdownArtifact": "_md_artifact",
+    },
+    globals(),
+)
 """The JSON and Markdown artifact names: exported here, loaded on first use."""
-
-
-def __getattr__(name: str) -> _typing.Any:
-    """Load the JSON or Markdown artifact module when one of its names is first asked for."""
-    module: _types.ModuleType
-    if name in ("JsonFormat", "SpooledJsonArtifact"):
-        from . import _json_artifact
-
-        module = _json_artifact
-    elif name == "SpooledMarkdownArtifact":
-        from . import _md_artifact
-
-        module = _md_artifact
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the JSON and Markdown artifact names included before they load."""
-    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

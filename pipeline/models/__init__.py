@@ -9,10 +9,10 @@ called. See ``docs/architecture.md``. The provider models (`AnthropicModel`, `Op
 "Import time").
 """
 
-import types as _types
 import typing as _typing
 
 from .._history import HistoryView as HistoryView
+from .._lazy import lazy_exports as _lazy_exports
 from ._infer import infer_model as infer_model
 from ._message import Message as Message
 from ._seam import ChatModel as ChatModel
@@ -30,35 +30,16 @@ if _typing.TYPE_CHECKING:
     from ._openai_chat import OpenAIChatModel as OpenAIChatModel
     from ._openai_responses import OpenAIResponsesModel as OpenAIResponsesModel
 
-_LAZY = frozenset({"AnthropicModel", "OpenAIChatModel", "OpenAIResponsesModel"})
+__getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "AnthropicModel": "_anthropic",
+        "OpenAIChatModel": "_openai_chat",
+        "OpenAIResponsesModel": "_openai_responses",
+    },
+    globals(),
+)
 """The provider models: exported here, loaded on first use."""
-
-
-def __getattr__(name: str) -> _typing.Any:
-    """Load a provider model's module when its name is first asked for."""
-    module: _types.ModuleType
-    if name == "AnthropicModel":
-        from . import _anthropic
-
-        module = _anthropic
-    elif name == "OpenAIChatModel":
-        from . import _openai_chat
-
-        module = _openai_chat
-    elif name == "OpenAIResponsesModel":
-        from . import _openai_responses
-
-        module = _openai_responses
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the provider models included before they load."""
-    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -9,9 +9,9 @@ the call they record) is a `JointStore` and runs `TransactionWriter`s. See
 first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
 
-import types as _types
 import typing as _typing
 
+from .._lazy import lazy_exports as _lazy_exports
 from ._spool import MemorySpoolStore as MemorySpoolStore
 from ._spool import SpoolReader as SpoolReader
 from ._spool import SpoolStore as SpoolStore
@@ -26,35 +26,16 @@ if _typing.TYPE_CHECKING:
     from ._postgres_store import PostgresStore as PostgresStore
     from ._sqlite_store import SqliteStore as SqliteStore
 
-_LAZY = frozenset({"FileSpoolStore", "PostgresStore", "SqliteStore"})
+__getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "FileSpoolStore": "_file_spool",
+        "PostgresStore": "_postgres_store",
+        "SqliteStore": "_sqlite_store",
+    },
+    globals(),
+)
 """The durable stores: exported here, loaded on first use."""
-
-
-def __getattr__(name: str) -> _typing.Any:
-    """Load a durable store's module when its name is first asked for."""
-    module: _types.ModuleType
-    if name == "FileSpoolStore":
-        from . import _file_spool
-
-        module = _file_spool
-    elif name == "PostgresStore":
-        from . import _postgres_store
-
-        module = _postgres_store
-    elif name == "SqliteStore":
-        from . import _sqlite_store
-
-        module = _sqlite_store
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the durable stores included before they load."""
-    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [
