@@ -32,6 +32,7 @@ from ._key import AuditKey, row_digest
 
 __all__ = [
     "DECISIONS",
+    "FREE_TEXT_FIELDS",
     "GENESIS_HASH",
     "OPTIONAL_FIELDS",
     "AuditDecision",
@@ -276,6 +277,8 @@ _OPTIONAL_TEXT_FIELDS = (
     "input",
     "decisions",
 )
+FREE_TEXT_FIELDS: frozenset[str] = frozenset((*_TEXT_FIELDS, *_OPTIONAL_TEXT_FIELDS))
+"""The fields holding text of any kind (a model's, a tool's): what a sink stores with care."""
 
 
 def entry_from_fields(fields: Mapping[str, Any]) -> AuditEntry:

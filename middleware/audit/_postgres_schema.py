@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.errors import InvalidMiddlewareConfigError
 
-from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, entry_to_fields, seal
+from ._chain import (
+    FREE_TEXT_FIELDS,
+    GENESIS_HASH,
+    AuditEntry,
+    AuditHead,
+    AuditRow,
+    entry_to_fields,
+    seal,
+)
 from ._key import AuditKey, sealed
 from ._sqlite_schema import SQL_COLUMNS
 
@@ -39,21 +47,7 @@ __all__ = [
 ]
 
 COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
-BYTEA = frozenset(
-    (
-        "turn_id",
-        "conversation_id",
-        "call_id",
-        "tool",
-        "checksum",
-        "args",
-        "policy",
-        "reason",
-        "error",
-        "input",
-        "decisions",
-    )
-)
+BYTEA = FREE_TEXT_FIELDS  # kept as bytes: PostgreSQL text holds no NUL, no lone surrogate
 VERSION = 3
 _LOCK = 0x6C6F6F61  # "looa": the advisory lock key serialising audit migrations
 _SCHEMA = (
