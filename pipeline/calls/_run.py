@@ -78,8 +78,9 @@ class CallRun(ToolCallContext):
         name = self.name
         shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
-            raw = self._raw_args = self._model_args = freeze_json(parse_arguments(shown, arguments))
-            self.checksum = tool_call_checksum(shown, raw)
+            raw = parse_arguments(shown, arguments)  # a plain dict: what checksum and
+            self.checksum = tool_call_checksum(shown, raw)  # validation read fastest
+            self._raw_args = self._model_args = freeze_json(raw)  # what hooks and the record see
         except InvalidToolArgsError as exc:
             return self._unparsed(shown, exc)
         except (TypeError, RecursionError):
