@@ -131,6 +131,7 @@ class TurnState:
         "stash",
         "store",
         "stored",
+        "suspends",
         "system_prompt",
         "taken_tools",
         "tool_call_onion",
@@ -165,6 +166,8 @@ class TurnState:
         self.system_prompt = system_prompt
         self.store = store
         self.saves = conversation_id is not None or type(store) is not MemoryStore
+        self.suspends = type(store) is not MemoryStore
+        """Whether a store write may suspend (the memory store's complete without doing so)."""
         """False when a save could not keep anything: the default store keeps no records of a
         turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
         self.spool = spool
@@ -492,14 +495,18 @@ class TurnState:
         it, then the cancellation propagates. So the turn never misses a record its store holds
         (an assistant message whose announced calls the turn would then not answer).
         """
-
-        async def step() -> None:
-            await write
-            apply()
-
         self.shield += 1
         try:
-            await uncancellable(step())
+            if self.suspends:
+
+                async def step() -> None:
+                    await write
+                    apply()
+
+                await uncancellable(step())
+            else:  # nothing is awaited for real: no cancellation can land between the two
+                await write
+                apply()
         finally:
             self._unshield()
 
