@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from typing_extensions import is_typeddict
 
-from ._frozen import FrozenDict
 from ._json import canonical_json
 from .errors import InvalidToolArgsError, InvalidToolError
 
@@ -270,8 +269,8 @@ class ArgsSchema(Generic[ArgsT]):
                 anything at all); ``errors`` holds pydantic's error list (JSON-safe) and the
                 message names every failing field.
         """
-        if type(args) is not dict and type(args) is not FrozenDict:
-            if not isinstance(args, Mapping):
+        if type(args) is not dict:  # a copy: pydantic reads a plain dict fastest
+            if not isinstance(args, dict) and not isinstance(args, Mapping):
                 raise self._error(
                     [{"type": "dict_type", "loc": [], "msg": "arguments must be a JSON object"}]
                 )
