@@ -18,6 +18,7 @@
     spool = "spool"                   # a FileSpoolStore directory (the default with PostgreSQL)
     system_prompt = "You are ..."
     max_iterations = 50
+    tool_threads = 40                 # sync tool handlers running at once, in worker threads
     rerun_interrupted = ["fetch_*"]   # idempotent tools a crash may run again (default: none)
 
 Relative paths are relative to the file's directory; ``module:attr`` names import with the
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pipeline import Tool
+from pipeline import Tool, ToolThreads
 from pipeline.durable import DEFAULT_QUEUE, DEFAULT_SYSTEM_DATABASE, DurableConfigError
 from pipeline.stores import FileSpoolStore, MemoryStore, SpoolStore, SqliteStore, TurnStore
 
@@ -72,6 +73,7 @@ _RUNNER: Final = frozenset(
         "spool",
         "system_prompt",
         "max_iterations",
+        "tool_threads",
         "rerun_interrupted",
     }
 )
@@ -250,6 +252,9 @@ def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
     iterations = runner.get("max_iterations", 50)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise _bad(where, f"max_iterations must be an int >= 1, got {iterations!r}")
+    threads = runner.get("tool_threads", ToolThreads().size)  # the runner's default
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise _bad(where, f"tool_threads must be an int >= 1, got {threads!r}")
     return {
         "model": model,
         "tools": tools,
@@ -258,6 +263,7 @@ def build_runner_options(config: WorkerConfig) -> dict[str, Any]:
         "spool": spool,
         "system_prompt": _text(where, runner, "system_prompt"),
         "max_iterations": iterations,
+        "tool_threads": threads,
         "rerun_interrupted": _texts(where, runner, "rerun_interrupted"),
         "system_database": config.system_database,
         "queue": config.queue,

@@ -36,6 +36,7 @@ from ._tool import ToolContext as ToolContext
 from ._tool import ToolOutput as ToolOutput
 from ._tool_checks import is_tool_name as is_tool_name
 from ._tool_decorator import tool as tool
+from ._tool_threads import ToolThreads as ToolThreads
 
 __all__ = [
     "ContextLog",
@@ -50,6 +51,7 @@ __all__ = [
     "ToolLoopExecutor",
     "ToolOutput",
     "ToolRegistry",
+    "ToolThreads",
     "TurnContext",
     "TurnHandle",
     "TurnResult",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._gate import Gate
     from ._registry import ToolRegistry
     from ._stash import Stash
+    from ._tool_threads import ToolThreads
     from ._turn_state import TurnState
     from .artifacts._artifact import SpooledArtifact
     from .calls._decision import ToolDecision
@@ -76,7 +77,7 @@ class TurnView:
     Both contexts of a turn refer to the same registry, the same stash and the same records.
     """
 
-    __slots__ = ("_state", "log", "spool", "stash", "system_prompt", "turn_id")
+    __slots__ = ("_state", "log", "spool", "stash", "system_prompt", "tool_threads", "turn_id")
 
     _state: TurnState
     turn_id: str
@@ -87,6 +88,9 @@ class TurnView:
     """The system prompt handed to the model."""
     spool: SpoolStore
     """Where result bodies are written (see `spool_write`)."""
+    tool_threads: ToolThreads
+    """Where sync tool handlers run, bounded by the runner's ``tool_threads`` (`ToolThreads`);
+    ``await ctx.tool_threads.run(fn, ...)`` runs other blocking work under the same bound."""
     log: ContextLog
     """Emit `Log` events for the turn: ``ctx.log.info(kind, message, **payload)``."""
 
@@ -96,6 +100,7 @@ class TurnView:
         self.stash = state.stash
         self.system_prompt = state.system_prompt
         self.spool = state.spool
+        self.tool_threads = state.tool_threads
         self.log = log
 
     # -- the turn ------------------------------------------------------------------------------

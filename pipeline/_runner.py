@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +18,8 @@ from ._registry import ToolRegistry
 from ._stages import STAGES, EventObserver, MiddlewareSpec
 from ._stash import Stash
 from ._sync_loop import SyncLoop
-from ._tool import Tool
+from ._tool import Tool, is_async_callable
+from ._tool_threads import DEFAULT_TOOL_THREADS, ToolThreads
 from ._turn import Turn
 from ._turn_state import TurnState
 from .errors import (
@@ -49,14 +49,6 @@ _STORE_METHODS = (
     "load_conversation",
 )
 _SPOOL_METHODS = ("write", "read", "delete")
-
-
-def _is_async_callable(fn: object) -> bool:
-    """True for an ``async def`` (or a partial of one), or an object with an async ``__call__``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    # Python 3.11's iscoroutinefunction does not look at an object's __call__
-    return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 class TurnHandle:
@@ -112,12 +104,16 @@ class TurnRunner:
         spool: Where artifact bodies are written (default `MemorySpoolStore`).
         system_prompt: The system prompt handed to the executor's model.
         max_iterations: Cap on dispatch iterations (``None`` disables it).
+        tool_threads: How many sync (``def``) tool handlers of this runner's turns run at once,
+            each in a worker thread (`ToolThreads`); ``async def`` handlers run on the event
+            loop and are not counted.
 
     Raises:
         InvalidRunnerConfigError: naming every bad field at once. The checks are of values the
             annotations cannot express: an executor that is not async, duplicate tool names, an
             item that is not middleware (or a string in place of the list), a store or spool
-            missing its protocol's methods, and ``max_iterations`` below 1 (or a bool).
+            missing its protocol's methods, and ``max_iterations`` or ``tool_threads`` below 1
+            (or a bool).
     """
 
     __slots__ = (
@@ -134,6 +130,7 @@ class TurnRunner:
         "_store",
         "_sync_loop",
         "_system_prompt",
+        "_tool_threads",
     )
 
     def __init__(
@@ -147,6 +144,7 @@ class TurnRunner:
         spool: SpoolStore | None = None,
         system_prompt: str | None = None,
         max_iterations: int | None = 50,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
     ) -> None:
         """Check the configuration's values and compose the stages once."""
         problems: dict[str, list[str]] = {}
@@ -165,7 +163,7 @@ class TurnRunner:
         if executor is None:
             if "model" not in problems:
                 bad("executor", "give an executor (or model= for the standard one)")
-        elif not _is_async_callable(executor):
+        elif not is_async_callable(executor):
             bad("executor", f"must be an async callable (ctx) -> None, got {executor!r}")
         if isinstance(tools, ToolRegistry):
             baseline = ToolRegistry(tools)
@@ -202,13 +200,20 @@ class TurnRunner:
             bad("spool", f"must implement SpoolStore ({', '.join(_SPOOL_METHODS)})")
         if max_iterations is not None and (isinstance(max_iterations, bool) or max_iterations < 1):
             bad("max_iterations", f"must be an int >= 1 or None, got {max_iterations!r}")
+        threads: ToolThreads | None = None
+        try:
+            threads = ToolThreads(tool_threads)
+        except ValueError as exc:
+            bad("tool_threads", str(exc))
         if problems:
             raise InvalidRunnerConfigError(
                 "invalid TurnRunner configuration: "
                 + "; ".join(why for whys in problems.values() for why in whys),
                 fields=list(problems),
             )
-        assert executor is not None  # every path that leaves it None reported a problem
+        # every path that leaves these None reported a problem
+        assert executor is not None
+        assert threads is not None
         self._executor = executor
         self._baseline = baseline
         self._middleware = tuple(items)
@@ -219,6 +224,7 @@ class TurnRunner:
         self._owns_spool = owns_spool
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
+        self._tool_threads = threads
         self._onions = build_onions(resolved)
         self._bus = EventBus()
         self._sync_loop = SyncLoop()
@@ -274,6 +280,7 @@ class TurnRunner:
             system_prompt=self._system_prompt,
             conversation_id=conversation_id,
             keeping=self._keeping,
+            tool_threads=self._tool_threads,
         )
         return Turn(
             state,

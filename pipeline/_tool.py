@@ -30,6 +30,7 @@ from ._tool_checks import (
     resolve_artifact_class,
 )
 from ._tool_schema import ArgsSchema
+from ._tool_threads import threads_of
 from .artifacts._artifact import SpooledArtifact
 from .artifacts._media import Media
 from .errors import LoopError, ToolDownstreamError
@@ -43,6 +44,8 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "ToolOutput",
+    "is_async_callable",
+    "run_in_thread",
 ]
 
 ArgsT = TypeVar("ArgsT")
@@ -70,7 +73,9 @@ ON_COLLISION_VALUES: Final = ("throw", "replace", "keep")
 class ToolContext(Protocol):
     """What ``tool.run`` / ``tool.bind`` need of a context; `DispatchContext` satisfies it.
 
-    A context may also have a ``listening`` flag (False skips building events).
+    A context may also have a ``listening`` flag (False skips building events) and a
+    ``tool_threads`` (`ToolThreads`: where sync handlers run; without one, the process's
+    default).
     """
 
     @property
@@ -186,7 +191,7 @@ class Tool(Generic[ArgsT]):
         init(self, "_description", description)
         init(self, "_schema", schema)
         init(self, "_handler", handler)
-        init(self, "_is_async", inspect.iscoroutinefunction(handler))
+        init(self, "_is_async", is_async_callable(handler))
         init(self, "_artifact_constructor", artifact_constructor)
         init(self, "_artifact_class", artifact_class)
         init(self, "_meta", meta_stash)
@@ -319,9 +324,12 @@ class Tool(Generic[ArgsT]):
         """Return a copy of this tool whose handler is ``wrap(handler)``.
 
         Everything else (schema, events, error wrapping) stays as it is; the wrapper
-        receives ``(args, ctx, meta)`` like the handler. This is how durable turns
-        (``pipeline/durable/``) run each handler as a checkpointed step without access to the
-        private handler.
+        receives ``(args, ctx, meta)`` like the handler. `run` runs the result as it runs any
+        handler: in a worker thread when it is sync, on the loop when it is ``async def`` (an
+        async wrapper runs a sync handler off the loop with
+        ``await ctx.tool_threads.run(handler, args, ctx, meta)``). This is how
+        durable turns (``pipeline/durable/``) run each handler as a checkpointed step without
+        access to the private handler.
 
         Raises:
             InvalidToolError: ``wrap`` is not callable or returns something not callable.
@@ -332,7 +340,7 @@ class Tool(Generic[ArgsT]):
         check_handler(self._name, handler)
         copy = self._copy()
         object.__setattr__(copy, "_handler", handler)
-        object.__setattr__(copy, "_is_async", inspect.iscoroutinefunction(handler))
+        object.__setattr__(copy, "_is_async", is_async_callable(handler))
         return copy
 
     async def run(
@@ -349,10 +357,12 @@ class Tool(Generic[ArgsT]):
         Per call: (1) ``checksum = tool_call_checksum(name, args)`` over the raw arguments
         (unless the caller already computed it); (2) validation, unless ``validated`` holds
         arguments the caller validated with `validate` (failure: `InvalidToolArgsError`, no
-        event, handler not called); (3) `ToolExecutionStart`; (4) the handler, inline when
-        sync, awaited when it returns an awaitable; (5) `ToolExecutionEnd`. The events carry
-        ``call_id`` (the provider's id of the call) and ``checksum`` (what was asked); they are
-        built only when the context has a listener (``ctx.listening``).
+        event, handler not called); (3) `ToolExecutionStart`; (4) the handler: an ``async
+        def`` awaited on the loop, a sync one run in a worker thread of ``ctx.tool_threads``
+        (`ToolThreads`: bounded, the context copied; a cancellation returns at once while the
+        thread runs on) and its result awaited if it is awaitable; (5) `ToolExecutionEnd`. The
+        events carry ``call_id`` (the provider's id of the call) and ``checksum`` (what was
+        asked); they are built only when the context has a listener (``ctx.listening``).
 
         When the handler raises, the end event carries ``is_error=True`` and: a `LoopError`
         (including `TurnAbortedError`) is re-raised unchanged; any other exception becomes a
@@ -389,9 +399,11 @@ class Tool(Generic[ArgsT]):
             )
         start = perf_counter() if started_at is not None else 0.0
         try:
-            result = self._handler(validated, ctx, self._meta)
-            if self._is_async or (type(result) is not str and inspect.isawaitable(result)):
-                result = await cast("Awaitable[ToolOutput]", result)
+            handler, meta = self._handler, self._meta
+            if self._is_async:
+                result = await cast("Awaitable[ToolOutput]", handler(validated, ctx, meta))
+            else:
+                result = await run_in_thread(handler, validated, ctx, meta)
         except BaseException as exc:
             if started_at is not None:
                 ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, True))
@@ -417,6 +429,25 @@ class Tool(Generic[ArgsT]):
             return await run(ctx, args, call_id=new_id("call"))
 
         return execute
+
+
+async def run_in_thread(
+    handler: ToolHandler[Any], args: Any, ctx: Any, meta: Stash
+) -> ToolOutput:
+    """Run a sync handler in a worker thread of the context's `ToolThreads`.
+
+    A handler that returns an awaitable has it awaited here, on the loop.
+    """
+    got = await threads_of(ctx).run(handler, args, ctx, meta)
+    return await got if inspect.isawaitable(got) else got
+
+
+def is_async_callable(fn: object) -> bool:
+    """True for an ``async def`` (or a partial of one), or an object with an async ``__call__``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # Python 3.11's iscoroutinefunction does not look at an object's __call__
+    return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _wants_start(ctx: ToolContext) -> bool:

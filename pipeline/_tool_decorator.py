@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from ._stash import Stash
-from ._tool import OnCollision, Tool
+from ._tool import OnCollision, Tool, is_async_callable
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolError
 
@@ -147,10 +147,14 @@ def _adapter(
     ctx_param: str | None,
     meta_param: str | None,
 ) -> Callable[[BaseModel, Any, Stash], Any]:
-    """Return ``(args, ctx, meta) -> fn(...)``: spreads the validated model over ``fn``."""
+    """Return ``(args, ctx, meta) -> fn(...)``: spreads the validated model over ``fn``.
+
+    The adapter is ``async def`` exactly when ``fn`` is, so `Tool` runs it where ``fn`` belongs:
+    on the event loop, or in a worker thread (``pipeline/_tool_threads.py``).
+    """
     direct = not positional and all(param == field for param, field in keyword)
 
-    def handler(args: BaseModel, ctx: Any, meta: Stash) -> Any:
+    def call(args: BaseModel, ctx: Any, meta: Stash) -> Any:
         values = args.__dict__
         # ``direct``: the model's fields are exactly the keyword parameters.
         kwargs = values.copy() if direct else {param: values[f] for param, f in keyword}
@@ -161,6 +165,12 @@ def _adapter(
         if positional:
             return fn(*[values[field] for field in positional], **kwargs)
         return fn(**kwargs)
+
+    if not is_async_callable(fn):
+        return call
+
+    async def handler(args: BaseModel, ctx: Any, meta: Stash) -> Any:
+        return await call(args, ctx, meta)
 
     return handler
 

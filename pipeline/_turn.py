@@ -23,6 +23,7 @@ from ._events import Log, StageName, TurnEnd, TurnStart, TurnStatus
 from ._ids import new_id
 from ._onion import StageRun
 from ._result import TurnResult
+from ._tool_threads import tool_thread_loop
 from ._turn_state import uncancellable
 from .calls._arguments import UNNAMED
 from .calls._run import unrun_record
@@ -111,6 +112,8 @@ class Turn:
     def _on_abort(self, reason: str | None) -> None:
         task = self._task
         if task is None or self._finishing or task.done():
+            return
+        if tool_thread_loop() is not None:  # a sync handler, in its worker thread: inside
             return
         if asyncio.current_task() is task:
             return  # inside the turn: the loop stops at the next step boundary

@@ -29,6 +29,7 @@ from ._events import (
 )
 from ._record_keepers import RecordAction, RecordChange
 from ._running_ids import NO_IDS, announce
+from ._tool_threads import shared_tool_threads, tool_thread_loop
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
 from .stores._store import MemoryStore
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ._record_keeping import RecordKeeping
     from ._registry import ToolRegistry
     from ._stash import Stash
+    from ._tool_threads import ToolThreads
     from .calls._decision import DecisionAction, ToolDecision
     from .calls._toolcall import ToolCall
     from .models._message import Message
@@ -136,6 +138,7 @@ class TurnState:
         "taken_tools",
         "tool_call_onion",
         "tool_decisions",
+        "tool_threads",
         "tools",
         "turn_id",
         "unstored",
@@ -156,6 +159,7 @@ class TurnState:
         system_prompt: str | None = None,
         conversation_id: str | None = None,
         keeping: RecordKeeping | None = None,
+        tool_threads: ToolThreads | None = None,
     ) -> None:
         """Hold a fresh turn's parts (the runner builds one per ``run()``)."""
         self.turn_id = turn_id
@@ -171,6 +175,8 @@ class TurnState:
         """False when a save could not keep anything: the default store keeps no records of a
         turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
         self.spool = spool
+        self.tool_threads = tool_threads if tool_threads is not None else shared_tool_threads()
+        """Where the turn's sync tool handlers run (the runner's; ``pipeline/_tool_threads.py``)."""
         self.bus = bus
         self.pending: set[asyncio.Future[Any]] = set()
         """Tasks of async listeners, and record keepers' writes still running
@@ -284,6 +290,10 @@ class TurnState:
     # -- events --------------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
         """Deliver an event to the listeners (async ones are awaited before the turn ends)."""
+        loop = tool_thread_loop()
+        if loop is not None:  # a sync handler's worker thread: listeners run on the loop
+            loop.call_soon_threadsafe(self.bus.emit, event, self.pending)
+            return
         self.bus.emit(event, self.pending)
 
     def report(self, error: LoopError, stage: StageName) -> None:
@@ -318,8 +328,12 @@ class TurnState:
             return
         self.aborted = True
         self.abort_reason = reason
+        loop = tool_thread_loop()  # a sync handler aborting from its worker thread
         for gate in list(self.open_gates):
-            gate.abort(reason)
+            if loop is None:
+                gate.abort(reason)
+            else:
+                loop.call_soon_threadsafe(gate.abort, reason)
         for hook in self.abort_hooks:
             hook(reason)
 

@@ -20,7 +20,7 @@ import pytest
 ROOTS = ("pipeline", "middleware", "loopware_cli")
 
 SURFACE = {
-    "pipeline": 20,
+    "pipeline": 21,
     "pipeline.artifacts": 13,
     "pipeline.calls": 11,
     "pipeline.durable": 14,

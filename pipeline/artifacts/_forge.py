@@ -15,10 +15,11 @@ sharing them between turns is safe.
 Every result is capped at the artifact class's ``max_result_bytes`` (``_cap.py``): tool methods
 with a ``capped`` renderer build it within the cap as they stream, others are cut afterwards.
 
-Every query runs in a worker thread (``asyncio.to_thread``), whatever the body's size: a query
-parses, scans or searches a body a model chose, and the event loop must keep serving every other
-turn meanwhile. A tool method with a ``time_limit`` (``artifact_grep``) also has a wall-clock
-deadline: past it the call ends with an error, and the thread's late outcome is dropped.
+Every query runs in a worker thread of the turn's `ToolThreads` (``ctx.tool_threads``, as sync
+tool handlers do), whatever the body's size: a query parses, scans or searches a body a model
+chose, and the event loop must keep serving every other turn meanwhile. A tool method with a
+``time_limit`` (``artifact_grep``) also has a wall-clock deadline: past it the call ends with an
+error, and the thread's late outcome is dropped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._registry import ToolRegistry
 from .._stash import Stash
 from .._tool import OnCollision, Tool, ToolOutput
+from .._tool_threads import threads_of
 from ..errors import InvalidToolArgsError, InvalidToolError
 from ._artifact import ArtifactContext, SpooledArtifact, install_forger, own_tool_methods
 from ._cap import cap_text
@@ -149,13 +151,14 @@ def _handler(
             def run() -> str:
                 return cap_text(serialise(bound(**kwargs)), cap)
 
+        threads = threads_of(ctx)
         if method.time_limit is None:
-            return await asyncio.to_thread(run)
+            return await threads.run(run)
         limit = method.time_limit(artifact)
         scope = asyncio.timeout(limit + _GRACE)
         try:
             async with scope:
-                return await asyncio.to_thread(run)
+                return await threads.run(run)
         except TimeoutError:
             if not scope.expired():
                 raise  # the method's own TimeoutError

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._events import Event, GateClosed, GateOpened
 from .._executor import DEFAULT_MAX_CALLS_PER_RESPONSE, ToolLoopExecutor
 from .._runner import TurnRunner
+from .._tool_threads import DEFAULT_TOOL_THREADS
 from ..calls._outcome import DEFAULT_INLINE_LIMIT
 from ..stores._store import MemoryStore
 from ._checks import STORE_API, check_options, check_patterns, check_turn, check_waiting, load_dbos
@@ -65,6 +66,8 @@ class DurableTurnRunner:
             later turn of the conversation read them on another worker).
         system_prompt: As for `TurnRunner`.
         max_iterations: As for `TurnRunner`.
+        tool_threads: As for `TurnRunner`: how many sync tool handlers run at once, each in a
+            worker thread (so ``concurrency`` turns with blocking tools overlap).
         inline_limit: As for `ToolLoopExecutor`.
         max_calls_per_response: As for `ToolLoopExecutor`. Calls run one at a time (a durable
             turn's steps must come in a fixed order).
@@ -108,6 +111,7 @@ class DurableTurnRunner:
         spool: SpoolStore | None = None,
         system_prompt: str | None = None,
         max_iterations: int | None = 50,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         max_calls_per_response: int | None = DEFAULT_MAX_CALLS_PER_RESPONSE,
         system_database: str = DEFAULT_SYSTEM_DATABASE,
@@ -147,6 +151,7 @@ class DurableTurnRunner:
             spool=spool,
             system_prompt=system_prompt,
             max_iterations=max_iterations,
+            tool_threads=tool_threads,
         )
         opened, closed = gate_waiter(on_gate)
         self._runner.on(GateOpened, opened)

@@ -13,9 +13,10 @@ or was replayed.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
 
+from .._tool import is_async_callable, run_in_thread
 from ..calls._toolcall import ToolCall
 from ..errors import LoopError, TurnAbortedError
 from ..stores._store import JointStore, is_durable
@@ -154,10 +155,10 @@ def durable_tool(tool: Tool[Any], *, rerun_interrupted: bool = False) -> Tool[An
 
 
 async def _invoke_plain(handler: ToolHandler[Any], args: Any, ctx: Any, meta: Any) -> ToolOutput:
-    result = handler(args, ctx, meta)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    """Run the handler as `Tool.run` would: on the loop when async, else in a worker thread."""
+    if is_async_callable(handler):
+        return await cast("Awaitable[ToolOutput]", handler(args, ctx, meta))
+    return await run_in_thread(handler, args, ctx, meta)
 
 
 async def _invoke(

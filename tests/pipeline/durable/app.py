@@ -12,6 +12,7 @@ import asyncio
 import os
 import random
 import signal
+import time
 from pathlib import Path
 
 from middleware import (
@@ -78,7 +79,17 @@ def crash_once(token: str) -> str:
     return f"survived {token}"
 
 
-TOOLS = [record, refund, crash_once]
+@tool
+def block(token: str) -> str:
+    """Block for one second, as a sync client call would (the worker must not stall on it)."""
+    started = time.time()
+    time.sleep(1.0)
+    with open(os.environ["LOOPWARE_TEST_LOG"], "a", encoding="utf-8") as log:
+        log.write(f"block {token} {started} {time.time()}\n")
+    return f"blocked {token}"
+
+
+TOOLS = [record, refund, crash_once, block]
 
 
 class PlanModel:
@@ -97,6 +108,13 @@ class PlanModel:
                 call = ProposedToolCall(id=cid, name=name, arguments=f'{{"token": "{cid}"}}')
                 return ModelResponse(tool_calls=[call], usage=usage)
             return ModelResponse(text=f"crash: {[c.is_error for c in mine]}", usage=usage)
+        if asked == "block":
+            if not mine:
+                call = ProposedToolCall(
+                    id=f"{turn}-b", name="block", arguments=f'{{"token": "{turn}"}}'
+                )
+                return ModelResponse(tool_calls=[call], usage=usage)
+            return ModelResponse(text=f"block: {text_of(mine[0].results)}", usage=usage)
         if asked.startswith("refund "):
             if not mine:
                 order = asked.removeprefix("refund ")
