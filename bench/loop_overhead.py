@@ -21,6 +21,10 @@ What is measured
   `ToolPolicy(deny=["shell*"])` and one custom decorated function (a one-argument sync hook,
   which goes through the wrapt adapter). That is seven middleware runs per iteration: the
   limit and the policy also hook dispatch input.
+* The tool: ``echo`` is ``async def``, so the figures are the framework's own cost. A sync
+  handler runs in a worker thread (``pipeline/_tool_threads.py``); the row "a sync tool (thread
+  hop)" is the same 0-layer turn with ``echo`` written ``def``, minus the async one: what that
+  hop costs per call, timed in the same interleaved repeats.
 * 5 ``tool_call`` layers: five hooks around each tool execution, written as the README shows
   (a deny-list check, a per-tool counter kept in the stash, a repeat check reading
   ``tool_call_count``, a timer, a pass-through). The verdict is the cost per layer per call.
@@ -72,8 +76,14 @@ def _echo(text: str) -> str:
 
 
 @tool(name="echo")
-def echo(text: str) -> str:
-    """Return the text unchanged."""
+async def echo(text: str) -> str:
+    """Return the text unchanged (on the event loop: the framework's own cost is measured)."""
+    return _echo(text)
+
+
+@tool(name="echo")
+def sync_echo(text: str) -> str:
+    """Return the text unchanged, as a sync handler (it runs in a worker thread)."""
     return _echo(text)
 
 
@@ -193,11 +203,13 @@ class ForgetfulSpool:
         return False
 
 
-def make_runner(iterations: int, layers: Sequence[object], **options: Any) -> TurnRunner:
+def make_runner(
+    iterations: int, layers: Sequence[object], tool: Any = echo, **options: Any
+) -> TurnRunner:
     model = ScriptedModel(script(iterations), cycle=True, record=False)
     return TurnRunner(
         executor=ToolLoopExecutor(model),
-        tools=[echo],
+        tools=[tool],
         middleware=layers,
         max_iterations=None,
         **options,
@@ -231,9 +243,16 @@ def time_floor(steps: Sequence[ModelResponse], turns: int) -> float:
 class Case:
     """One configuration to time: turns of ``iterations`` iterations through ``layers``."""
 
-    def __init__(self, iterations: int, layers: Callable[[], list[object]], turns: int) -> None:
+    def __init__(
+        self,
+        iterations: int,
+        layers: Callable[[], list[object]],
+        turns: int,
+        tool: Any = echo,
+    ) -> None:
         self.iterations = iterations
         self.layers = layers
+        self.tool = tool
         self.turns = turns
         self.steps = script(iterations)
         self.samples: list[float] = []
@@ -247,10 +266,11 @@ class Case:
 async def measure(cases: Sequence[Case], repeats: int) -> None:
     """Time every case ``repeats`` times, interleaved so that load drift hits all alike."""
     for case in cases:  # warm up
-        await time_turns(make_runner(case.iterations, case.layers()), max(2, case.turns // 10))
+        runner = make_runner(case.iterations, case.layers(), case.tool)
+        await time_turns(runner, max(2, case.turns // 10))
     for _ in range(repeats):
         for case in cases:
-            runner = make_runner(case.iterations, case.layers())  # fresh MemoryStore each time
+            runner = make_runner(case.iterations, case.layers(), case.tool)  # a fresh MemoryStore
             gc.collect()
             per_iteration = 1e6 / (case.turns * case.iterations)
             case.samples.append(await time_turns(runner, case.turns) * per_iteration)
@@ -288,7 +308,8 @@ async def main_async(quick: bool) -> int:
     hooks = Case(50, five_tool_call_layers, turns)
     short = Case(10, five_layers, turns * 5)
     long = Case(1000, five_layers, max(2, turns // 20))
-    await measure([bare, five, hooks, short, long], repeats)
+    threaded = Case(50, list, turns, sync_echo)
+    await measure([bare, five, hooks, short, long, threaded], repeats)
 
     floor = min(bare.floor_samples)
     print(f"{'50 iterations':26}{'us/iter':>10}{'overhead':>18}{'x floor':>9}")
@@ -303,6 +324,10 @@ async def main_async(quick: bool) -> int:
     per_hook = (hooks.overhead(min) - bare.overhead(min)) / 5
     per_hook_median = (hooks.overhead(statistics.median) - bare.overhead(statistics.median)) / 5
     print(f"{'per tool_call layer/call':26}{'':>10}{per_hook:>9.2f} [{per_hook_median:>6.2f}]")
+
+    hop = threaded.overhead(min) - bare.overhead(min)
+    hop_median = threaded.overhead(statistics.median) - bare.overhead(statistics.median)
+    print(f"{'a sync tool (thread hop)':26}{'':>10}{hop:>9.2f} [{hop_median:>6.2f}]")
 
     growth = long.overhead(min) / short.overhead(min)
     print(
