@@ -12,7 +12,7 @@ import sys
 from typing import Final
 
 from pipeline.durable import DEFAULT_QUEUE, DurableClient, GateNotWaitingError
-from pipeline.errors import LoopError
+from pipeline.errors import LoopError, MissingExtraError
 
 from ._worker_config import read_worker_config
 
@@ -79,6 +79,8 @@ def run_approve(args: argparse.Namespace) -> int:
     except GateNotWaitingError as exc:
         print(f"loopware approve: {exc}", file=sys.stderr)
         return _EXIT_REFUSED
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         print(f"loopware approve: error: {exc}", file=sys.stderr)
         return _EXIT_BAD_INPUT

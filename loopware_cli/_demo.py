@@ -26,7 +26,7 @@ from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.audit import AuditLog, AuditRow, SqliteAuditSink
 from middleware.transcripts import policy_labels
 from pipeline import Tool, ToolLoopExecutor, TurnResult, TurnRunner, tool
-from pipeline.errors import LoopError
+from pipeline.errors import LoopError, MissingExtraError
 from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.testing import ScriptedModel
 
@@ -221,6 +221,8 @@ def run_demo(
             audit_path = temporary_audit_path()
         _remove_database(audit_path)
         sink = SqliteAuditSink(audit_path)
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except (OSError, LoopError) as exc:
         print(f"loopware demo: error: cannot write the audit file {audit_path!r}: {exc}", file=err)
         return 1

@@ -17,6 +17,8 @@ import logging
 import sys
 from typing import Any
 
+from pipeline.errors import MissingExtraError
+
 from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
 
@@ -111,12 +113,8 @@ def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
         import mcp  # noqa: F401  (only to report a missing extra clearly)
-    except ImportError:
-        print(
-            "loopware gateway: error: the mcp SDK is missing: pip install 'loopware[mcp]'",
-            file=sys.stderr,
-        )
-        return 5
+    except ImportError as exc:  # told by main() as one line, exit 7
+        raise MissingExtraError(extra="mcp", package="mcp", needed_by="loopware gateway") from exc
     try:
         return asyncio.run(serve(args.config, http))
     except KeyboardInterrupt:
@@ -145,4 +143,4 @@ def add_gateway_command(sub: Any) -> None:
     parser.add_argument(
         "--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP instead of stdio"
     )
-    parser.set_defaults(handler=_run)
+    parser.set_defaults(handler=_run, command="gateway")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, Protocol
 
-from pipeline.errors import LoopError
+from pipeline.errors import LoopError, MissingExtraError
 
 from ._replay import EXIT_MODEL_ERRORS, REPLAY_DESCRIPTION, add_replay_arguments, run_replay
 from ._resolve import resolve_runner
@@ -23,6 +23,7 @@ from ._resolve import resolve_runner
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_BAD_TARGET",
+    "EXIT_MISSING_EXTRA",
     "EXIT_MODEL_ERRORS",
     "EXIT_OK",
     "EXIT_REFUSED",
@@ -41,6 +42,8 @@ EXIT_BAD_INPUT: Final = 3
 """The transcript file is unreadable or malformed (the readable part is still reported)."""
 EXIT_BAD_TARGET: Final = 4
 """A ``module:attr`` target cannot be imported, is missing, or is not middleware / a runner."""
+EXIT_MISSING_EXTRA: Final = 7
+"""The command needs an optional extra that is not installed (`MissingExtraError`)."""
 
 EXIT_STATUS_HELP: Final = """\
 exit status:
@@ -67,6 +70,8 @@ exit status:
   6  replay: the transcript is readable but the recorded model made errors (tool
      arguments that are not a JSON object): those calls were replayed, as sent,
      and are invalid (E_TRANSCRIPT_ARGS lines on stderr)
+  7  any command: it needs an optional extra that is not installed; one line
+     names it: loopware run needs the openai extra: pip install 'loopware[openai]'
 When several apply, 4 wins over 3, 3 over 1, and 1 over 6."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."
@@ -99,7 +104,7 @@ def _subparser(
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.set_defaults(handler=handler)
+    parser.set_defaults(handler=handler, command=name)
     return parser
 
 
@@ -234,6 +239,8 @@ def _run_run(args: argparse.Namespace) -> int:
 def _run_pipelines(args: argparse.Namespace) -> int:
     try:
         runner = resolve_runner(args.target)
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         _error("pipelines", str(exc))
         return EXIT_BAD_TARGET
@@ -249,6 +256,14 @@ def _run_pipelines(args: argparse.Namespace) -> int:
         for position, name in enumerate(names, start=1):
             print(f"  {position}. {name}")
     return EXIT_OK
+
+
+def missing_extra_line(command: str, error: MissingExtraError) -> str:
+    """The one line a command prints for a missing extra (no traceback)."""
+    who = f"loopware {command}" if command else "loopware"
+    if error.extra is None:
+        return f"{who}: error: {error.message}"
+    return f"{who} needs the {error.extra} extra: pip install 'loopware[{error.extra}]'"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -268,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return handler(args)
+    except MissingExtraError as exc:  # the one place a missing extra is told, in every command
+        print(missing_extra_line(getattr(args, "command", ""), exc), file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     except BrokenPipeError:  # `loopware replay ... | head`: stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -13,7 +13,7 @@ from typing import Any, Final, TextIO
 
 from middleware.transcripts import Transcript, TranscriptIssue, read_transcript, replay
 from pipeline import Tool
-from pipeline.errors import LoopError
+from pipeline.errors import LoopError, MissingExtraError
 
 from ._replay_policy import add_policy_arguments, policy_flags, policy_middleware
 from ._replay_render import format_issue, render_report
@@ -150,6 +150,8 @@ def run_replay(
     err = sys.stderr if err is None else err
     try:
         items = policy_middleware(args)
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         _error(str(exc), err)
         return EXIT_USAGE
@@ -157,6 +159,8 @@ def run_replay(
     for spec in args.middleware:
         try:
             items.extend(resolve_middleware(spec))
+        except MissingExtraError:  # told once, by main(): exit 7
+            raise
         except LoopError as exc:
             _error(str(exc), err)
             return EXIT_BAD_TARGET
@@ -165,6 +169,8 @@ def run_replay(
     if args.tools is not None:
         try:
             tools = [t for spec in args.tools for t in resolve_tools(spec)]
+        except MissingExtraError:  # told once, by main(): exit 7
+            raise
         except LoopError as exc:
             _error(str(exc), err)
             return EXIT_BAD_TARGET
@@ -176,6 +182,8 @@ def run_replay(
         report = replay(
             transcript, items, separate_turns=args.separate_turns, sources=sources, tools=tools
         )
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:  # the items cannot be composed into a runner
         _error(str(exc), err)
         return EXIT_BAD_TARGET

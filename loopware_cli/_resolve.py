@@ -15,7 +15,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from pipeline import Tool, ToolRegistry, TurnRunner
-from pipeline.errors import InvalidMiddlewareConfigError, InvalidRunnerConfigError, LoopError
+from pipeline.errors import (
+    InvalidMiddlewareConfigError,
+    InvalidRunnerConfigError,
+    LoopError,
+    MissingExtraError,
+)
 from pipeline.stages import EventObserver, MiddlewareProvider
 
 __all__ = ["is_middleware", "resolve_middleware", "resolve_runner", "resolve_tools"]
@@ -42,6 +47,8 @@ def _import_target(spec: str, error: ErrorType) -> object:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except Exception as exc:
         raise error(
             f"cannot import module {module_name!r} (from {spec!r}): {type(exc).__name__}: {exc}",
@@ -72,6 +79,8 @@ def _call_factory(spec: str, factory: Callable[[], object], error: ErrorType) ->
         pass
     try:
         return factory()
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         raise error(f"{spec!r} raised {exc}", spec=spec) from exc
     except Exception as exc:

@@ -18,7 +18,7 @@ from typing import Final, TextIO
 
 from middleware.transcripts import policy_labels
 from pipeline import Tool, ToolLoopExecutor, TurnRunner
-from pipeline.errors import LoopError, ModelAuthenticationError
+from pipeline.errors import LoopError, MissingExtraError, ModelAuthenticationError
 from pipeline.events import ModelTextDelta
 from pipeline.models import ChatModel, ModelRequest, ModelResponse, infer_model
 
@@ -101,6 +101,8 @@ def run_turn(options: RunOptions, out: TextIO, err: TextIO | None = None) -> int
         return EXIT_MODEL
     try:
         model = infer_model(options.model)
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         print(f"loopware run: error: {exc}", file=err)
         return EXIT_MODEL
@@ -128,6 +130,8 @@ def run_model_turn(options: RunOptions, chat_model: ChatModel, out: TextIO, err:
             system_prompt=options.system_prompt,
             max_iterations=options.max_iterations,
         )
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         print(f"loopware run: error: {exc}", file=err)
         return 4

@@ -17,7 +17,7 @@ from typing import Any, Final, TextIO
 
 from pipeline import Gate
 from pipeline.durable import DurableTurnRunner
-from pipeline.errors import LoopError
+from pipeline.errors import LoopError, MissingExtraError
 
 from ._worker_config import WorkerConfig, build_runner_options, read_worker_config
 
@@ -91,6 +91,8 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         config = read_worker_config(args.config)
         return asyncio.run(serve(config, list(args.recover), sys.stdout))
+    except MissingExtraError:  # told once, by main(): exit 7
+        raise
     except LoopError as exc:
         print(f"loopware worker: error: {exc}", file=sys.stderr)
         return _EXIT_BAD_INPUT

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from pipeline import canonical_json
-from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.events import (
     DispatchEnd,
     DispatchStart,
@@ -144,10 +144,8 @@ class Tracing:
         try:
             from opentelemetry import trace
         except ImportError as exc:
-            raise InvalidMiddlewareConfigError(
-                "Tracing needs OpenTelemetry, which is not installed: pip install 'loopware[otel]'",
-                option="tracer_provider",
-                extra="otel",
+            raise MissingExtraError(
+                extra="otel", package="opentelemetry", needed_by="Tracing"
             ) from exc
         given: object = tracer_provider
         if given is not None and not callable(getattr(given, "get_tracer", None)):

@@ -24,7 +24,7 @@ SURFACE = {
     "pipeline.artifacts": 13,
     "pipeline.calls": 11,
     "pipeline.durable": 14,
-    "pipeline.errors": 44,
+    "pipeline.errors": 45,
     "pipeline.events": 20,
     "pipeline.mcp": 6,
     "pipeline.models": 15,

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.stores import TransactionWriter
 
 from ._anchor import AuditAnchor, check_anchor
@@ -148,6 +148,12 @@ class PostgresAuditSink:
             bad.append(f"timeout must be a positive number of seconds, not {timeout!r}")
         if bad:
             raise InvalidMiddlewareConfigError("PostgresAuditSink: " + "; ".join(bad))
+        try:
+            import psycopg  # noqa: F401  (a missing extra is reported here, by name)
+        except ImportError as exc:
+            raise MissingExtraError(
+                extra="postgres", package="psycopg", needed_by="PostgresAuditSink"
+            ) from exc
         self._key = check_key("PostgresAuditSink", key)
         self._anchor = check_anchor("PostgresAuditSink", anchor)
         self._conninfo = conninfo

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from .._extras import import_extra
 from .._ids import new_id
 from .._stash import Stash
 from ._errors import DurableConfigError, GateNotWaitingError
@@ -28,14 +29,8 @@ STORE_API = (
 
 
 def load_dbos() -> Any:
-    """Import ``dbos`` (the ``durable`` extra), or raise `DurableConfigError` saying how."""
-    try:
-        import dbos
-    except ImportError as exc:  # pragma: no cover - CI installs the extra
-        raise DurableConfigError(
-            "durable turns need the dbos package: pip install 'loopware[durable]'"
-        ) from exc
-    return dbos
+    """Import ``dbos`` (the ``durable`` extra), or raise `MissingExtraError` saying how."""
+    return import_extra("dbos", "durable", "durable turns")
 
 
 def check_options(

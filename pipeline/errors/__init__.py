@@ -13,6 +13,7 @@ group the errors a caller handles alike; catch a family to handle all of its mem
     │   ├── InvalidMiddlewareConfigError   (E_INVALID_MIDDLEWARE_CONFIG, also ValueError)
     │   ├── InvalidGateError               (E_INVALID_INITIAL_TURN_GATE_VALUE)
     │   ├── InvalidMediaError              (E_INVALID_INITIAL_MEDIA_VALUE)
+    │   ├── MissingExtraError              (E_MISSING_EXTRA, also ImportError; .extra)
     │   ├── NotASpoolReaderError           (E_NOT_A_SPOOL_READER, also TypeError)
     │   └── ToolAlreadyRegisteredError     (E_TOOL_ALREADY_REGISTERED)
     ├── ToolError                          (E_TOOL_ERROR; .tool_name, .call_id)
@@ -66,6 +67,7 @@ from ._config import InvalidRunnerConfigError as InvalidRunnerConfigError
 from ._config import InvalidStashValueError as InvalidStashValueError
 from ._config import InvalidToolCallError as InvalidToolCallError
 from ._config import InvalidToolError as InvalidToolError
+from ._config import MissingExtraError as MissingExtraError
 from ._config import NotASpoolReaderError as NotASpoolReaderError
 from ._config import ToolAlreadyRegisteredError as ToolAlreadyRegisteredError
 from ._flow import AlreadySignalledError as AlreadySignalledError
@@ -126,6 +128,7 @@ __all__ = [
     "InvalidToolError",
     "IterationLimitError",
     "LoopError",
+    "MissingExtraError",
     "ModelAuthenticationError",
     "ModelBadRequestError",
     "ModelContextLengthError",

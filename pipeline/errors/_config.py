@@ -226,3 +226,48 @@ class ToolAlreadyRegisteredError(ConfigurationError):
     ) -> None:
         """Build the error (see the class docstring for the context keywords)."""
         super().__init__(message, field=field, tool_name=tool_name, **context)
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A feature needs an optional extra that is not installed (``pip install 'loopware[X]'``).
+
+    Raised when the feature is first used (a model built, a worker launched, a sink opened),
+    never at import: ``import pipeline`` works on a core install. The message names the
+    command that installs what is missing; the CLI prints it as one line and exits 7.
+
+    Attributes:
+        extra: The extra to install (``"openai"``, ``"durable"``, ...).
+        package: The module that could not be imported (``"openai"``, ``"dbos"``, ...).
+        needed_by: What needs it (``"OpenAIChatModel"``, ``"durable turns"``, ...).
+    """
+
+    code = "E_MISSING_EXTRA"
+    default_message = "an optional extra is not installed"
+    extra: str | None
+    package: str | None
+    needed_by: str | None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        extra: str | None = None,
+        package: str | None = None,
+        needed_by: str | None = None,
+        field: str | None = None,
+        **context: Any,
+    ) -> None:
+        """Build the error; without ``message``, it is made from ``needed_by`` and ``extra``."""
+        if message is None and extra is not None:
+            message = (
+                f"{needed_by or 'this feature'} needs the {extra} extra: "
+                f"pip install 'loopware[{extra}]'"
+            )
+        super().__init__(
+            message,
+            field=field,
+            extra=extra,
+            package=package,
+            needed_by=needed_by,
+            **context,
+        )

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from .._extras import import_extra
 from ..errors import InvalidToolArgsError
 from ._errors import MCPServerError, MCPTimeoutError
 
@@ -145,6 +146,7 @@ class Connection:
             if link is not None:
                 await self._close_link(link)
                 _log.info("reconnecting to MCP server %s", self._label)
+            import_extra("mcp", "mcp", "MCP toolsets")  # before a task that would hide it
             link = _Link()
             ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             link.task = asyncio.create_task(self._hold(link, ready), name=f"mcp {self._label}")

@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
+from .._extras import import_extra
 from ..errors import ModelAuthenticationError, ModelRefusalError, ModelUnavailableError
 from ._anthropic_errors import PROVIDER, to_model_error
 from ._anthropic_messages import Alternation, Wire, convert_step
@@ -260,12 +261,8 @@ class AnthropicModel:
 
 def _create_parameters() -> frozenset[str]:
     """The keyword parameters of the installed SDK's ``messages.create``."""
-    try:
-        from anthropic.resources.messages import AsyncMessages
-    except ImportError as exc:  # pragma: no cover - the extra is installed in development
-        raise ImportError(
-            "AnthropicModel needs the anthropic SDK: pip install 'loopware[anthropic]'"
-        ) from exc
+    import_extra("anthropic", "anthropic", "AnthropicModel")
+    from anthropic.resources.messages import AsyncMessages
     return frozenset(inspect.signature(AsyncMessages.create).parameters) - {"self"}
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._extras import import_extra
 from .._tool_checks import is_tool_name
 from ..calls._toolcall import ToolCall
 from ..errors import ModelAuthenticationError
@@ -82,6 +83,7 @@ def make_client(
         if base_url is not None or api_key is not None:
             raise TypeError("give client= or base_url=/api_key=, not both")
         return client if max_retries is None else client.with_options(max_retries=max_retries)
+    import_extra("openai", "openai", "an OpenAI model")
     import openai
 
     if base_url is not None and api_key is None and not os.environ.get("OPENAI_API_KEY"):

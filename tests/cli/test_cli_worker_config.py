@@ -42,7 +42,8 @@ def test_a_full_file_builds_a_durable_runner_with_paths_relative_to_the_file(
     assert (tmp_path / "bodies").is_dir()
     assert options["rerun_interrupted"] == ("crash_*",)
     runner = DurableTurnRunner(**options)
-    assert [t.name for t in runner.runner.tools.all()] == ["record", "refund", "crash_once"]
+    names = [t.name for t in runner.runner.tools.all()]
+    assert names == ["record", "refund", "crash_once", "block"]
     assert runner.runner.describe_pipelines()["tool_call"] == ["chaos.stamp"]
     options["store"].close()
 

@@ -21,7 +21,7 @@ from opentelemetry.trace import StatusCode
 from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy, Tracing
 from pipeline import DispatchContext, ToolLoopExecutor, TurnContext, TurnRunner, tool
 from pipeline.calls import ToolCall
-from pipeline.errors import InvalidMiddlewareConfigError
+from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.events import (
     DispatchStart,
     Event,
@@ -781,7 +781,7 @@ def test_bad_options_raise_at_construction(kwargs: dict[str, Any], option: str) 
 def test_missing_opentelemetry_gives_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without OpenTelemetry, `Tracing()` says which extra to install."""
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with pytest.raises(InvalidMiddlewareConfigError, match=r"pip install 'loopware\[otel\]'") as e:
+    with pytest.raises(MissingExtraError, match=r"pip install 'loopware\[otel\]'") as e:
         Tracing()
     assert e.value.extra == "otel"  # a context attribute
     assert isinstance(e.value.__cause__, ImportError)
@@ -793,17 +793,17 @@ def test_importing_middleware_never_imports_opentelemetry() -> None:
         "import sys; sys.modules['opentelemetry'] = None\n"
         "import middleware\n"
         "assert not [m for m in sys.modules if m.startswith('opentelemetry.')]\n"
-        "from pipeline.errors import InvalidMiddlewareConfigError\n"
+        "from pipeline.errors import MissingExtraError\n"
         "try:\n"
         "    middleware.Tracing()\n"
-        "except InvalidMiddlewareConfigError as exc:\n"
+        "except MissingExtraError as exc:\n"
         "    print(exc.code)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "E_INVALID_MIDDLEWARE_CONFIG"
+    assert done.stdout.strip() == "E_MISSING_EXTRA"
 
 
 def test_repr_shows_the_options_and_turns_in_flight(traces: Traces) -> None:
