@@ -13,7 +13,18 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    cast,
+)
 
 from ._events import Event, ToolExecutionEnd, ToolExecutionStart
 from ._frozen import freeze_json
@@ -39,6 +50,9 @@ if TYPE_CHECKING:
     from .models._tool_defs import ToolDescription
 
 __all__ = [
+    "DataclassOutput",
+    "JsonValue",
+    "ModelOutput",
     "OnCollision",
     "Tool",
     "ToolContext",
@@ -50,8 +64,31 @@ __all__ = [
 
 ArgsT = TypeVar("ArgsT")
 
-ToolOutput: TypeAlias = str | bytes | SpooledArtifact | Media | Sequence[Media]
-"""What a handler returns: text, bytes, an artifact, one media item or a sequence of them."""
+JsonValue: TypeAlias = (
+    Mapping[str, "JsonValue"] | Sequence["JsonValue"] | str | int | float | bool | None
+)
+"""JSON data: objects with string keys, arrays (lists, tuples), strings, numbers, booleans, null."""
+
+
+class DataclassOutput(Protocol):
+    """Any dataclass instance (a tool output serialised as canonical JSON)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class ModelOutput(Protocol):
+    """Any pydantic model instance (a tool output serialised as canonical JSON)."""
+
+    __pydantic_fields__: ClassVar[dict[str, Any]]
+
+
+ToolOutput: TypeAlias = (
+    str | bytes | SpooledArtifact | Media | Sequence[Media] | JsonValue | ModelOutput
+    | DataclassOutput
+)
+"""What a handler returns: text, bytes, an artifact, one media item or a sequence of them, or
+structured data the model reads as canonical JSON (a JSON value, a pydantic model, a
+dataclass; an artifact when large: ``pipeline/calls/_outcome.py``)."""
 
 # ``ctx`` is Any on purpose: `Tool.run` hands the handler the context it was given, a
 # `DispatchContext` in a turn or any `ToolContext` in a test, so a handler may annotate it as

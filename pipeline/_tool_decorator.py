@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from ._stash import Stash
-from ._tool import OnCollision, Tool, is_async_callable
+from ._tool import OnCollision, Tool, ToolOutput, is_async_callable
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ConfigDict
 
-__all__ = ["tool"]
+__all__ = ["ToolFunction", "tool"]
 
 _FORBID: ConfigDict = {"extra": "forbid"}
 
@@ -175,8 +175,15 @@ def _adapter(
     return handler
 
 
+ToolFunction: TypeAlias = Callable[..., "ToolOutput | Awaitable[ToolOutput]"]
+"""What ``@tool`` decorates: a sync or async function returning a `ToolOutput`.
+
+mypy rejects, at the decorator line, a function whose return type is not one (``-> object``,
+``-> MyClass`` for a class that is neither a pydantic model nor a dataclass)."""
+
+
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool[BaseModel]: ...
+def tool(fn: ToolFunction, /) -> Tool[BaseModel]: ...
 
 
 @overload
@@ -189,11 +196,11 @@ def tool(
     on_collision: OnCollision = "throw",
     meta: Mapping[str, Any] | None = None,
     artifact_constructor: Callable[[], type[SpooledArtifact]] | None = None,
-) -> Callable[[Callable[..., Any]], Tool[BaseModel]]: ...
+) -> Callable[[ToolFunction], Tool[BaseModel]]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: ToolFunction | None = None,
     /,
     *,
     name: str | None = None,
@@ -203,7 +210,7 @@ def tool(
     on_collision: OnCollision = "throw",
     meta: Mapping[str, Any] | None = None,
     artifact_constructor: Callable[[], type[SpooledArtifact]] | None = None,
-) -> Tool[BaseModel] | Callable[[Callable[..., Any]], Tool[BaseModel]]:
+) -> Tool[BaseModel] | Callable[[ToolFunction], Tool[BaseModel]]:
     """Build a `Tool` from a typed function (sync or async); bare or with keyword options.
 
     Example::
@@ -253,7 +260,7 @@ def tool(
     if fn is not None:
         return _build(fn, localns, **options)
 
-    def decorate(function: Callable[..., Any]) -> Tool[BaseModel]:
+    def decorate(function: ToolFunction) -> Tool[BaseModel]:
         return _build(function, localns, **options)
 
     return decorate

@@ -3,16 +3,22 @@
 Text up to the inline limit stays a plain string the model reads whole; longer text and bytes
 are written to the turn's spool and wrapped in the tool's artifact class (shown as a handle);
 artifacts and media are kept as they are; an artifact query tool's answer is always text.
-Anything else is not a tool output.
+Structured data (a JSON value, a pydantic model, a dataclass) becomes canonical JSON text
+(``canonical_json``: keys sorted, compact), kept like text: inline up to the limit, else spooled
+as a `SpooledJsonArtifact` (or the tool's artifact class when it is one) the model queries
+with the JSON tools. Anything else is not a tool output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from .._json import canonical_json
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._forge import ArtifactTool
+from ..artifacts._json_artifact import SpooledJsonArtifact
 from ..artifacts._media import Media
 
 if TYPE_CHECKING:
@@ -20,7 +26,7 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
     from ._toolcall import ToolCallResults
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "Outcome", "Spool", "outcome_of"]
+__all__ = ["DEFAULT_INLINE_LIMIT", "JsonProblem", "Outcome", "Spool", "json_text", "outcome_of"]
 
 DEFAULT_INLINE_LIMIT: Final = 4096
 """Text results up to this many UTF-8 bytes are shown to the model whole."""
@@ -56,10 +62,52 @@ def outcome_of(
         return output, False, False
     if isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
         return tuple(output), False, False
-    return (
-        f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a tool "
-        "output (str, bytes, SpooledArtifact, Media or a list of Media)."
-    )
+    text = json_text(output)
+    if text is None:
+        return (
+            f"Error: tool {tool.name!r} returned {type(output).__name__}, which is not a tool "
+            "output (str, bytes, SpooledArtifact, Media or a list of Media, JSON data, a "
+            "pydantic model or a dataclass)."
+        )
+    if isinstance(text, JsonProblem):
+        return f"Error: tool {tool.name!r} returned {type(output).__name__}: {text.reason}"
+    if _fits(text, inline_limit):
+        return text, True, False
+    cls = tool.artifact_class
+    artifact = cls if issubclass(cls, SpooledJsonArtifact) else SpooledJsonArtifact
+    return artifact(spool.spool_write(call_id, text)), False, False
+
+
+class JsonProblem:
+    """Why structured output could not be written as JSON (a value inside is not JSON)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        """Keep the reason."""
+        self.reason = reason
+
+
+def json_text(output: object) -> str | JsonProblem | None:
+    """Canonical JSON for structured output; None when ``output`` is not structured at all.
+
+    JSON values (dicts with string keys, lists, tuples, numbers, booleans, None), pydantic
+    models and dataclasses qualify; what they hold is converted as pydantic converts it to JSON
+    (datetimes and UUIDs to strings, nested models and dataclasses to objects).
+    """
+    if not (
+        output is None
+        or isinstance(output, Mapping | Sequence | int | float)
+        or hasattr(type(output), "__pydantic_fields__")
+        or (dataclasses.is_dataclass(output) and not isinstance(output, type))
+    ):
+        return None
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return canonical_json(to_jsonable_python(output))
+    except (PydanticSerializationError, TypeError, ValueError, RecursionError) as exc:
+        return JsonProblem(f"which cannot be written as JSON ({exc})")
 
 
 def _fits(output: str | bytes, limit: int) -> bool:

@@ -142,16 +142,16 @@ async def test_a_handler_returning_a_non_output_is_an_error_call() -> None:
     """A handler returning something that is not a tool output becomes an error call."""
 
     def handler(args: BaseModel, ctx: DispatchContext, meta: Any) -> Any:
-        return 42
+        return {42}  # a set: not JSON data
 
     class NoArgs(BaseModel):
         pass
 
-    weird = Tool(name="weird", description="Returns an int.", input_schema=NoArgs, handler=handler)
+    weird = Tool(name="weird", description="Returns a set.", input_schema=NoArgs, handler=handler)
     result, _ = await run_one(one_call("weird", {}), [weird])
     (call,) = result.tool_calls
     assert call.is_error
-    assert "returned int" in text_of(call)
+    assert "returned set" in text_of(call)
     assert result.status == "completed"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, assert_type
 
 from pydantic import BaseModel
@@ -56,11 +57,86 @@ Tool(name="x", description="d", input_schema=PointArgs, handler=search)  # type:
 
 
 # A handler returning something that is not a tool output is rejected.
+class Opaque:
+    """Neither JSON data, nor a pydantic model, nor a dataclass."""
+
+
+def returns_opaque(args: SearchArgs, ctx: DispatchContext, meta: Stash) -> Opaque:
+    return Opaque()
+
+
+Tool(name="x", description="d", input_schema=SearchArgs, handler=returns_opaque)  # type: ignore[arg-type]
+
+
+# Structured outputs are tool outputs: the model reads them as canonical JSON.
 def returns_int(args: SearchArgs, ctx: DispatchContext, meta: Stash) -> int:
     return 1
 
 
-Tool(name="x", description="d", input_schema=SearchArgs, handler=returns_int)  # type: ignore[arg-type]
+Tool(name="x", description="d", input_schema=SearchArgs, handler=returns_int)
+
+
+@dataclass
+class Weather:
+    city: str
+    celsius: float
+
+
+class Forecast(BaseModel):
+    days: list[Weather]
+
+
+@tool
+def as_dict(city: str) -> dict[str, int]:
+    """A JSON object (dict is invariant: a dict of ints is accepted all the same)."""
+    return {city: 1}
+
+
+@tool
+async def as_list(city: str) -> list[dict[str, float | None]]:
+    """A JSON array, from an async function."""
+    return [{city: None}]
+
+
+@tool
+def as_number(city: str) -> float:
+    """A number."""
+    return 1.5
+
+
+@tool
+def as_model(city: str) -> Forecast:
+    """A pydantic model."""
+    return Forecast(days=[Weather(city, 1.0)])
+
+
+@tool
+async def as_dataclass(city: str) -> Weather:
+    """A dataclass."""
+    return Weather(city, 1.0)
+
+
+@tool
+def as_nothing(city: str) -> None:
+    """None (JSON null)."""
+
+
+@tool  # type: ignore[arg-type]
+def as_object(city: str) -> object:
+    """Not a tool output: anything at all."""
+    return city
+
+
+@tool(name="opaque")  # type: ignore[arg-type]
+async def as_opaque(city: str) -> Opaque:
+    """Not a tool output: a plain class instance."""
+    return Opaque()
+
+
+@tool  # type: ignore[arg-type]
+def as_set(city: str) -> set[str]:
+    """Not a tool output: a set is not JSON."""
+    return {city}
 
 
 @tool
