@@ -19,7 +19,7 @@ from typing import Final, TextIO
 from middleware.transcripts import policy_labels
 from pipeline import Tool, ToolLoopExecutor, TurnRunner
 from pipeline.errors import LoopError, MissingExtraError, ModelAuthenticationError
-from pipeline.events import ModelTextDelta
+from pipeline.events import IterationEnd, ModelTextDelta
 from pipeline.models import ChatModel, ModelRequest, ModelResponse, infer_model
 
 from ._live import LiveOutput
@@ -72,6 +72,34 @@ class _Offered:
 
     def at(self, iteration: int) -> str:
         return self.names[iteration] if iteration < len(self.names) else "-"
+
+
+class _Streamed:
+    """The model's text as it streams: ``assistant: ...``, its line ended before other output."""
+
+    __slots__ = ("any", "open", "out", "style")
+
+    def __init__(self, out: TextIO, style: Style) -> None:
+        self.out = out
+        self.style = style
+        self.any = False
+        self.open = False
+
+    def __repr__(self) -> str:
+        return f"_Streamed(any={self.any}, open={self.open})"
+
+    def write(self, event: ModelTextDelta) -> None:
+        if not self.open:
+            self.out.write(f"{self.style.paint('assistant', 'bold')}: ")
+            self.open = self.any = True
+        self.out.write(event.text)
+        self.out.flush()
+
+    def end_line(self, event: object = None) -> None:
+        """End a streamed line still open, so the next output starts on a line of its own."""
+        if self.open:
+            self.out.write("\n")
+            self.open = False
 
 
 def _missing_key(spec: str) -> str | None:
@@ -135,21 +163,14 @@ def run_model_turn(options: RunOptions, chat_model: ChatModel, out: TextIO, err:
     except LoopError as exc:
         print(f"loopware run: error: {exc}", file=err)
         return 4
+    streamed = _Streamed(out, style)
+    runner.on(ModelTextDelta, streamed.write)
+    runner.on(IterationEnd, streamed.end_line)  # before the iteration's own lines
     LiveOutput(out, style, model.at, policy_labels(items)).observe(runner)
-    streamed: list[str] = []
-
-    def stream(event: ModelTextDelta) -> None:
-        if not streamed:
-            out.write(f"{style.paint('assistant', 'bold')}: ")
-        streamed.append(event.text)
-        out.write(event.text)
-        out.flush()
-
-    runner.on(ModelTextDelta, stream)
     print(f"{style.paint('user', 'bold')}: {options.prompt}", file=out)
     result = asyncio.run(runner.run(options.prompt))
-    if streamed:
-        print(file=out)
+    if streamed.any:
+        streamed.end_line()
     elif result.output is not None:
         print(f"{style.paint('assistant', 'bold')}: {result.output}", file=out)
     usage = result.usage
