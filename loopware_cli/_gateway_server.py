@@ -134,10 +134,7 @@ def add_gateway_command(sub: Any) -> None:
             "HTTP at http://HOST:PORT/mcp."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "exit status: 0 served and stopped; 1 an upstream cannot be started; 2 usage;\n"
-            "3 a bad configuration file; 5 the mcp extra is not installed"
-        ),
+        epilog="exit status: listed once, in `loopware --help`",
     )
     parser.add_argument("--config", required=True, help="the gateway's TOML configuration")
     parser.add_argument(

@@ -46,7 +46,7 @@ EXIT_MISSING_EXTRA: Final = 7
 """The command needs an optional extra that is not installed (`MissingExtraError`)."""
 
 EXIT_STATUS_HELP: Final = """\
-exit status:
+exit status (every command):
   0  success; for replay: no recorded call was denied or rejected (each was
      allowed, approved, warned about, answered, invalid or failed), and every
      replayed turn completed
@@ -54,14 +54,15 @@ exit status:
      replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
      error); demo: the audit file cannot be written, the scripted turn did not
-     complete, or the audit chain did not verify
+     complete, or the audit chain did not verify; approve: the gate is not
+     waiting; gateway: an upstream server cannot be started
   2  usage error: unknown option, missing argument (argparse), or a policy
      option value the policy refuses (--repeat 1)
-  3  bad input file: missing, unreadable, not UTF-8, invalid or truncated JSON,
-     malformed messages; errors are printed on stderr as
-     FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong; the readable part
-     of the transcript is still replayed and reported (nothing is reported when
-     no message could be read)
+  3  bad input file: replay's transcript is missing, unreadable, not UTF-8,
+     invalid or truncated JSON, or has malformed messages (printed on stderr as
+     FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong; the readable part is
+     still replayed and reported); worker, gateway, approve: the configuration
+     file or a value in it is unusable
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
      it is not middleware or tools (replay, run) / not a TurnRunner
      (pipelines); a factory that needs arguments or raises counts too
@@ -72,7 +73,12 @@ exit status:
      and are invalid (E_TRANSCRIPT_ARGS lines on stderr)
   7  any command: it needs an optional extra that is not installed; one line
      names it: loopware run needs the openai extra: pip install 'loopware[openai]'
-When several apply, 4 wins over 3, 3 over 1, and 1 over 6."""
+When several apply, the first of 7, 4, 1, 3, 6 wins: a missing extra or a bad
+target stops the command before anything runs, and a policy hit is what a
+replay is for, so a damaged file (3) or model errors (6) never hide it."""
+
+SUBCOMMAND_EPILOG: Final = "exit status: listed once, in `loopware --help`"
+"""What a subcommand's ``--help`` ends with, instead of repeating the list."""
 
 _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of LLM agents."
 
@@ -101,7 +107,7 @@ def _subparser(
         name,
         help=help,
         description=description,
-        epilog=EXIT_STATUS_HELP,
+        epilog=SUBCOMMAND_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=handler, command=name)

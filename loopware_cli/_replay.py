@@ -196,9 +196,14 @@ def run_replay(
 
 
 def exit_status(transcript: Transcript, refused: bool) -> int:
-    """3 for a bad file, else 1 when the stack refused something, else 6 for model errors."""
-    if transcript.errors:
-        return EXIT_BAD_INPUT
+    """1 when the stack refused something, else 3 for a bad file, else 6 for model errors.
+
+    A policy hit is what a replay is run to find, so it outranks a quirk of the file: the
+    readable part of a damaged transcript was replayed, and a refusal there is still one (the
+    file's errors are on stderr either way).
+    """
     if refused:
         return EXIT_REFUSED
+    if transcript.errors:
+        return EXIT_BAD_INPUT
     return EXIT_MODEL_ERRORS if transcript.model_errors else EXIT_OK

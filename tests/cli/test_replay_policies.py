@@ -167,19 +167,21 @@ def test_bad_policy_values_are_usage_errors(
     assert message in captured.err
 
 
-def test_help_documents_the_policy_flags_and_every_exit_status(
+def test_help_documents_the_policy_flags_and_the_top_level_help_every_exit_status(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`loopware replay --help` lists each policy option and the statuses 0-4 and 6."""
+    """`loopware replay --help` lists each policy option; `loopware --help` every status once."""
     assert main(["replay", "--help"]) == 0
     out = capsys.readouterr().out
     for flag in ("--deny", "--allow", "--limit", "--total", "--repeat", "--window"):
         assert flag in out
     assert "--approve-none" in out
     assert "--approve-all" in out
-    for status in ("0", "1", "2", "3", "4", "6"):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for status in ("0", "1", "2", "3", "4", "6", "7"):
         assert f"\n  {status}  " in out
-    assert "4 wins over 3, 3 over 1, and 1 over 6" in out
+    assert "When several apply, the first of 7, 4, 1, 3, 6 wins" in out
 
 
 def test_a_refusal_wins_over_model_errors(
@@ -219,3 +221,24 @@ def test_many_identical_issues_are_counted_not_repeated(
     assert status == 3
     assert len(err) == 4
     assert err[-1].endswith("... and 17 more like this (20 in all, first at line 1, messages[1])")
+
+
+def test_a_refusal_in_a_damaged_transcript_exits_1_not_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed message alone exits 3; a denied call in the readable part still exits 1."""
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [
+            {"id": "b", "type": "function", "function": {"name": "shell", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "b", "content": "?"},
+        {"role": "wizard", "content": "not a role"},
+        {"role": "assistant", "content": "y"},
+    ]  # fmt: skip
+    file = tmp_path / "t.json"
+    file.write_text(json.dumps(messages))
+    assert main(["replay", str(file)]) == 3
+    assert "messages[3]" in capsys.readouterr().err
+    assert main(["replay", str(file), "--deny", "shell"]) == 1
+    assert "messages[3]" in capsys.readouterr().err  # the file's error is still reported
