@@ -7,6 +7,7 @@ replays, prints the report (text or ``--json``) and turns what was found into th
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections import Counter
 from typing import Any, Final, TextIO
@@ -113,6 +114,12 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="replay every turn on its own (no conversation history between turns)",
     )
     parser.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    parser.add_argument(
+        "--full-args",
+        action="store_true",
+        help="show each call's arguments whole (on a terminal they are cut at its width; "
+        "written to a file or a pipe they are always whole)",
+    )
     add_policy_arguments(parser)
 
 
@@ -191,8 +198,21 @@ def run_replay(
         out.writelines(report.iter_json())  # piece by piece: a report can be large
         out.write("\n")
     else:
-        print(render_report(report, Style.for_stream(out, plain=args.plain)), file=out)
+        style = Style.for_stream(out, plain=args.plain)
+        print(render_report(report, style, _width(out, whole=args.full_args)), file=out)
     return exit_status(transcript, report.refused)
+
+
+def _width(out: TextIO, *, whole: bool) -> int | None:
+    """The terminal's width when ``out`` is one (None: arguments whole, for files and pipes)."""
+    isatty = getattr(out, "isatty", None)
+    try:
+        on_terminal = bool(isatty()) if callable(isatty) else False
+    except ValueError:  # a closed stream
+        on_terminal = False
+    if whole or not on_terminal:
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def exit_status(transcript: Transcript, refused: bool) -> int:

@@ -37,13 +37,16 @@ def short(text: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
-def short_args(arguments: str, width: int = _ARGS_WIDTH) -> str:
-    """Compact JSON arguments (or the raw text when it is not JSON), shortened."""
+def short_args(arguments: str, width: int | None = _ARGS_WIDTH) -> str:
+    """Compact JSON arguments (or the raw text when it is not JSON), cut at ``width``.
+
+    ``width=None`` keeps them whole (on one line).
+    """
     try:
         text = json.dumps(json.loads(arguments), ensure_ascii=False, separators=(", ", ": "))
     except (ValueError, RecursionError):
         text = arguments
-    return short(text, width)
+    return short(text, width if width is not None else len(text) + 1)
 
 
 def format_issue(issue: TranscriptIssue, source: str) -> str:
@@ -57,13 +60,17 @@ def format_issue(issue: TranscriptIssue, source: str) -> str:
     return f"{where}: {issue.code}: {index}{issue.message}"
 
 
-def _call_lines(outcome: CallOutcome, style: Style, labels: Mapping[str, str]) -> list[str]:
+def _call_lines(
+    outcome: CallOutcome, style: Style, labels: Mapping[str, str], width: int | None
+) -> list[str]:
     call = outcome.call
     verdict = style.verdict(f"{outcome.verdict:<11}", key=outcome.verdict)
-    where = style.paint(f"messages[{call.message_index}]", "dim")
+    place = f"messages[{call.message_index}]"
+    head = f"  #{call.index:<3} {outcome.verdict:<11} {call.tool} "
+    room = None if width is None else max(20, width - len(head) - 2 - len(place))
     lines = [
         f"  #{call.index:<3} {verdict} {style.paint(call.tool, 'bold')} "
-        f"{short_args(call.arguments, max(20, 62 - len(call.tool)))}  {where}"
+        f"{short_args(call.arguments, room)}  {style.paint(place, 'dim')}"
     ]
     notes: list[str] = []
     if outcome.alias is not None:
@@ -95,7 +102,9 @@ def _end_line(outcome: TurnOutcome, style: Style) -> str:
     return end
 
 
-def _turn_lines(outcome: TurnOutcome, style: Style, labels: Mapping[str, str]) -> list[str]:
+def _turn_lines(
+    outcome: TurnOutcome, style: Style, labels: Mapping[str, str], width: int | None
+) -> list[str]:
     """The turn's calls in order, each tool decision after the call it followed, then its end.
 
     A turn that ended early is shown ending where it did: after the last call it reached,
@@ -113,7 +122,7 @@ def _turn_lines(outcome: TurnOutcome, style: Style, labels: Mapping[str, str]) -
     if ended and outcome.after_call is None:
         lines.append(_end_line(outcome, style))
     for call in outcome.calls:
-        lines.extend(_call_lines(call, style, labels))
+        lines.extend(_call_lines(call, style, labels, width))
         lines.extend(_decision_line(d, style, labels) for d in after.pop(call.call.index, ()))
         if ended and call.call.index == outcome.after_call:
             lines.append(_end_line(outcome, style))
@@ -126,8 +135,11 @@ def _turn_lines(outcome: TurnOutcome, style: Style, labels: Mapping[str, str]) -
     return lines
 
 
-def render_report(report: ReplayReport, style: Style) -> str:
-    """The human-readable replay report."""
+def render_report(report: ReplayReport, style: Style, width: int | None = None) -> str:
+    """The human-readable replay report; each call's arguments cut to fit ``width`` columns.
+
+    ``width=None`` shows every call's arguments whole.
+    """
     transcript = report.transcript
     calls = report.calls
     lines = [
@@ -142,7 +154,7 @@ def render_report(report: ReplayReport, style: Style) -> str:
         if names:
             lines.append(f"    {stage}: {' -> '.join(names)}")
     for turn in report.turns:
-        lines.extend(_turn_lines(turn, style, report.labels))
+        lines.extend(_turn_lines(turn, style, report.labels, width))
     counts = ", ".join(f"{n} {style.verdict(v)}" for v, n in report.counts().items())
     lines.append("")
     lines.append(
