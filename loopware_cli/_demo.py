@@ -134,17 +134,30 @@ def _tally(words: Iterable[str]) -> str:
     return ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
 
 
-_ROW_KINDS: Final = {"tool_call": ("call", "calls"), "tool": ("tool", "tools")}
+_ROW_KINDS: Final = {
+    "tool_call": ("call", "calls"),
+    "tool": ("tool decision", "tool decisions"),
+    "turn": ("turn end", "turn ends"),
+}
 
 
 def _row_kinds(rows: list[AuditRow]) -> str:
-    """``7 calls, 3 tools, 1 turn``: the audit rows by kind, in the order they first appear."""
-    counts = Counter(row.entry.kind for row in rows)
+    """``7 calls (6 allowed, 1 denied) + 3 tool decisions (2 hidden, 1 withdrawn) + 1 turn end``.
+
+    Every row is counted in exactly one kind, so the kinds add up to the number of rows; the
+    words in brackets (a call's verdict, a tool decision's action) add up to their kind's count.
+    """
+    kinds: dict[str, list[str | None]] = {}
+    for row in rows:
+        kinds.setdefault(row.entry.kind, []).append(row.entry.decision)
     parts = []
-    for kind, n in counts.items():
+    for kind, words in kinds.items():
         one, many = _ROW_KINDS.get(kind, (kind, f"{kind}s"))
-        parts.append(f"{n} {one if n == 1 else many}")
-    return ", ".join(parts)
+        part = f"{len(words)} {one if len(words) == 1 else many}"
+        if kind in ("tool_call", "tool"):
+            part += f" ({_tally(w or 'undecided' for w in words)})"
+        parts.append(part)
+    return " + ".join(parts)
 
 
 def _summary(
@@ -179,7 +192,7 @@ def _summary(
         ("repeats caught", f"{len(repeats)} ({', '.join(repeats) or '-'})"),
         ("tool decisions", f"{len(tools)} ({decided or '-'})"),
         ("calls not run", f"{len(refused)} ({', '.join(refused) or '-'})"),
-        ("audit rows", f"{len(rows)} in {audit_path} ({_row_kinds(rows) or 'none'})"),
+        ("audit rows", f"{len(rows)} = {_row_kinds(rows)}" if rows else "0"),
         (
             "audit verified",
             style.verdict("yes")

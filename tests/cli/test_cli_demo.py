@@ -77,18 +77,24 @@ def audit_path_in(out: str) -> str:
     return match[1]
 
 
-AUDIT_LINE = re.compile(r"^  audit rows      (\d+) in (\S+) \((.*)\)$", re.MULTILINE)
+AUDIT_LINE = re.compile(r"^  audit rows      (\d+) = (.*)$", re.MULTILINE)
+KIND = re.compile(r"^(\d+) ([a-z ]+?)(?: \((.*)\))?$")
 
 
-def audit_line(out: str) -> tuple[int, str, dict[str, int]]:
-    """The summary's audit line: the row count, the file, and the rows by kind."""
+def audit_line(out: str) -> tuple[int, dict[str, int], dict[str, dict[str, int]]]:
+    """The summary's audit line: the row count, the rows by kind, and each kind's words."""
     match = AUDIT_LINE.search(out)
     assert match is not None, out
-    kinds = {}
-    for part in match[3].split(", "):
-        n, kind = part.split(" ", 1)
-        kinds[kind] = int(n)
-    return int(match[1]), match[2], kinds
+    kinds: dict[str, int] = {}
+    words: dict[str, dict[str, int]] = {}
+    for part in match[2].split(" + "):
+        kind = KIND.match(part)
+        assert kind is not None, part
+        kinds[kind[2]] = int(kind[1])
+        for word in (kind[3] or "").split(", ") if kind[3] else ():
+            n, name = word.split(" ", 1)
+            words.setdefault(kind[2], {})[name] = int(n)
+    return int(match[1]), kinds, words
 
 
 def audit_rows(path: str | Path) -> list[AuditRow]:
@@ -133,15 +139,20 @@ def test_demo_prints_the_turn_and_summary(
 def test_the_summary_adds_up_and_reads_the_audit_file_it_names(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The audit line counts the file's rows by kind (the parts sum to the whole), one row per
-    call: as many call rows as the summary's tool calls, one per call id of the script."""
+    """The audit line counts the file's rows by kind (the parts sum to the whole, each kind's
+    words to the kind), one row per call: as many call rows as the summary's tool calls, one
+    per call id of the script."""
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    total, path, kinds = audit_line(out)
-    assert path == audit_path_in(out)
-    rows = audit_rows(path)
+    total, kinds, words = audit_line(out)
+    rows = audit_rows(audit_path_in(out))
     assert total == len(rows) == sum(kinds.values())
-    assert kinds["calls"] == 7
+    assert kinds == {"tool decisions": 3, "calls": 7, "turn end": 1}
+    assert words == {
+        "tool decisions": {"hidden": 2, "withdrawn": 1},
+        "calls": {"allowed": 6, "denied": 1},
+    }
+    assert all(sum(words[kind].values()) == kinds[kind] for kind in words)
     assert "  tool calls      7 (6 allowed, 1 denied)" in out.splitlines()
     calls = [str(r.entry.call_id) for r in rows if r.entry.kind == "tool_call"]
     assert sorted(calls) == [f"call_{n}" for n in range(1, 8)]
