@@ -18,8 +18,10 @@ pydantic; pydantic now loads with the first tool) and the modules outside loopwa
 import does load (`DEPENDENCIES`: ``asyncio`` and a few stdlib modules), the floor of the
 import as it is. Runs of the imports alternate, so load hits them alike. ``--against DIR`` also
 times the import from another source tree (the commit to compare with) in the same alternation
-and reports the paired differences. Target: under 0.10 s. For a per-module
-breakdown: ``python -X importtime -c 'import pipeline, middleware'``.
+and reports the paired differences. Target: under 0.10 s. ``import loopware_cli`` and
+``loopware --help`` (in process: the import, the parser, the help text) are timed too: the CLI
+imports a command's modules when that command runs (``loopware_cli/_main.py``). For a
+per-module breakdown: ``python -X importtime -c 'import pipeline, middleware'``.
 """
 
 from __future__ import annotations
@@ -42,11 +44,22 @@ DEPENDENCIES = "asyncio, dataclasses, datetime, hashlib, json, typing_extensions
 _PROBE = """
 import json, sys, time
 wall, cpu = time.perf_counter(), time.process_time()
-import {modules}
+{statement}
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 loaded = [m for m in {optional!r} if m in sys.modules]
 print(json.dumps({{"wall": wall, "cpu": cpu, "loaded": loaded}}))
 """
+
+
+_HELP = (
+    "import contextlib, io, loopware_cli\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    loopware_cli.main(['--help'])"
+)
+"""``loopware --help`` without the interpreter's start: import the CLI, build the parser, print."""
+
+CLI_TARGET_SECONDS = 0.10
+"""``import loopware_cli``: the CLI imports what a command needs when it runs."""
 
 
 @dataclass
@@ -59,13 +72,16 @@ class Series:
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     loaded: set[str] = field(default_factory=set)
+    statement: str = ""
+    """What is timed (default ``import <modules>``)."""
 
     def run(self, pycache: str, record: bool = True) -> None:
         """Import in a fresh interpreter (bytecode cached under ``pycache``)."""
         env = dict(os.environ, PYTHONPATH=self.path)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = pycache
-        code = _PROBE.format(modules=self.modules, optional=OPTIONAL)
+        statement = self.statement or f"import {self.modules}"
+        code = _PROBE.format(statement=statement, optional=OPTIONAL)
         # Run from the cache directory: ``python -c`` puts the working directory first on
         # sys.path, which would shadow PYTHONPATH.
         out = subprocess.run(
@@ -106,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         Series("import pydantic, asyncio", "pydantic, asyncio", here),
         Series("import asyncio, hashlib, ... (floor)", DEPENDENCIES, here),
         Series("import pipeline, middleware", "pipeline, middleware", here),
+        Series("import loopware_cli", "loopware_cli", here),
+        Series("loopware --help (in process)", "loopware_cli", here, statement=_HELP),
     ]
     if options.against:
         series.append(
@@ -123,17 +141,20 @@ def main(argv: list[str] | None = None) -> int:
     for each in series:
         print(each.line())
     if options.against:
-        ours, theirs = series[2], series[3]
+        ours, theirs = series[2], series[5]
         wall = statistics.median(a - b for a, b in zip(ours.wall, theirs.wall, strict=True))
         cpu = statistics.median(a - b for a, b in zip(ours.cpu, theirs.cpu, strict=True))
         print(f"paired difference (this tree minus the other): wall {wall:+.3f} s, "
               f"CPU {cpu:+.3f} s (medians)")
     loaded = series[2].loaded
     print(f"optional parsers loaded by the import: {sorted(loaded) or 'none'}")
+    status = 0
     if loaded:
         print("FAIL: optional parsers must load on first use, not on import")
-        return 1
-    return 0
+        status = 1
+    cli = statistics.median(series[3].wall)
+    print(f"import loopware_cli: median {cli:.3f} s (target < {CLI_TARGET_SECONDS:.2f} s)")
+    return status
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pipeline.errors import MissingExtraError
 from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
 
-__all__ = ["add_gateway_command", "build_server", "client_key"]
+__all__ = ["GATEWAY_DESCRIPTION", "add_gateway_arguments", "build_server", "client_key"]
 
 _log = logging.getLogger("loopware.gateway")
 
@@ -121,23 +121,20 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
 
-def add_gateway_command(sub: Any) -> None:
-    """Register ``loopware gateway`` on the ``loopware`` parser's subcommands."""
-    parser = sub.add_parser(
-        "gateway",
-        help="serve upstream MCP servers' tools through loopware's policies",
-        description=(
-            "An MCP server that fronts the upstream MCP servers of --config (a TOML file:\n"
-            "upstreams, policy, limits, repetition, approval, audit) and applies ToolPolicy,\n"
-            "ToolCallLimit, RepetitionDetector, ApprovalGate and AuditLog to every call.\n"
-            "Serves stdio (for clients that launch it) or, with --http HOST:PORT, streamable\n"
-            "HTTP at http://HOST:PORT/mcp."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="exit status: listed once, in `loopware --help`",
-    )
+GATEWAY_DESCRIPTION = (
+    "An MCP server that fronts the upstream MCP servers of --config (a TOML file:\n"
+    "upstreams, policy, limits, repetition, approval, audit) and applies ToolPolicy,\n"
+    "ToolCallLimit, RepetitionDetector, ApprovalGate and AuditLog to every call.\n"
+    "Serves stdio (for clients that launch it) or, with --http HOST:PORT, streamable\n"
+    "HTTP at http://HOST:PORT/mcp."
+)
+
+
+def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
+    """The description, options and handler of ``loopware gateway``."""
+    parser.description = GATEWAY_DESCRIPTION
     parser.add_argument("--config", required=True, help="the gateway's TOML configuration")
     parser.add_argument(
         "--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP instead of stdio"
     )
-    parser.set_defaults(handler=_run, command="gateway")
+    parser.set_defaults(handler=_run)

@@ -1,26 +1,29 @@
-"""The ``loopware`` command: ``demo``, ``run``, ``replay`` and ``pipelines``.
+"""The ``loopware`` command: demo, run, replay, pipelines, gateway, worker and approve.
 
 ``main(argv)`` returns the exit status instead of exiting, so it can be called in-process; the
 console script (``loopware = "loopware_cli._main:main"``) exits with it. Exit statuses are listed in
-`EXIT_STATUS_HELP` and shown by ``--help``.
+`EXIT_STATUS_HELP` and shown once, by ``loopware --help``.
+
+Import time: ``import loopware_cli`` loads this module and the standard library's argparse only.
+Each subcommand's module (and with it `pipeline`, `middleware`, pydantic, the replay engine) is
+imported when that subcommand is parsed; ``loopware --help`` lists the subcommands from
+`COMMANDS` without importing any of them, and ``--version`` reads the installed metadata only
+when asked (``tests/test_import_laziness.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from pipeline.errors import LoopError, MissingExtraError
-
-from ._replay import EXIT_MODEL_ERRORS, REPLAY_DESCRIPTION, add_replay_arguments, run_replay
-from ._resolve import resolve_runner
+if TYPE_CHECKING:
+    from pipeline.errors import MissingExtraError
 
 __all__ = [
+    "COMMANDS",
     "EXIT_BAD_INPUT",
     "EXIT_BAD_TARGET",
     "EXIT_MISSING_EXTRA",
@@ -28,8 +31,10 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_USAGE",
+    "Command",
     "build_parser",
     "main",
+    "missing_extra_line",
 ]
 
 EXIT_OK: Final = 0
@@ -42,6 +47,8 @@ EXIT_BAD_INPUT: Final = 3
 """The transcript file is unreadable or malformed (the readable part is still reported)."""
 EXIT_BAD_TARGET: Final = 4
 """A ``module:attr`` target cannot be imported, is missing, or is not middleware / a runner."""
+EXIT_MODEL_ERRORS: Final = 6
+"""replay: the recorded model made errors (tool arguments that are not a JSON object)."""
 EXIT_MISSING_EXTRA: Final = 7
 """The command needs an optional extra that is not installed (`MissingExtraError`)."""
 
@@ -84,88 +91,70 @@ _DESCRIPTION: Final = "loopware: a typed framework for the tool-calling loop of 
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # only for --version
+
     try:
         return version("loopware")
     except PackageNotFoundError:
         return "unknown (not installed)"
 
 
-class _Subparsers(Protocol):
-    """What `_subparser` needs of ``parser.add_subparsers()``."""
+class _Version(argparse.Action):
+    """``--version``: the installed version, read only when asked."""
 
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-
-def _subparser(
-    sub: _Subparsers,
-    name: str,
-    help: str,
-    description: str,
-    handler: Callable[[argparse.Namespace], int],
-) -> argparse.ArgumentParser:
-    parser = sub.add_parser(
-        name,
-        help=help,
-        description=description,
-        epilog=SUBCOMMAND_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(handler=handler, command=name)
-    return parser
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"loopware {_version()}")
+        parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``loopware`` command (one subparser per subcommand)."""
-    parser = argparse.ArgumentParser(
-        prog="loopware",
-        description=_DESCRIPTION,
-        epilog=EXIT_STATUS_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"loopware {_version()}")
-    sub = parser.add_subparsers(title="commands")
-    demo = _subparser(
-        sub,
-        "demo",
-        "run a scripted support-agent turn through a policy stack",
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
         "Run a scripted support-agent turn (no network, no API keys) through ToolPolicy,\n"
         "RepetitionDetector, ToolCallLimit and an AuditLog written to a temporary SQLite\n"
         "file (or to --audit PATH, recreated on every run); the output says where. Each\n"
         "iteration is shown with the tools offered, every call, its result and the stack's\n"
-        "decision, then a summary table. Colour is used on a terminal unless NO_COLOR is set.",
-        _run_demo,
+        "decision, then a summary table. Colour is used on a terminal unless NO_COLOR is set."
     )
-    demo.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
-    demo.add_argument("--audit", metavar="PATH", help="write the audit database to PATH")
-    replay = _subparser(
-        sub,
-        "replay",
-        "replay a recorded conversation through a middleware stack",
-        REPLAY_DESCRIPTION,
-        run_replay,
-    )
-    add_replay_arguments(replay)
-    run = _subparser(
-        sub,
-        "run",
-        "run one real turn against a real model through a middleware stack",
+    parser.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    parser.add_argument("--audit", metavar="PATH", help="write the audit database to PATH")
+    parser.set_defaults(handler=_run_demo)
+
+
+def _configure_replay(parser: argparse.ArgumentParser) -> None:
+    from ._replay import REPLAY_DESCRIPTION, add_replay_arguments, run_replay
+
+    parser.description = REPLAY_DESCRIPTION
+    add_replay_arguments(parser)
+    parser.set_defaults(handler=run_replay)
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
         "Run one turn of PROMPT against a real model (OPENAI_API_KEY or ANTHROPIC_API_KEY\n"
         "must be set; a local OpenAI-compatible server needs none) with the tools and\n"
         "middleware named as module:attr. The answer streams as it arrives; each iteration\n"
         "is printed with the tools offered, every call, its result and the stack's\n"
         "decisions, then a summary with the token usage. No key? `loopware demo` runs a\n"
-        "scripted model offline.",
-        _run_run,
+        "scripted model offline."
     )
-    run.add_argument("prompt", metavar="PROMPT", help="the user input of the turn")
-    run.add_argument(
+    parser.add_argument("prompt", metavar="PROMPT", help="the user input of the turn")
+    parser.add_argument(
         "--model",
         required=True,
         metavar="SPEC",
         help="openai:<model>, openai-responses:<model>, anthropic:<model> or "
         "openai-compatible:<name>@<base_url>",
     )
-    run.add_argument(
+    parser.add_argument(
         "--tools",
         action="append",
         default=[],
@@ -173,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tools to offer (repeatable): a Tool, a list of tools, a ToolRegistry, or a "
         "zero-argument factory returning one; the current directory is importable",
     )
-    run.add_argument(
+    parser.add_argument(
         "-m",
         "--middleware",
         action="append",
@@ -181,40 +170,112 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE:ATTR",
         help="middleware to run through (repeatable, outermost first), as for replay",
     )
-    run.add_argument("--system", default=None, help="the system prompt")
-    run.add_argument(
+    parser.add_argument("--system", default=None, help="the system prompt")
+    parser.add_argument(
         "--max-iterations", type=int, default=20, help="the iteration cap (default 20)"
     )
-    run.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
-    pipelines = _subparser(
-        sub,
-        "pipelines",
-        "print the middleware order of every stage of a runner",
+    parser.add_argument("--plain", action="store_true", help="no colour, even on a terminal")
+    parser.set_defaults(handler=_run_run)
+
+
+def _configure_pipelines(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
         "Print each stage of a TurnRunner (turn_input, dispatch_input, dispatch_output,\n"
         "turn_output) with its middleware names in execution order, outermost first.\n"
         "MODULE:ATTR names a TurnRunner or a zero-argument factory returning one; the\n"
-        "current directory is importable.",
-        _run_pipelines,
+        "current directory is importable."
     )
-    pipelines.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
-    pipelines.add_argument("--json", action="store_true", help="print the stages as JSON")
-    from ._gateway_server import add_gateway_command  # the MCP gateway
+    parser.add_argument("target", metavar="MODULE:ATTR", help="the runner (or its factory)")
+    parser.add_argument("--json", action="store_true", help="print the stages as JSON")
+    parser.set_defaults(handler=_run_pipelines)
 
-    add_gateway_command(sub)
-    _add_durable_commands(sub)
+
+def _configure_gateway(parser: argparse.ArgumentParser) -> None:
+    from ._gateway_server import add_gateway_arguments
+
+    add_gateway_arguments(parser)
+
+
+def _configure_worker(parser: argparse.ArgumentParser) -> None:
+    from ._worker import WORKER_DESCRIPTION, add_worker_arguments, run_worker
+
+    parser.description = WORKER_DESCRIPTION
+    add_worker_arguments(parser)
+    parser.set_defaults(handler=run_worker)
+
+
+def _configure_approve(parser: argparse.ArgumentParser) -> None:
+    from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
+
+    parser.description = APPROVE_DESCRIPTION
+    add_approve_arguments(parser)
+    parser.set_defaults(handler=run_approve)
+
+
+class Command(NamedTuple):
+    """A subcommand: its one-line help (for ``loopware --help``) and how to build its parser."""
+
+    help: str
+    """The line ``loopware --help`` shows."""
+    configure: Callable[[argparse.ArgumentParser], None]
+    """Adds the description, the arguments and the handler (importing what the command uses)."""
+
+
+COMMANDS: Final[dict[str, Command]] = {
+    "demo": Command("run a scripted support-agent turn through a policy stack", _configure_demo),
+    "replay": Command(
+        "replay a recorded conversation through a middleware stack", _configure_replay
+    ),
+    "run": Command(
+        "run one real turn against a real model through a middleware stack", _configure_run
+    ),
+    "pipelines": Command(
+        "print the middleware order of every stage of a runner", _configure_pipelines
+    ),
+    "gateway": Command(
+        "serve upstream MCP servers' tools through loopware's policies", _configure_gateway
+    ),
+    "worker": Command("run queued durable turns", _configure_worker),
+    "approve": Command("settle a gate a durable turn waits on", _configure_approve),
+}
+"""Every subcommand, in the order ``loopware --help`` lists them."""
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``loopware`` command (one subparser per subcommand).
+
+    Args:
+        commands: The subcommands to build whole (``None``: all of them). The others are
+            listed by name and help only, enough for ``loopware --help``; `main` builds just
+            the one its arguments name, so a command imports only what it uses.
+    """
+    parser = argparse.ArgumentParser(
+        prog="loopware",
+        description=_DESCRIPTION,
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
+    sub = parser.add_subparsers(title="commands")
+    for name, command in COMMANDS.items():
+        subparser = sub.add_parser(
+            name,
+            help=command.help,
+            epilog=SUBCOMMAND_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        subparser.set_defaults(command=name)
+        if commands is None or name in commands:
+            command.configure(subparser)
     return parser
 
 
-def _add_durable_commands(sub: _Subparsers) -> None:
-    from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
-    from ._worker import WORKER_DESCRIPTION, add_worker_arguments, run_worker
-
-    worker = _subparser(sub, "worker", "run queued durable turns", WORKER_DESCRIPTION, run_worker)
-    add_worker_arguments(worker)
-    approve = _subparser(
-        sub, "approve", "settle a gate a durable turn waits on", APPROVE_DESCRIPTION, run_approve
-    )
-    add_approve_arguments(approve)
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
 
 
 def _error(command: str, message: str) -> None:
@@ -243,6 +304,12 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 def _run_pipelines(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.errors import LoopError, MissingExtraError
+
+    from ._resolve import resolve_runner
+
     try:
         runner = resolve_runner(args.target)
     except MissingExtraError:  # told once, by main(): exit 7
@@ -278,7 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Never exits the interpreter: argparse's own exits (``--help``, usage errors) become the
     returned status.
     """
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_in(argv)
+    parser = build_parser(() if command is None else (command,))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) and usage errors (2)
@@ -289,9 +358,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return handler(args)
-    except MissingExtraError as exc:  # the one place a missing extra is told, in every command
-        print(missing_extra_line(getattr(args, "command", ""), exc), file=sys.stderr)
-        return EXIT_MISSING_EXTRA
     except BrokenPipeError:  # `loopware replay ... | head`: stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -299,6 +365,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return EXIT_OK
+    except Exception as exc:
+        missing = _missing_extra(exc)
+        if missing is None:
+            raise
+        # the one place a missing extra is told, in every command
+        print(missing_extra_line(getattr(args, "command", ""), missing), file=sys.stderr)
+        return EXIT_MISSING_EXTRA
+
+
+def _missing_extra(exc: Exception) -> MissingExtraError | None:
+    """``exc`` when it is a `MissingExtraError` (whose module is loaded if one was raised)."""
+    errors = sys.modules.get("pipeline.errors")
+    if errors is None:
+        return None
+    missing: type[MissingExtraError] = errors.MissingExtraError
+    return exc if isinstance(exc, missing) else None
 
 
 if __name__ == "__main__":

@@ -9,11 +9,12 @@ as one line and exits 7), not a bare ``ModuleNotFoundError``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 from .errors import MissingExtraError
 
-__all__ = ["import_extra"]
+__all__ = ["import_extra", "require_extra"]
 
 
 def import_extra(module: str, extra: str, needed_by: str) -> ModuleType:
@@ -27,3 +28,19 @@ def import_extra(module: str, extra: str, needed_by: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise MissingExtraError(extra=extra, package=module, needed_by=needed_by) from exc
+
+
+def require_extra(module: str, extra: str, needed_by: str) -> None:
+    """Check that ``module`` can be found, without importing it.
+
+    For a class built long before it connects, whose construction must stay cheap.
+
+    Raises:
+        MissingExtraError: ``module`` is not installed.
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken parent package, a module without a spec
+        found = False
+    if not found:
+        raise MissingExtraError(extra=extra, package=module, needed_by=needed_by)

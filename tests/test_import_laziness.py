@@ -216,3 +216,54 @@ replay = middleware.transcripts.replay
 print(json.dumps([before, sink.__module__, replay.__module__]))
 """
     assert run(f"import json, sys\n{code}") == [[], "middleware.audit", "middleware.transcripts"]
+
+
+CLI_DEFERRED = (
+    "pipeline",
+    "middleware",
+    "pydantic",
+    "importlib.metadata",
+    "middleware.transcripts",
+    "loopware_cli._replay",
+    "loopware_cli._run",
+    "loopware_cli._demo",
+    "loopware_cli._worker",
+    "loopware_cli._gateway_server",
+)
+"""What ``import loopware_cli`` and ``loopware --help`` must not load: a command's modules load
+when that command runs (``loopware_cli/_main.py``)."""
+
+
+def cli_loaded_after(code: str) -> list[str]:
+    report = f"print(json.dumps([m for m in {CLI_DEFERRED!r} if m in sys.modules]))"
+    loaded = run(f"import json, sys\n{code}\n{report}")
+    assert isinstance(loaded, list)
+    return loaded
+
+
+def test_importing_the_cli_loads_no_command_and_neither_library() -> None:
+    """``import loopware_cli`` loads its dispatcher only."""
+    assert cli_loaded_after("import loopware_cli") == []
+
+
+def test_loopware_help_lists_every_command_without_importing_any() -> None:
+    """``loopware --help`` prints the commands from their one-line help alone."""
+    code = (
+        "import contextlib, io, loopware_cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    assert loopware_cli.main(['--help']) == 0\n"
+        "assert all(f'    {c} ' in out.getvalue() for c in ('demo', 'replay', 'run', 'worker'))"
+    )
+    assert cli_loaded_after(code) == []
+
+
+def test_a_command_loads_its_own_modules_only() -> None:
+    """``replay --help`` loads the replay command; ``pipelines --help`` loads none of them."""
+    code = (
+        "import contextlib, io, loopware_cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert loopware_cli.main(['replay', '--help']) == 0\n"
+    )
+    assert "loopware_cli._replay" in cli_loaded_after(code)
+    code = code.replace("'replay'", "'pipelines'")
+    assert cli_loaded_after(code) == []

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from .._json import canonical_json
 from ..artifacts._artifact import SpooledArtifact
 from ..artifacts._forge import ArtifactTool
-from ..artifacts._json_artifact import SpooledJsonArtifact
 from ..artifacts._media import Media
 
 if TYPE_CHECKING:
@@ -73,6 +72,8 @@ def outcome_of(
         return f"Error: tool {tool.name!r} returned {type(output).__name__}: {text.reason}"
     if _fits(text, inline_limit):
         return text, True, False
+    from ..artifacts._json_artifact import SpooledJsonArtifact  # lazily: docs/architecture.md
+
     cls = tool.artifact_class
     artifact = cls if issubclass(cls, SpooledJsonArtifact) else SpooledJsonArtifact
     return artifact(spool.spool_write(call_id, text)), False, False

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
 
-from .._extras import import_extra
+from .._extras import require_extra
 from ..errors import InvalidRunnerConfigError
 from . import _postgres_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
@@ -106,8 +106,8 @@ class PostgresStore:
     ) -> None:
         """Check the options; nothing connects until `open` (see the class docstring)."""
         sql.check_options(conninfo, spool, min_size, max_size, timeout)
-        for module in ("psycopg", "psycopg_pool"):
-            import_extra(module, "postgres", "PostgresStore")
+        for module in ("psycopg", "psycopg_pool"):  # found, not imported: it connects later
+            require_extra(module, "postgres", "PostgresStore")
         self._conninfo = conninfo
         self._spool = spool
         self._min = min_size
