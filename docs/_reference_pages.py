@@ -57,16 +57,30 @@ def _first_line(obj: object) -> str:
     return doc.split("\n\n", 1)[0].replace("\n", " ").replace("|", "\\|").strip()
 
 
+def _link(module: str, name: str) -> str:
+    """A link to a name's entry on its module's reference page (resolved by mkdocs-autorefs)."""
+    return f"[`{name}`][{module}.{name}]"
+
+
 def events_table() -> str:
-    """The events `pipeline.events` exports, each with its own fields and when it is emitted."""
+    """The events `pipeline.events` exports, each with its own fields and when it is emitted.
+
+    They are listed in the order they are defined, which is about the order a turn emits them.
+    """
     base = {field.name for field in dataclasses.fields(events.Event)}
+    exported = {getattr(events, name) for name in events.__all__}
+
+    def in_order(cls: type[events.Event]) -> Iterator[type[events.Event]]:
+        for sub in cls.__subclasses__():  # in the order the classes were created
+            yield sub
+            yield from in_order(sub)
+
+    classes = [cls for cls in in_order(events.Event) if cls in exported]
     lines = ["| event | fields (besides `turn_id`, `timestamp`) | when |", "|---|---|---|"]
-    for name in events.__all__:
-        cls = getattr(events, name)
-        if not (inspect.isclass(cls) and issubclass(cls, events.Event)) or cls is events.Event:
-            continue  # the base, and the Literal aliases (LogLevel, StageName, TurnStatus)
+    for cls in classes:
         own = [f"`{field.name}`" for field in dataclasses.fields(cls) if field.name not in base]
-        lines.append(f"| `{name}` | {', '.join(own) or '-'} | {_first_line(cls)} |")
+        link = _link("pipeline.events", cls.__name__)
+        lines.append(f"| {link} | {', '.join(own) or '-'} | {_first_line(cls)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -82,26 +96,27 @@ def _errors() -> Iterator[tuple[str, type[LoopError]]]:
     yield from sorted(((m, c) for c, m in found.items()), key=lambda mc: mc[1].code)
 
 
-def _family(cls: type[LoopError]) -> str:
-    """The family an error belongs to, or its direct base when it is in none."""
-    for klass in cls.__mro__[1:]:
-        if klass.__name__ in FAMILIES:
-            return f"`{klass.__name__}`"
-    base = cls.__mro__[1]
-    return f"`{base.__name__}`" if base is not Exception else "-"
+def _parents(cls: type[LoopError]) -> str:
+    """What an error is: its direct loopware base, and the family above it when that differs."""
+    bases = [klass for klass in cls.__mro__[1:] if issubclass(klass, LoopError)]
+    if not bases:
+        return "-"
+    family = next((klass for klass in bases if klass.__name__ in FAMILIES), None)
+    named = f"`{bases[0].__name__}`"
+    return named if family in (None, bases[0]) else f"{named} (a `{family.__name__}`)"
 
 
 def errors_table() -> str:
     """One row per error class: its code, status, fatal flag, family and meaning."""
     lines = [
-        "| code | class | status | fatal | family | what it means |",
+        "| code | class | status | fatal | is a | what it means |",
         "|---|---|---|---|---|---|",
     ]
     for module, cls in _errors():
         fatal = "yes" if cls.fatal else "no"
         lines.append(
-            f"| `{cls.code}` | `{module}.{cls.__name__}` | {cls.status} | {fatal} "
-            f"| {_family(cls)} | {_first_line(cls)} |"
+            f"| `{cls.code}` | {_link(module, cls.__name__)} | {cls.status} | {fatal} "
+            f"| {_parents(cls)} | {_first_line(cls)} |"
         )
     return "\n".join(lines) + "\n"
 

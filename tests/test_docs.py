@@ -102,7 +102,7 @@ def test_the_error_table_has_one_row_per_exported_loop_error_with_its_code() -> 
     rows = GEN.errors_table().splitlines()[2:]
     assert len(rows) == len(classes) >= 54
     for cls in classes:
-        row = next(row for row in rows if f".{cls.__name__}` |" in row)
+        row = next(row for row in rows if f"[`{cls.__name__}`][{cls.__module__}." in row)
         assert row.startswith(f"| `{cls.code}` |")
         assert f"| {cls.status} |" in row
 
@@ -115,7 +115,7 @@ def test_the_event_table_has_one_row_per_event_with_its_own_fields() -> None:
     for name in events.__all__:
         cls = getattr(events, name)
         if inspect.isclass(cls) and issubclass(cls, events.Event) and cls is not events.Event:
-            row = next(row for row in table.splitlines() if row.startswith(f"| `{name}` |"))
+            row = next(row for row in table.splitlines() if f"[`{name}`][pipeline.events." in row)
             for field in dataclasses.fields(cls):
                 if field.name not in {"turn_id", "timestamp"}:
                     assert f"`{field.name}`" in row
