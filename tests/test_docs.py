@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,22 @@ def test_the_event_table_has_one_row_per_event_with_its_own_fields() -> None:
 def test_a_module_page_renders_the_module_with_mkdocstrings() -> None:
     """A module's page is its title and the directive that renders its docstrings."""
     assert GEN.module_page("pipeline.calls") == "# `pipeline.calls`\n\n::: pipeline.calls\n"
+
+
+def test_the_readme_is_a_landing_page_with_the_two_set_up_commands() -> None:
+    """At most 150 lines, and the set-up commands .ci/run and CI rely on, exactly."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    assert "pip install . && loopware demo" in readme
+    assert "pip install -e '.[dev]' && pytest" in readme
+
+
+def test_no_dated_figure_outside_the_benchmarks_page() -> None:
+    """Dated runs live in bench/results/ (one file per run) and on the benchmarks page only."""
+    dated = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+    pages = [ROOT / "README.md", *DOCS.rglob("*.md")]
+    dated_pages = [p for p in pages if dated.search(p.read_text(encoding="utf-8"))]
+    assert [str(p.relative_to(ROOT)) for p in dated_pages] == ["docs/benchmarks.md"]
 
 
 @pytest.fixture(scope="module")
