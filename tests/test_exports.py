@@ -29,7 +29,7 @@ SURFACE = {
     "pipeline.mcp": 6,
     "pipeline.models": 15,
     "pipeline.stages": 14,
-    "pipeline.stores": 11,
+    "pipeline.stores": 14,
     "pipeline.testing": 3,
     "middleware": 30,
     "middleware.audit": 14,
