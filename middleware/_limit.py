@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from pipeline import DispatchContext, StashKey, TurnContext
-from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.stages import CallNext, MiddlewareSpec
 
@@ -330,9 +330,11 @@ class ToolCallLimit:
         call_id = error.details.get("call_id")
         return call_id if isinstance(call_id, str) else None
 
-    def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
+    def _refuse(
+        self, ctx: ToolCallContext, reason: str, limit: LimitReading | None = None
+    ) -> None:
         tool = ctx.tool_name
-        ctx.deny(reason, policy=self._namespace)
+        ctx.deny(reason, policy=self._namespace, limit=limit)
         d = ctx.dispatch
         if self._on_exceed == "nack" and not d.is_signalled:
             d.nack(

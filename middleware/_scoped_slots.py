@@ -11,18 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from pipeline import DispatchContext
-from pipeline.calls import ToolCallContext, ToolCallNext
+from pipeline.calls import LimitReading, ToolCallContext, ToolCallNext
 
 from ._scope import ScopedCounts, ScopeKey
 
-__all__ = ["Refuse", "ScopedCallSlots", "SlotReading"]
+__all__ = ["Hide", "Refuse", "ScopedCallSlots"]
 
-Refuse = Callable[[ToolCallContext, str], None]
-"""How the policy refuses a call (deny, and nack when it ends the dispatch)."""
+Refuse = Callable[[ToolCallContext, str, "LimitReading | None"], None]
+"""How the policy refuses a call (deny, and nack when it ends the dispatch), with the reading
+of the count that refused it."""
 Hide = Callable[[DispatchContext, str, "str | None", str], None]
 """How the policy hides a tool: ``(ctx, tool, call_id, reason)``."""
-SlotReading = tuple[ScopeKey, int, int]
-"""A refusal's reading: the scope key, the count held, the limit."""
 
 
 class ScopedCallSlots:
@@ -64,23 +63,23 @@ class ScopedCallSlots:
 
     async def around(
         self, ctx: ToolCallContext, call_next: ToolCallNext, refuse: Refuse, hide: Hide
-    ) -> SlotReading | None:
-        """Run the call if its slot is granted; return the reading of a refusal, else None."""
+    ) -> None:
+        """Run the call if its slot is granted; refuse it otherwise."""
         tool = ctx.tool_name
         limit = self._limits.get(tool)
         total = self._total
         if limit is None and total is None:
             await call_next()
-            return None
+            return
         counts = self._counts
         turn = ctx.dispatch.turn
         try:
             key = counts.key(turn)
             store = counts.store(turn)
         except Exception as exc:  # no key, no counter store: refuse, never fail open
-            refuse(ctx, f"its count cannot be kept: {exc}")
-            return None
-        pairs: list[tuple[str, int, str]] = []
+            refuse(ctx, f"its count cannot be kept: {exc}", None)
+            return
+        pairs: list[tuple[str, int, str]] = []  # (counter, limit, what a refusal names)
         if limit is not None:
             pairs.append((counts.counter(key, tool), limit, repr(tool)))
         if total is not None:
@@ -91,17 +90,25 @@ class ScopedCallSlots:
                 store, counts.limits([(name, lim) for name, lim, _ in pairs])
             )
         except Exception as exc:
-            refuse(ctx, f"its count could not be reserved in the store: {exc}")
-            return None
+            refuse(ctx, f"its count could not be reserved in the store: {exc}", None)
+            return
         if not grant.granted:
             index = grant.refused_by or 0
             _, lim, what = pairs[index]
             used = grant.counts[index]
             reason = self._reason(key, what, used, lim) + " are used up"
-            refuse(ctx, reason)
+            reading = LimitReading(
+                scope=key.kind,
+                key=key.key,
+                counter=tool if what != "tool" else "*",
+                count=used,
+                limit=lim,
+                window_s=counts.window,
+            )
+            refuse(ctx, reason, reading)
             if self._hide:
                 _hide_all(ctx.dispatch, hide, tool if what != "tool" else None, None, reason)
-            return key, used, lim
+            return
         used_slot = False
         try:
             await call_next()
@@ -121,7 +128,6 @@ class ScopedCallSlots:
                     reason = self._reason(key, what, before + 1, lim) + " are used up"
                     which = tool if what != "tool" else None
                     _hide_all(ctx.dispatch, hide, which, ctx.call_id, reason)
-        return None
 
 
 def _hide_all(

@@ -22,7 +22,7 @@ ROOTS = ("pipeline", "middleware", "loopware_cli")
 SURFACE = {
     "pipeline": 20,
     "pipeline.artifacts": 13,
-    "pipeline.calls": 11,
+    "pipeline.calls": 12,
     "pipeline.durable": 14,
     "pipeline.errors": 44,
     "pipeline.events": 20,

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from middleware import ToolCallLimit
+from middleware.audit import AuditLog, SqliteAuditSink
 from pipeline import ToolLoopExecutor, TurnContext, TurnRunner, tool
+from pipeline.calls import LimitReading
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.models import ModelResponse, ProposedToolCall
 from pipeline.stores import MemoryStore, SqliteStore, TurnStore
@@ -272,6 +274,46 @@ async def test_a_conversation_limit_holds_on_an_sqlite_file_across_runners(tmp_p
                 "go", conversation_id="x"
             )
     assert refunds.runs == 2
+
+
+async def test_a_refusal_keeps_scope_key_and_count_in_the_record_and_the_audit(
+    tmp_path: Any,
+) -> None:
+    """The refused call's decision carries a LimitReading: stored, reloaded and audited."""
+    refunds = Refunds()
+
+    def customer(ctx: TurnContext) -> str:
+        return str(ctx.stash.get("customer_id"))
+
+    limit = ToolCallLimit(
+        {"refund": 1}, scope=customer, window=timedelta(hours=1), scope_name="customer"
+    )
+    sink = SqliteAuditSink(tmp_path / "audit.db", synchronous="normal")
+    results = []
+    async with SqliteStore(tmp_path / "turns.db", synchronous="normal") as store:
+        for conversation in ("first", "second"):  # the second turn's call finds the count full
+            turn = TurnRunner(
+                executor=ToolLoopExecutor(ScriptedModel([calls("refund", prefix=conversation)])),
+                tools=refunds.tools,
+                middleware=[AuditLog(sink), limit],
+                store=store,
+            )
+            results.append(
+                await turn.run("go", stash={"customer_id": "cust-7"}, conversation_id=conversation)
+            )
+        _, stored = await store.load_conversation("second")
+    expected = LimitReading(
+        scope="key", key="cust-7", counter="refund", count=1, limit=1, window_s=3600.0
+    )
+    [refused] = results[1].tool_calls
+    assert refused.deciding is not None
+    assert refused.deciding.limit == expected
+    assert stored[0].decisions == refused.decisions
+    [row] = [r.entry for r in sink.rows() if r.entry.call_id == "second0"]
+    sink.close()
+    assert row.decision == "denied"
+    assert json.loads(row.decisions or "")[0]["limit"] == expected.as_dict()
+    assert row.reason == "1 of 1 'refund' runs for this customer in the last 1 hour are used up"
 
 
 def test_scoped_limits_compose_only_their_reservation() -> None:
