@@ -16,7 +16,15 @@ from pipeline.stages import CallNext, MiddlewareSpec
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
-from ._scope import DEFAULT_TTL, Clock, Scope, ScopedCounts, check_scope, default_clock
+from ._scope import (
+    DEFAULT_TTL,
+    Clock,
+    Scope,
+    ScopedCounts,
+    check_scope,
+    check_turn_window,
+    default_clock,
+)
 from ._scoped_slots import ScopedCallSlots
 
 __all__ = ["LimitCount", "ToolCallLimit"]
@@ -155,14 +163,8 @@ class ToolCallLimit:
         self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
         self._scope = check_scope(owner, scope)
         self._slots: ScopedCallSlots | None = None
-        if self._scope == "turn":
-            if window is not None:
-                raise InvalidMiddlewareConfigError(
-                    f"{owner}: window= needs scope='conversation' or a key callable "
-                    "(a turn-scoped count lives only as long as its turn)",
-                    option="window",
-                )
-        else:
+        check_turn_window(owner, self._scope, window)
+        if self._scope != "turn":
             counts = ScopedCounts(
                 owner,
                 namespace,

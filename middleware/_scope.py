@@ -28,6 +28,7 @@ __all__ = [
     "ScopeKey",
     "ScopedCounts",
     "check_scope",
+    "check_turn_window",
     "default_clock",
     "describe_window",
 ]
@@ -208,6 +209,20 @@ def check_scope(owner: str, scope: object) -> Scope:
         f"got {scope!r}",
         option="scope",
     )
+
+
+def check_turn_window(owner: str, scope: Scope, window: object) -> None:
+    """Refuse a ``window`` on the turn scope (a turn's count lives only as long as the turn).
+
+    Raises:
+        InvalidMiddlewareConfigError: ``scope`` is ``"turn"`` and ``window`` is given.
+    """
+    if scope == "turn" and window is not None:
+        raise InvalidMiddlewareConfigError(
+            f"{owner}: window= needs scope='conversation' or a key callable "
+            "(a turn-scoped count lives only as long as its turn)",
+            option="window",
+        )
 
 
 def default_clock() -> float:

@@ -31,7 +31,7 @@ SURFACE = {
     "pipeline.stages": 14,
     "pipeline.stores": 14,
     "pipeline.testing": 3,
-    "middleware": 30,
+    "middleware": 33,
     "middleware.audit": 14,
     "middleware.transcripts": 16,
     "loopware_cli": 1,
