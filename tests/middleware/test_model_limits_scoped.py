@@ -24,9 +24,9 @@ def ping(n: int) -> str:
 class CountingModel:
     """A model that calls ping forever, counting how often it was asked."""
 
-    def __init__(self, usage: Usage = Usage()) -> None:
+    def __init__(self, usage: Usage | None = None) -> None:
         self.asked = 0
-        self.usage = usage
+        self.usage = usage or Usage()
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.asked += 1
@@ -64,10 +64,9 @@ async def test_a_turn_model_call_limit_stops_before_the_next_call() -> None:
     model = CountingModel()
     store = MemoryStore()
     limit = ModelCallLimit(3)
-    for _ in range(2):
-        result = await run(model, limit, store, conversation_id="c")
+    results = [await run(model, limit, store, conversation_id="c") for _ in range(2)]
     assert model.asked == 6
-    error = violation(result)
+    error = violation(results[-1])
     assert error.policy == "loopware.model_limit"
     assert error.details["scope"] == "turn"
     assert "3 of 3 model calls in this turn are used up" in str(error)
@@ -78,10 +77,9 @@ async def test_a_conversation_model_call_limit_spans_its_turns() -> None:
     model = CountingModel()
     store = MemoryStore()
     limit = ModelCallLimit(5, scope="conversation")
-    for _ in range(4):
-        result = await run(model, limit, store, conversation_id="c")
+    results = [await run(model, limit, store, conversation_id="c") for _ in range(4)]
     assert model.asked == 5
-    assert violation(result).details == {
+    assert violation(results[-1]).details == {
         "scope": "conversation",
         "key": "c",
         "counter": "model_calls",
@@ -104,13 +102,14 @@ async def test_a_keyed_model_call_limit_rolls_with_its_window() -> None:
         2, scope=tenant, window=timedelta(hours=1), clock=clock, scope_name="tenant"
     )
     asked = []
+    results = []
     for advance in (0.0, 1800.0, 1801.0):
         clock.now += advance
         before = model.asked
-        result = await run(model, limit, store, stash={"tenant": "acme"})
+        results.append(await run(model, limit, store, stash={"tenant": "acme"}))
         asked.append(model.asked - before)
     assert asked == [2, 0, 2]
-    assert "for this tenant in the last 1 hour" in str(violation(result))
+    assert "for this tenant in the last 1 hour" in str(violation(results[-1]))
 
 
 async def test_a_conversation_token_budget_sums_every_turn() -> None:
@@ -139,7 +138,7 @@ async def test_the_turn_token_budget_is_unchanged() -> None:
     [
         lambda: ModelCallLimit(0),
         lambda: ModelCallLimit(3, window=timedelta(hours=1)),
-        lambda: ModelCallLimit(3, scope="global"),
+        lambda: ModelCallLimit(3, scope="global"),  # type: ignore[arg-type]
         lambda: TokenBudget(100, window=timedelta(hours=1)),
         lambda: TokenBudget(100, scope="conversation", window=timedelta(seconds=-5)),
     ],
