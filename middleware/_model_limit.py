@@ -148,8 +148,9 @@ class ModelCallLimit:
                 key = counts.key(ctx.turn)
                 store = counts.store(ctx.turn)
                 counter = counts.counter(key, "model_calls")
-                _, grant = await counts.reserve(
-                    store, counts.limits([(counter, self._max_calls)]), hold=False
+                slot = counts.slot_id(f"{ctx.turn_id}/{ctx.dispatch_id}/{ctx.iteration}/model")
+                grant = await counts.reserve(
+                    store, counts.limits([(counter, self._max_calls)]), slot, hold=False
                 )
             except Exception as exc:  # no key, no counter store, a failing store: stop
                 self._stop(ctx, f"its count cannot be kept: {exc}", {"error": str(exc)})

@@ -40,6 +40,8 @@ from the turn (a customer or tenant id from ``ctx.stash``): every turn with the 
 Clock: TypeAlias = Callable[[], float]
 """Seconds since the epoch (``time.time``); a test passes a clock it moves by hand."""
 
+_MAX_SEEN = 65536
+"""Slot ids a policy remembers having used in this process (then it starts over)."""
 DEFAULT_TTL = timedelta(minutes=5)
 """How long an unsettled reservation counts by default (5 minutes)."""
 
@@ -69,7 +71,7 @@ def describe_window(window: timedelta) -> str:
 
 
 class ScopedCounts:
-    """The store side of one policy's scoped counts (immutable; serves every turn).
+    """The store side of one policy's scoped counts (serves every turn).
 
     Args:
         owner: The policy's class name (for messages).
@@ -84,7 +86,16 @@ class ScopedCounts:
         InvalidMiddlewareConfigError: a bad option.
     """
 
-    __slots__ = ("_key_fn", "_namespace", "_scope_name", "clock", "ttl", "window", "window_text")
+    __slots__ = (
+        "_key_fn",
+        "_namespace",
+        "_scope_name",
+        "_seen",
+        "clock",
+        "ttl",
+        "window",
+        "window_text",
+    )
 
     def __init__(
         self,
@@ -99,6 +110,7 @@ class ScopedCounts:
     ) -> None:
         """Check and keep the options (see the class docstring)."""
         self._namespace = namespace
+        self._seen: dict[str, None] = {}
         self._key_fn: Callable[[TurnContext], str] | None = (
             None if isinstance(scope, str) else scope
         )
@@ -168,15 +180,34 @@ class ScopedCounts:
             )
         return store
 
+    def slot_id(self, name: str) -> str:
+        """The slot id of ``name`` (``<turn>/<dispatch>/<iteration>/<call id>``).
+
+        Derived from the turn, so a durable worker re-running the turn reserves the same slot
+        and keeps it (`CounterStore.reserve_slot`) instead of taking a second one. A name seen
+        before by this process (a custom executor reusing a call id) gets a random suffix: a
+        second call never rides on the first one's slot.
+        """
+        seen = self._seen
+        if name in seen:
+            return f"{name}/{uuid.uuid4().hex}"
+        if len(seen) >= _MAX_SEEN:
+            seen.clear()
+        seen[name] = None
+        return name
+
     async def reserve(
-        self, store: CounterStore, limits: Sequence[CounterLimit], *, hold: bool = True
-    ) -> tuple[str, SlotGrant]:
-        """Reserve a new slot under ``limits`` (consumed at once unless ``hold``)."""
-        slot = uuid.uuid4().hex
-        grant = await store.reserve_slot(
+        self,
+        store: CounterStore,
+        limits: Sequence[CounterLimit],
+        slot: str,
+        *,
+        hold: bool = True,
+    ) -> SlotGrant:
+        """Reserve ``slot`` (from `slot_id`) under ``limits`` (consumed at once unless ``hold``)."""
+        return await store.reserve_slot(
             slot, limits, now=self.clock(), ttl=self.ttl if hold else None
         )
-        return slot, grant
 
     async def settle(
         self, store: CounterStore, slot: str, counters: Sequence[str], *, consume: bool

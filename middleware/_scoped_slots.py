@@ -85,9 +85,11 @@ class ScopedCallSlots:
         if total is not None:
             pairs.append((counts.counter(key, "*"), total, "tool"))
         names = [name for name, _, _ in pairs]
+        d = ctx.dispatch
+        slot = counts.slot_id(f"{d.turn_id}/{d.dispatch_id}/{d.iteration}/{ctx.call_id}")
         try:
-            slot, grant = await counts.reserve(
-                store, counts.limits([(name, lim) for name, lim, _ in pairs])
+            grant = await counts.reserve(
+                store, counts.limits([(name, lim) for name, lim, _ in pairs]), slot
             )
         except Exception as exc:
             refuse(ctx, f"its count could not be reserved in the store: {exc}", None)

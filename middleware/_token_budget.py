@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 from pipeline import DispatchContext, StashKey, TurnContext
@@ -182,9 +181,13 @@ class TokenBudget:
             counter = counts.counter(key, name.removeprefix("max_"))
             delta = used - stash[self._recorded[name]]
             if delta > 0:
-                await store.settle_slot(
-                    uuid.uuid4().hex, [counter], consume=True, now=now, amount=delta
+                where = (
+                    f"{ctx.dispatch_id}/{ctx.iteration}"
+                    if isinstance(ctx, DispatchContext)
+                    else "end"
                 )
+                slot = counts.slot_id(f"{ctx.turn_id}/{where}/{name}")
+                await store.settle_slot(slot, [counter], consume=True, now=now, amount=delta)
                 stash[self._recorded[name]] = used
             sums[name] = await store.count_slots(counter, window=counts.window, now=now)
         return sums

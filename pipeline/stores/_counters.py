@@ -66,8 +66,11 @@ class CounterStore(Protocol):
 
         Granted only when each counter holds fewer slots than its limit: those consumed within
         its window before ``now`` plus reservations live at ``now``. A granted slot is live
-        until ``now + ttl`` unless settled first; ``ttl=None`` consumes it at once. Reserving a
-        slot id again is idempotent (its own rows are never counted against it).
+        until ``now + ttl`` unless settled first; ``ttl=None`` consumes it at once.
+
+        Reserving a slot that still holds (live or consumed) under every counter grants it
+        again and renews a live one's expiry, whatever the counts: a call re-run by a durable
+        worker (same slot id) keeps its slot, and a retried reservation takes no second one.
         """
         ...
 
@@ -137,10 +140,16 @@ class MemoryCounters:
     ) -> SlotGrant:
         """`reserve_slot` without a coroutine (it never suspends)."""
         counts = tuple(self._held(lim.counter, slot, lim.window, now) for lim in limits)
-        for index, (lim, held) in enumerate(zip(limits, counts, strict=True)):
-            if held >= lim.limit:
-                return SlotGrant(False, counts, index)
         expires_at = None if ttl is None else now + ttl
+        held = [self._slots.get(lim.counter, {}).get(slot) for lim in limits]
+        if all(row is not None for row in held):  # the same call again: it keeps its slot
+            for row in held:
+                if row is not None and row[2] is not None:
+                    row[2] = expires_at
+            return SlotGrant(True, counts)
+        for index, (lim, count) in enumerate(zip(limits, counts, strict=True)):
+            if count >= lim.limit:
+                return SlotGrant(False, counts, index)
         for lim in limits:
             rows = self._slots.setdefault(lim.counter, {})
             if slot not in rows:

@@ -43,6 +43,11 @@ _CONSUME = (
     "ON CONFLICT (counter, slot) DO UPDATE SET amount = excluded.amount, expires_at = NULL"
 )
 _RELEASE = "DELETE FROM loopware.counter_slots WHERE counter = %s AND slot = %s"
+_OWN = "SELECT count(*) FROM loopware.counter_slots WHERE slot = %s AND counter = ANY(%s)"
+_RENEW = (
+    "UPDATE loopware.counter_slots SET expires_at = %s WHERE slot = %s AND counter = ANY(%s) "
+    "AND expires_at IS NOT NULL"
+)
 
 
 def _lock_key(counter: bytes) -> int:
@@ -83,10 +88,15 @@ async def reserve(
                 for name, lim in zip(names, limits, strict=True)
             ]
         )
+        expires_at = None if ttl is None else now + ttl
+        own = await (await conn.execute(_OWN, (key, names))).fetchone()
+        if own is not None and int(own[0]) == len(set(names)):
+            # the same call again (a durable re-run): it keeps the slot it holds
+            await conn.execute(_RENEW, (expires_at, key, names))
+            return SlotGrant(True, counts)
         for index, (lim, held) in enumerate(zip(limits, counts, strict=True)):
             if held >= lim.limit:
                 return SlotGrant(False, counts, index)
-        expires_at = None if ttl is None else now + ttl
         async with conn.cursor() as cur:
             await cur.executemany(_INSERT, [(name, key, now, expires_at) for name in names])
     return SlotGrant(True, counts)

@@ -34,6 +34,11 @@ _CONSUME = (
     "ON CONFLICT (counter, slot) DO UPDATE SET amount = excluded.amount, expires_at = NULL"
 )
 _RELEASE = "DELETE FROM counter_slots WHERE counter = ? AND slot = ?"
+_OWN = "SELECT 1 FROM counter_slots WHERE counter = ? AND slot = ?"
+_RENEW = (
+    "UPDATE counter_slots SET expires_at = ? WHERE counter = ? AND slot = ? "
+    "AND expires_at IS NOT NULL"
+)
 
 
 def _held(
@@ -59,10 +64,14 @@ def reserve(
     counts = tuple(
         _held(cur, name, key, lim.window, now) for name, lim in zip(names, limits, strict=True)
     )
+    expires_at = None if ttl is None else now + ttl
+    if all(cur.execute(_OWN, (name, key)).fetchone() is not None for name in names):
+        # the same call again (a durable re-run): it keeps the slot it holds
+        cur.executemany(_RENEW, [(expires_at, name, key) for name in names])
+        return SlotGrant(True, counts)
     for index, (lim, held) in enumerate(zip(limits, counts, strict=True)):
         if held >= lim.limit:
             return SlotGrant(False, counts, index)
-    expires_at = None if ttl is None else now + ttl
     cur.executemany(_INSERT, [(name, key, now, expires_at) for name in names])
     return SlotGrant(True, counts)
 
