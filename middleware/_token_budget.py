@@ -141,7 +141,11 @@ class TokenBudget:
 
     def spent(self, usage: Usage) -> tuple[str, int, int] | None:
         """The first budget ``usage`` reached, as ``(name, budget, used)``, or None."""
-        used = _used(usage)
+        used = {
+            "max_total_tokens": usage.total_tokens,
+            "max_input_tokens": usage.input_tokens,
+            "max_output_tokens": usage.output_tokens,
+        }
         for name, budget in self._limits.items():
             if used[name] >= budget:
                 return name, budget, used[name]
