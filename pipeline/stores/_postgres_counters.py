@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._counters import CounterLimit, SlotGrant
 from ._postgres_sql import Row, b
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, AsyncCursor
 
 __all__ = ["count", "reserve", "settle"]
+
+Params = dict[str, Any]
 
 _PRUNE = (
     "DELETE FROM loopware.counter_slots WHERE counter = %(c)s AND ("
@@ -56,17 +58,9 @@ def _lock_key(counter: bytes) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-async def _held(
-    conn: AsyncConnection[Row], counter: bytes, slot: bytes | None, window: float | None,
-    now: float,
-) -> int:
-    params = {"c": counter, "slot": slot, "now": now, "since": None}
-    if window is not None:
-        params["since"] = now - window
-    await conn.execute(_PRUNE, params)
-    cur = await conn.execute(_HELD, params)
-    row = await cur.fetchone()
-    return 0 if row is None else int(row[0])
+def _params(counter: bytes, slot: bytes | None, window: float | None, now: float) -> Params:
+    since = None if window is None else now - window
+    return {"c": counter, "slot": slot, "now": now, "since": since}
 
 
 async def reserve(
@@ -76,30 +70,39 @@ async def reserve(
     now: float,
     ttl: float | None,
 ) -> SlotGrant:
-    """Reserve ``slot`` under every counter or none, in one transaction on ``conn``."""
+    """Reserve ``slot`` under every counter or none, in one transaction on ``conn``.
+
+    Pipelined: the locks, prunes, counts and the look-up of the slot's own rows go in one
+    round trip; the insert and the commit in a second.
+    """
     key = b(slot)
     names = [b(lim.counter) for lim in limits]
-    async with conn.transaction():
+    expires_at = None if ttl is None else now + ttl
+    async with conn.pipeline(), conn.transaction():
         for lock in sorted({_lock_key(name) for name in names}):
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
-        counts = tuple(
-            [
-                await _held(conn, name, key, lim.window, now)
-                for name, lim in zip(names, limits, strict=True)
-            ]
-        )
-        expires_at = None if ttl is None else now + ttl
-        own = await (await conn.execute(_OWN, (key, names))).fetchone()
-        if own is not None and int(own[0]) == len(set(names)):
+        queued = []
+        for name, lim in zip(names, limits, strict=True):
+            params = _params(name, key, lim.window, now)
+            await conn.execute(_PRUNE, params)
+            queued.append(await conn.execute(_HELD, params))
+        own_cursor = await conn.execute(_OWN, (key, names))
+        counts = tuple([await _first(cursor) for cursor in queued])
+        if await _first(own_cursor) == len(set(names)):
             # the same call again (a durable re-run): it keeps the slot it holds
             await conn.execute(_RENEW, (expires_at, key, names))
             return SlotGrant(True, counts)
         for index, (lim, held) in enumerate(zip(limits, counts, strict=True)):
             if held >= lim.limit:
                 return SlotGrant(False, counts, index)
-        async with conn.cursor() as cur:
-            await cur.executemany(_INSERT, [(name, key, now, expires_at) for name in names])
+        for name in names:
+            await conn.execute(_INSERT, (name, key, now, expires_at))
     return SlotGrant(True, counts)
+
+
+async def _first(cursor: AsyncCursor[Row]) -> int:
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
 
 async def settle(
@@ -112,7 +115,7 @@ async def settle(
 ) -> None:
     """Consume ``slot`` under ``counters`` (upsert: counted once), or release it."""
     key = b(slot)
-    async with conn.transaction(), conn.cursor() as cur:
+    async with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
         if consume:
             await cur.executemany(_CONSUME, [(b(c), key, amount, now) for c in counters])
         else:
@@ -123,5 +126,7 @@ async def count(
     conn: AsyncConnection[Row], counter: str, window: float | None, now: float
 ) -> int:
     """What ``counter`` holds at ``now`` (it prunes what no longer counts)."""
-    async with conn.transaction():
-        return await _held(conn, b(counter), None, window, now)
+    params = _params(b(counter), None, window, now)
+    async with conn.pipeline(), conn.transaction():
+        await conn.execute(_PRUNE, params)
+        return await _first(await conn.execute(_HELD, params))
