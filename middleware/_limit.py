@@ -72,15 +72,10 @@ class ToolCallLimit:
     the fact in ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did
     not run (an executor that stored calls and acked at once) in ``turn_output``.
 
-    Scoped limits (``scope="conversation"`` or a key callable, optionally with a rolling
-    ``window``) count in the turn's store (`TurnContext.store`, a `CounterStore`) instead of
-    the stash, so they hold across turns, restarts and worker processes: the ``tool_call`` hook
-    reserves a slot there atomically before the handler runs and consumes or releases it when
-    the call ends; a reservation left by a crashed worker stops counting after
-    ``reservation_ttl``. The model reads e.g. ``3 of 3 'refund' runs for this customer in the
-    last 1 day are used up``. A scoped limit counts only the calls that pass the stage, and
-    with ``on_exceed="hide"`` hides a tool once its slots are used up or a call is refused.
-    See ``docs/policies.md``.
+    Scoped limits (``scope="conversation"`` or a key callable, with an optional ``window``)
+    count in the turn's store (a `CounterStore`), reserving a slot atomically before the handler
+    runs, so they hold across turns, restarts and workers; they count only calls that pass the
+    stage, and ``"hide"`` hides a tool once its slots are used up. See ``docs/policies.md``.
 
     Args:
         limits: Tool name to the most runs allowed (at least 1).
@@ -232,19 +227,10 @@ class ToolCallLimit:
         whole stage off the per-iteration path. A scoped limit composes only its ``tool_call``
         hook (``reserve_scoped``): its counts live in the store, not the stash.
         """
-        if self._slots is not None:
-            methods: list[object] = [ToolCallLimit.reserve_scoped]
-            return [
-                registration.bind(self)
-                for method in methods
-                for registration in getattr(method, "__loopware_registrations__", ())
-            ]
-        methods = [
-            ToolCallLimit.reserve,
-            ToolCallLimit.tally,
-            ToolCallLimit.tally_late,
-        ]
-        if self._total is not None and self._on_exceed == "hide":
+        methods: list[object] = [ToolCallLimit.reserve_scoped]
+        if self._slots is None:
+            methods = [ToolCallLimit.reserve, ToolCallLimit.tally, ToolCallLimit.tally_late]
+        if self._slots is None and self._total is not None and self._on_exceed == "hide":
             methods.insert(0, ToolCallLimit.keep_hidden)
         return [
             registration.bind(self)
