@@ -16,7 +16,8 @@ one. Every figure is microseconds per tool call, measured in this one process:
    and a settle per call). Rounds alternate the three (A/B/C, C/B/A...) so drift hits each
    alike; the median over the rounds of (runner - no limit) / calls is printed, with the
    spread (min..max) beside it.
-2. The store alone: ``reserve_slot`` + ``settle_slot`` awaited back to back, per store.
+2. The store alone: ``reserve_slot`` + ``settle_slot`` awaited back to back, per store (100
+   per counter, as in a conversation of 100 calls).
 3. The floor: the same check in plain Python (a dict count compared with the limit).
 
 Figures depend on the machine and its load; compare the columns of one run, not runs.
@@ -107,13 +108,19 @@ async def per_call_costs(
 
 
 async def store_alone(store: CounterStore, calls: int) -> float:
-    """Microseconds per reserve + settle pair, awaited back to back."""
-    limits = [CounterLimit("bench|conversation:c|echo", BIG)]
+    """Microseconds per reserve + settle pair, awaited back to back.
+
+    A conversation of 100 calls per counter (a count holds one row per slot, so one counter
+    of ``calls`` slots would measure a counter far past any real limit).
+    """
+    run = time.perf_counter_ns()
     start = time.perf_counter()
     for i in range(calls):
-        slot = f"s{i}-{time.perf_counter_ns()}"
+        counter = f"bench|conversation:{run}-{i // 100}|echo"
+        limits = [CounterLimit(counter, BIG)]
+        slot = f"s{i}"
         await store.reserve_slot(slot, limits, now=time.time(), ttl=300.0)
-        await store.settle_slot(slot, [limits[0].counter], consume=True, now=time.time())
+        await store.settle_slot(slot, [counter], consume=True, now=time.time())
     return (time.perf_counter() - start) / calls * 1e6
 
 

@@ -19,7 +19,7 @@ from typing import Literal, TypeAlias
 
 from pipeline import TurnContext
 from pipeline.errors import InvalidMiddlewareConfigError
-from pipeline.stores import CounterLimit, CounterStore, SlotGrant
+from pipeline.stores import CounterLimit, CounterStore, MemoryStore, SlotGrant
 
 __all__ = [
     "DEFAULT_TTL",
@@ -40,6 +40,8 @@ from the turn (a customer or tenant id from ``ctx.stash``): every turn with the 
 Clock: TypeAlias = Callable[[], float]
 """Seconds since the epoch (``time.time``); a test passes a clock it moves by hand."""
 
+_COUNTING: dict[type, bool] = {}
+"""Per store type, whether it is a `CounterStore` (what the protocol check found)."""
 _MAX_SEEN = 65536
 """Slot ids a policy remembers having used in this process (then it starts over)."""
 DEFAULT_TTL = timedelta(minutes=5)
@@ -173,12 +175,17 @@ class ScopedCounts:
             TypeError: the turn's store keeps no counts.
         """
         store = turn.store
-        if not isinstance(store, CounterStore):
+        counting = _COUNTING.get(type(store))
+        if counting is None:  # a protocol isinstance costs microseconds: once per store type
+            counting = isinstance(store, CounterStore)
+            if len(_COUNTING) < 256:
+                _COUNTING[type(store)] = counting
+        if not counting:
             raise TypeError(
                 f"the turn's store {type(store).__name__} is not a CounterStore "
                 "(MemoryStore, SqliteStore and PostgresStore are)"
             )
-        return store
+        return store  # type: ignore[return-value]  # checked above, by its type
 
     def slot_id(self, name: str) -> str:
         """The slot id of ``name`` (``<turn>/<dispatch>/<iteration>/<call id>``).
@@ -212,10 +219,15 @@ class ScopedCounts:
     async def settle(
         self, store: CounterStore, slot: str, counters: Sequence[str], *, consume: bool
     ) -> None:
-        """Consume or release ``slot``; shielded, so an abort never leaves it half-settled."""
-        await asyncio.shield(
-            store.settle_slot(slot, counters, consume=consume, now=self.clock())
-        )
+        """Consume or release ``slot``; shielded, so an abort never leaves it half-settled.
+
+        `MemoryStore` settles without suspending, so it needs no shield (nor its task).
+        """
+        settling = store.settle_slot(slot, counters, consume=consume, now=self.clock())
+        if type(store) is MemoryStore:
+            await settling
+        else:
+            await asyncio.shield(settling)
 
 
 def _seconds(owner: str, option: str, value: object) -> float:
