@@ -25,9 +25,10 @@ What is measured
   handler runs in a worker thread (``pipeline/_tool_threads.py``); the row "a sync tool (thread
   hop)" is the same 0-layer turn with ``echo`` written ``def``, minus the async one: what that
   hop costs per call, timed in the same interleaved repeats.
-* 5 ``tool_call`` layers: five hooks around each tool execution, written as the README shows
-  (a deny-list check, a per-tool counter kept in the stash, a repeat check reading
-  ``tool_call_count``, a timer, a pass-through). The verdict is the cost per layer per call.
+* 5 ``tool_call`` layers: five hooks around each tool execution, written as
+  docs/concepts/tool-call-stage.md shows (a deny-list check, a per-tool counter kept in the stash,
+  a repeat check reading ``tool_call_count``, a timer, a pass-through). The verdict is the cost
+  per layer per call.
 * Growth: overhead per iteration of 10- and 1,000-iteration turns (5 layers).
 * Retention: 10,000 turns (5 layers, 5 iterations each) with a store and spool that keep
   nothing, so that only the framework could retain memory; traced with `tracemalloc`.
