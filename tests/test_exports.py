@@ -32,7 +32,7 @@ SURFACE = {
     "pipeline.stores": 11,
     "pipeline.testing": 3,
     "middleware": 30,
-    "middleware.audit": 14,
+    "middleware.audit": 16,
     "middleware.transcripts": 16,
     "loopware_cli": 1,
 }

@@ -51,7 +51,7 @@ def test_a_gate_outlives_its_worker_and_an_approval_from_the_cli_finishes_the_tu
         _, calls = asyncio.run(store.load_conversation("shop"))
         assert [(c.id, c.is_error, c.ran) for c in calls] == [(f"{turn}-r", False, True)]
         assert [d.action for d in calls[0].decisions] == ["approved"]
-        assert sink.verify() is None
+        assert sink.verify()
         rows = [r.entry for r in sink.rows() if r.entry.call_id == f"{turn}-r"]
         assert rows[-1].decision == "approved"
     finally:
