@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:
     from ._approval import ApprovalGate as ApprovalGate
     from ._approval import Approver as Approver
     from ._budget import IterationBudget as IterationBudget
+    from ._context_window import ContextWindow as ContextWindow
     from ._counter import ToolCallCounter as ToolCallCounter
     from ._limit import LimitCount as LimitCount
     from ._limit import OnExceed as OnExceed
@@ -48,6 +49,7 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     "ApprovalGate": "_approval",
     "Approver": "_approval",
+    "ContextWindow": "_context_window",
     "IterationBudget": "_budget",
     "LimitCount": "_limit",
     "OnExceed": "_limit",
@@ -74,6 +76,10 @@ def _load(module: str) -> _types.ModuleType:
         from . import _budget
 
         return _budget
+    if module == "_context_window":
+        from . import _context_window
+
+        return _context_window
     if module == "_counter":
         from . import _counter
 
@@ -120,6 +126,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ApprovalGate",
     "Approver",
+    "ContextWindow",
     "DispatchHook",
     "DispatchHookMethod",
     "DispatchMiddleware",

@@ -21,7 +21,7 @@ ROOTS = ("pipeline", "middleware", "loopware_cli")
 
 SURFACE = {
     "pipeline": 20,
-    "pipeline.artifacts": 13,
+    "pipeline.artifacts": 15,
     "pipeline.calls": 11,
     "pipeline.durable": 14,
     "pipeline.errors": 44,
@@ -31,7 +31,7 @@ SURFACE = {
     "pipeline.stages": 14,
     "pipeline.stores": 11,
     "pipeline.testing": 3,
-    "middleware": 30,
+    "middleware": 31,
     "middleware.audit": 16,
     "middleware.transcripts": 16,
     "loopware_cli": 1,
