@@ -27,7 +27,7 @@ SURFACE = {
     "pipeline.errors": 44,
     "pipeline.events": 20,
     "pipeline.mcp": 6,
-    "pipeline.models": 15,
+    "pipeline.models": 16,
     "pipeline.stages": 14,
     "pipeline.stores": 11,
     "pipeline.testing": 3,
