@@ -186,10 +186,9 @@ class DispatchContext(TurnView):
         """
         messages = self._state.messages
         given: object = index
-        if isinstance(given, bool) or not isinstance(given, int) or not 0 <= index < len(
-            messages
-        ):
-            raise ValueError(f"index must be a message index below {len(messages)}, got {index!r}")
+        count = len(messages)
+        if isinstance(given, bool) or not isinstance(given, int) or not 0 <= index < max(count, 1):
+            raise ValueError(f"index must be a message index below {count}, got {index!r}")
         if index and messages[index].role != "user":
             raise ValueError(f"message {index} is not a user message; a window starts at one")
         self._history_start = index
