@@ -40,6 +40,10 @@ class ProviderState:
     """The Responses API's ``phase`` of the assistant's message (``"commentary"`` for text said
     along with calls, ``"final_answer"``), None when the provider gave none."""
 
+    def __hash__(self) -> int:
+        """Hash by the JSON text (the items are dicts), so a `Message` holding it hashes too."""
+        return hash(self.to_json())
+
     def to_json(self) -> str:
         """The state as one JSON text (what the stores keep)."""
         data: dict[str, Any] = {"provider": self.provider, "items": [dict(i) for i in self.items]}

@@ -5,12 +5,13 @@ real SDK clients, as in ``test_anthropic.py`` and ``test_openai_responses.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline import ToolLoopExecutor, TurnRunner, tool
-from pipeline.models import ModelRequest, OpenAIResponsesModel, ProviderState
+from pipeline.models import Message, ModelRequest, OpenAIResponsesModel, ProviderState
 from pipeline.stores import SqliteStore
 
 from . import test_anthropic as wire_a
@@ -126,7 +127,10 @@ async def test_a_responses_turn_sends_the_reasoning_item_and_phase_back(
 
 
 def test_provider_state_survives_what_a_durable_step_records() -> None:
-    """A durable turn records a model step's response by pickling it: the state comes back."""
+    """A durable turn records a model step's response by pickling it: the state comes back;
+    the stores' JSON form reads back equal, and a message holding it stays hashable."""
     state = ProviderState(provider="openai-responses", items=(REASONING,), phase="final_answer")
     assert pickle.loads(pickle.dumps(state)) == state
     assert ProviderState.from_json(state.to_json()) == state
+    message = Message(role="assistant", content="3", provider_state=state)
+    assert hash(message) == hash(dataclasses.replace(message))  # a message stays hashable
