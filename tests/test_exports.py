@@ -21,18 +21,18 @@ ROOTS = ("pipeline", "middleware", "loopware_cli")
 
 SURFACE = {
     "pipeline": 20,
-    "pipeline.artifacts": 13,
+    "pipeline.artifacts": 15,
     "pipeline.calls": 12,
     "pipeline.durable": 14,
     "pipeline.errors": 44,
     "pipeline.events": 20,
     "pipeline.mcp": 6,
-    "pipeline.models": 15,
+    "pipeline.models": 16,
     "pipeline.stages": 14,
     "pipeline.stores": 14,
     "pipeline.testing": 3,
-    "middleware": 33,
-    "middleware.audit": 14,
+    "middleware": 34,
+    "middleware.audit": 16,
     "middleware.transcripts": 16,
     "loopware_cli": 1,
 }
