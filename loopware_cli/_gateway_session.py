@@ -132,6 +132,11 @@ class Session:
         return self._turn
 
     @property
+    def running(self) -> int:
+        """Calls of this principal in flight now."""
+        return self._running
+
+    @property
     def calls_in_turn(self) -> int:
         """Calls the current turn has taken."""
         return self._calls_in_turn
@@ -161,6 +166,7 @@ class Session:
         self._dispatch = ctx
         self._calls_in_turn += 1
         self._running += 1
+        self._fill(ctx)  # calls queued before the iteration began join it
         try:
             await self._run(ctx, call)
             if self._running:
@@ -226,6 +232,15 @@ class Session:
     def _finished(self, ctx: DispatchContext) -> None:
         """A call of the iteration ended: start the queued calls that fit, or end the wait."""
         self._running -= 1
+        self._fill(ctx)
+        drained = self._drained
+        if self._running == 0 and drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def _fill(self, ctx: DispatchContext) -> None:
+        """Start queued calls in the iteration while there is room and they fit."""
+        if self._held is not None or self._stop_next:
+            return  # the iteration takes nothing more: the next one starts with that
         queue = self._queue
         while self._dispatch is ctx and not queue.empty() and self._running < self.max_concurrent:
             following = queue.get_nowait()
@@ -236,9 +251,6 @@ class Session:
                 self._held = following  # the iteration's next call: after the others end
                 break
             self._launch(ctx, following)
-        drained = self._drained
-        if self._running == 0 and drained is not None and not drained.done():
-            drained.set_result(None)
 
     def _launch(self, ctx: DispatchContext, call: _Call) -> None:
         """Run ``call`` in the current iteration, beside the calls in flight."""

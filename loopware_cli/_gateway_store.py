@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["WindowStore", "principal_part"]
 
-_MESSAGES = 4
-"""Messages kept per principal (each turn stores its input; nothing reads them back)."""
-_TURNS = 4
-"""Turn summaries kept per principal."""
+_MESSAGES = 1
+"""Messages kept per principal: the latest (each turn stores its input; nothing reads it)."""
+_TURNS = 1
+"""Turn summaries kept per principal: the latest (the audit chain has every turn)."""
 
 
 def principal_part(conversation_id: str) -> str:
