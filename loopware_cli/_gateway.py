@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from fnmatch import fnmatchcase
 from typing import Any, Final, Literal
 
@@ -29,6 +31,7 @@ from pipeline.calls import ToolCall
 from pipeline.mcp import MCPToolset
 
 from ._gateway_approval import build_approver
+from ._gateway_caps import CAP_PREFIX, cap_limits
 from ._gateway_config import GatewayConfig
 from ._gateway_session import Session, keep_raw
 from ._gateway_store import WindowStore
@@ -43,8 +46,12 @@ class Gateway:
 
     __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
 
-    def __init__(self, config: GatewayConfig) -> None:
-        """Build the toolsets and the middleware; nothing connects until `start`."""
+    def __init__(self, config: GatewayConfig, *, clock: Callable[[], float] = time.time) -> None:
+        """Build the toolsets and the middleware; nothing connects until `start`.
+
+        ``clock`` (seconds since the epoch) is what the caps' windows are read on; a test
+        moves it by hand.
+        """
         self.config = config
         self.toolsets = [
             MCPToolset(
@@ -61,6 +68,7 @@ class Gateway:
         stack: list[object] = [ToolPolicy(allow=config.allow, deny=config.deny)]
         if config.limits or config.total is not None:
             stack.append(ToolCallLimit(config.limits, total=config.total, on_exceed="hide"))
+        stack.extend(cap_limits(config.caps, clock))
         if config.repetition is not None:
             stack.append(RepetitionDetector(threshold=config.repetition))
         if config.approval is not None:
@@ -149,6 +157,7 @@ class Gateway:
                 roll_over=config.roll_over,
                 max_concurrent=config.max_concurrent,
                 idle_timeout=config.session_idle_timeout,
+                transient=CAP_PREFIX if config.caps else None,
             )
         return session
 

@@ -38,6 +38,9 @@
 
     [auth]                       # HTTP clients: see loopware_cli/_gateway_config_auth.py
 
+    [caps.principal]             # calls per window: see loopware_cli/_gateway_config_caps.py
+    per_minute = { total = 60 }
+
 A bad file raises `GatewayConfigError` naming the key.
 """
 
@@ -48,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._gateway_config_auth import AuthConfig, parse_auth
+from ._gateway_config_caps import CapConfig, parse_caps
 from ._gateway_config_errors import GatewayConfigError, bad, count, seconds, strings
 from ._gateway_config_errors import table as table_of
 
@@ -121,6 +125,8 @@ class GatewayConfig:
     """Calls of one principal that may run at once (more wait their turn)."""
     auth: AuthConfig | None = None
     """Who may call over HTTP (None: nobody authenticates; loopback addresses only)."""
+    caps: tuple[CapConfig, ...] = ()
+    """Gateway-wide caps over time windows, per principal and in total."""
 
 
 def _upstream(n: int, raw: object, base: Path) -> UpstreamConfig:
@@ -207,7 +213,8 @@ def load_config(path: str | Path) -> GatewayConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GatewayConfigError(f"{path} is not valid TOML: {exc}") from None
     base = path.parent
-    known = {"upstream", "policy", "limits", "repetition", "approval", "audit", "gateway", "auth"}
+    known = {"upstream", "policy", "limits", "repetition", "approval", "audit", "gateway"}
+    known |= {"auth", "caps"}
     if unknown := sorted(set(data) - known):
         raise bad("(top level)", f"unknown tables {unknown}")
     raw_upstreams = data.get("upstream")
@@ -245,6 +252,7 @@ def load_config(path: str | Path) -> GatewayConfig:
         roll_over=count("gateway.roll_over", gateway.get("roll_over", 1000), minimum=1),
         max_concurrent=count("gateway.max_concurrent", gateway.get("max_concurrent", 8), minimum=1),
         auth=parse_auth(data["auth"], base) if "auth" in data else None,
+        caps=parse_caps(data["caps"]) if "caps" in data else (),
     )
 
 

@@ -72,12 +72,14 @@ class Session:
         "_active",
         "_calls_in_turn",
         "_conversation",
+        "_decisions_seen",
         "_dispatch",
         "_drained",
         "_held",
         "_idle_at",
         "_idle_timer",
         "_queue",
+        "_roll_next",
         "_runner",
         "_running",
         "_stash",
@@ -89,6 +91,7 @@ class Session:
         "max_concurrent",
         "principal",
         "roll_over",
+        "transient",
     )
 
     def __init__(
@@ -99,9 +102,17 @@ class Session:
         roll_over: int,
         max_concurrent: int,
         idle_timeout: float,
+        transient: str | None = None,
     ) -> None:
-        """A session for ``principal``; ``make_runner`` builds the runner of its turns."""
+        """A session for ``principal``; ``make_runner`` builds the runner of its turns.
+
+        A tool decision by a policy whose name starts with ``transient`` (the caps') rolls the
+        turn over after its iteration, so the tool it hid is offered again in the next turn.
+        """
         self.principal = principal
+        self.transient = transient
+        self._roll_next = False
+        self._decisions_seen = 0
         self.roll_over = roll_over
         self.max_concurrent = max_concurrent
         self.idle_timeout = idle_timeout
@@ -147,7 +158,11 @@ class Session:
 
     def _fits(self, call: _Call) -> bool:
         """Whether ``call`` may run in the current turn (else the turn rolls over first)."""
-        return call.conversation == self._conversation and self._calls_in_turn < self.roll_over
+        return (
+            call.conversation == self._conversation
+            and self._calls_in_turn < self.roll_over
+            and not self._roll_next
+        )
 
     async def executor(self, ctx: DispatchContext) -> None:
         """One iteration: the next call, with every call that joins it while one is in flight."""
@@ -172,6 +187,8 @@ class Session:
             if self._running:
                 drained = self._drained = asyncio.get_running_loop().create_future()
                 await drained
+            if self.transient is not None:
+                self._check_decisions(ctx, self.transient)
         except BaseException:
             for task in self._tasks:
                 task.cancel()
@@ -179,6 +196,14 @@ class Session:
         finally:
             self._dispatch = None
             self._drained = None
+
+    def _check_decisions(self, ctx: DispatchContext, prefix: str) -> None:
+        """Roll over after this iteration when a transient policy decided about a tool."""
+        decisions = ctx.tool_decisions
+        fresh = decisions[self._decisions_seen :]
+        self._decisions_seen = len(decisions)
+        if any(d.policy.startswith(prefix) for d in fresh):
+            self._roll_next = True
 
     async def _next(self) -> _Call | None:
         """The principal's next call; `_STOP` when it stayed idle past the timeout.
@@ -299,6 +324,8 @@ class Session:
         self._conversation = conversation
         self._calls_in_turn = 0
         self._stop_next = False
+        self._roll_next = False
+        self._decisions_seen = 0
         handle = self._runner.start(
             f"MCP gateway session {self.principal}",
             stash=self._stash,

@@ -18,10 +18,12 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from pipeline.stores import MemoryStore
+
 if TYPE_CHECKING:
     from pipeline.calls import ToolCall
     from pipeline.models import Message
-    from pipeline.stores import TurnRecord
+    from pipeline.stores import CounterLimit, SlotGrant, TurnRecord
 
 __all__ = ["WindowStore", "principal_part"]
 
@@ -48,7 +50,7 @@ class _Window:
 class WindowStore:
     """A `TurnStore` in memory keeping each principal's latest ``window`` calls (not durable)."""
 
-    __slots__ = ("_principals", "_window")
+    __slots__ = ("_counters", "_principals", "_window")
 
     durable: ClassVar[bool] = False
     """Nothing it keeps survives the process (``pipeline.stores.TurnStore``)."""
@@ -59,6 +61,7 @@ class WindowStore:
             raise ValueError(f"window must be at least 1, got {window}")
         self._window = window
         self._principals: dict[str, _Window] = {}
+        self._counters = MemoryStore()  # only its CounterStore side is used
 
     def __repr__(self) -> str:
         """The window and how much is held."""
@@ -123,3 +126,26 @@ class WindowStore:
         if held is None:
             return (), ()
         return (), tuple(held.calls.values())
+
+    # -- CounterStore (the caps' slots) ---------------------------------------------------------
+    async def reserve_slot(
+        self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
+    ) -> SlotGrant:
+        """Reserve ``slot`` under every counter or none (``CounterStore.reserve_slot``)."""
+        return await self._counters.reserve_slot(slot, limits, now=now, ttl=ttl)
+
+    async def settle_slot(
+        self,
+        slot: str,
+        counters: Sequence[str],
+        *,
+        consume: bool,
+        now: float,
+        amount: int = 1,
+    ) -> None:
+        """Consume or release ``slot`` (``CounterStore.settle_slot``)."""
+        await self._counters.settle_slot(slot, counters, consume=consume, now=now, amount=amount)
+
+    async def count_slots(self, counter: str, *, window: float | None, now: float) -> int:
+        """What ``counter`` holds at ``now`` (``CounterStore.count_slots``)."""
+        return await self._counters.count_slots(counter, window=window, now=now)
