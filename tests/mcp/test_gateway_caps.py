@@ -34,7 +34,7 @@ class HandClock:
 
 @asynccontextmanager
 async def capped(
-    call_log: Path, caps: dict[str, object], clock: HandClock
+    call_log: Path, caps: object, clock: HandClock
 ) -> AsyncIterator[Gateway]:
     upstream = UpstreamConfig(name="fixture", server=tuple(fixture_command(call_log)), prefix="fx_")
     config = GatewayConfig(upstreams=(upstream,), caps=parse_caps(caps), max_concurrent=20)
