@@ -7,6 +7,7 @@ reach the logs; a public address without auth is refused at start."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 
@@ -153,3 +154,29 @@ async def test_without_auth_every_local_client_is_one_principal(
                 await second.call_tool("fx_echo", {"text": f"second {i}"})
     assert len(logged(call_log)) == LIMIT
     assert {r[1] for r in audit_rows(tmp_path) if r[0] == "tool_call"} == {"local"}
+
+
+async def test_over_http_a_cap_is_a_typed_refusal_and_concurrent_calls_hold_the_limit(
+    tmp_path: Path, call_log: Path
+) -> None:
+    extra = "[caps.principal]\nper_minute = { fx_count = 2 }\n"
+    config = write_config(tmp_path, call_log, extra=extra)
+    with http_gateway(config, tmp_path / "stderr.txt") as url:
+        async with client(url, ALICE) as mcp:
+            counts = [await mcp.call_tool("fx_count", {}) for _ in range(3)]
+            started = asyncio.get_running_loop().time()
+            slow = await asyncio.gather(
+                mcp.call_tool("fx_sleep", {"seconds": 1.5, "n": 1}),
+                mcp.call_tool("fx_sleep", {"seconds": 1.5, "n": 2}),
+            )
+            elapsed = asyncio.get_running_loop().time() - started
+            echoes = await asyncio.gather(
+                *(mcp.call_tool("fx_echo", {"text": f"at once {i}"}) for i in range(20))
+            )
+    assert [c.is_error for c in counts] == [False, False, True]
+    assert texts(counts[2]).startswith("Error: E_CALL_DENIED: loopware.gateway.cap.principal")
+    assert "2 of 2 'fx_count' runs for this principal in the last 1 minute" in texts(counts[2])
+    assert not any(s.is_error for s in slow)
+    assert elapsed < 2.5, elapsed
+    assert sum(not e.is_error for e in echoes) == LIMIT
+    assert [c["tool"] for c in logged(call_log)].count("echo") == LIMIT
