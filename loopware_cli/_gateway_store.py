@@ -54,6 +54,8 @@ class WindowStore:
 
     durable: ClassVar[bool] = False
     """Nothing it keeps survives the process (``pipeline.stores.TurnStore``)."""
+    suspends: ClassVar[bool] = False
+    """No write awaits anything for real (``pipeline.stores.TurnStore``)."""
 
     def __init__(self, window: int) -> None:
         """Keep at most ``window`` calls per principal (at least 1)."""
