@@ -122,6 +122,11 @@ class AccessAudit:
         await self._sink.append([entry])
 
 
+def _url_host(host: str) -> str:
+    """``host`` as a URL spells it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def http_app(
     server: Any, config: GatewayConfig, sink: AuditSink | None, host: str, port: int
 ) -> Any:
@@ -136,7 +141,7 @@ def http_app(
         if auth.jwt is not None
         else auth.introspection.issuer
         if auth.introspection is not None and auth.introspection.issuer is not None
-        else auth.resource_url or f"http://{host}:{port}"
+        else auth.resource_url or f"http://{_url_host(host)}:{port}"
     )
     settings = AuthSettings(
         issuer_url=issuer,  # pydantic parses the URL

@@ -257,3 +257,29 @@ def test_a_bad_table_names_its_key(tmp_path: Path, text: str, message: str) -> N
     with pytest.raises(GatewayConfigError, match=None) as caught:
         load_config(write(tmp_path, text))
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.5", False),
+        ("gateway.example", False),  # a name may resolve anywhere
+    ],
+)
+def test_only_loopback_addresses_are_served_without_auth(host: str, loopback: bool) -> None:
+    from loopware_cli._gateway_config import GatewayConfig
+    from loopware_cli._gateway_config_auth import AuthConfig
+    from loopware_cli._gateway_http import serve_check
+
+    assert (serve_check(GatewayConfig(upstreams=()), host) is None) is loopback
+    authenticated = GatewayConfig(
+        upstreams=(), auth=AuthConfig(tokens=(StaticToken("a", "0" * 64),))
+    )
+    assert serve_check(authenticated, host) is None
