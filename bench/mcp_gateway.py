@@ -217,7 +217,7 @@ async def run(calls: int, http: bool = True) -> tuple[dict[str, list[float]], di
             "stdio direct": StdioServerParameters(command=command[0], args=command[1:]),
             f"stdio {PROXY}": StdioServerParameters(command=sys.executable, args=proxy),
         }
-        markers = {"stdio direct": "--tag direct", f"stdio {PROXY}": "--name mcp-proxy --"}
+        markers = {"stdio direct": "--tag direct", f"stdio {PROXY}": "--name mcp-proxy -- "}
         for sync in ("normal", "full"):
             config = write_config(folder, sync)
             name = f"stdio gateway (audit {sync})"

@@ -45,13 +45,16 @@ def gateway(tmp_path: Path, call_log: Path) -> object:
 
 
 async def test_renaming_the_conversation_on_every_call_gets_exactly_the_limit(
-    gateway: str, call_log: Path
+    gateway: str, tmp_path: Path, call_log: Path
 ) -> None:
     names = (f"conversation-{n}" for n in itertools.count())
     async with client(gateway, ALICE, header=lambda: next(names)) as mcp:
         results = [await mcp.call_tool("fx_echo", {"text": f"call {i}"}) for i in range(20)]
     assert [r.is_error for r in results] == [False] * LIMIT + [True] * (20 - LIMIT)
     assert len(logged(call_log)) == LIMIT
+    conversations = {r[1] for r in audit_rows(tmp_path) if r[0] == "tool_call"}
+    assert len(conversations) > 1  # the names are kept, each within the principal
+    assert all(c is not None and c.startswith("alice#conversation-") for c in conversations)
 
 
 async def test_fresh_sessions_and_reconnects_get_exactly_the_limit(
