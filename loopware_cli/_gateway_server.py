@@ -22,12 +22,22 @@ from ._gateway_config import GatewayConfigError, load_config
 from ._gateway_http import EXIT_UNSAFE_BIND, http_app, serve_check
 from ._gateway_session import conversation_name
 
-__all__ = ["LOCAL", "STDIO", "add_gateway_command", "build_server", "caller"]
+__all__ = [
+    "DEFAULT_HOST",
+    "LOCAL",
+    "STDIO",
+    "add_gateway_command",
+    "build_server",
+    "caller",
+    "http_address",
+]
 
 _log = logging.getLogger("loopware.gateway")
 
 STDIO = "stdio"
 """The principal on stdio: the process that started the gateway."""
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``--http PORT`` binds."""
 LOCAL = "local"
 """The one principal of every HTTP client when no authentication is configured (loopback)."""
 
@@ -129,12 +139,22 @@ async def serve(config_path: str, http: str | None) -> int:
     return 0
 
 
+def http_address(text: str) -> str | None:
+    """``HOST:PORT`` from ``--http`` (``PORT`` or ``:PORT`` binds 127.0.0.1), or None if bad."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return f"{host or DEFAULT_HOST}:{int(port)}"
+
+
 def _run(args: argparse.Namespace) -> int:
     http: str | None = args.http
     if http is not None:
-        host, sep, port = http.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            print("loopware gateway: error: --http takes HOST:PORT", file=sys.stderr)
+        http = http_address(http)
+        if http is None:
+            print("loopware gateway: error: --http takes [HOST:]PORT", file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
@@ -160,8 +180,8 @@ def add_gateway_command(sub: Any) -> None:
             "An MCP server that fronts the upstream MCP servers of --config (a TOML file:\n"
             "upstreams, policy, limits, repetition, approval, audit) and applies ToolPolicy,\n"
             "ToolCallLimit, RepetitionDetector, ApprovalGate and AuditLog to every call.\n"
-            "Serves stdio (for clients that launch it) or, with --http HOST:PORT, streamable\n"
-            "HTTP at http://HOST:PORT/mcp."
+            "Serves stdio (for clients that launch it) or, with --http [HOST:]PORT, streamable\n"
+            "HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; elsewhere needs [auth])."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
@@ -174,7 +194,10 @@ def add_gateway_command(sub: Any) -> None:
     parser.add_argument(
         "--http",
         default=None,
-        metavar="HOST:PORT",
-        help="serve streamable HTTP instead of stdio (a non-loopback HOST needs [auth])",
+        metavar="[HOST:]PORT",
+        help=(
+            "serve streamable HTTP instead of stdio, on 127.0.0.1 unless HOST is given "
+            "(a non-loopback HOST needs [auth])"
+        ),
     )
     parser.set_defaults(handler=_run)

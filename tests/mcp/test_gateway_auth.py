@@ -283,3 +283,21 @@ def test_only_loopback_addresses_are_served_without_auth(host: str, loopback: bo
         upstreams=(), auth=AuthConfig(tokens=(StaticToken("a", "0" * 64),))
     )
     assert serve_check(authenticated, host) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "address"),
+    [
+        ("8765", "127.0.0.1:8765"),
+        (":8765", "127.0.0.1:8765"),
+        ("0.0.0.0:8765", "0.0.0.0:8765"),
+        ("[::1]:8765", "[::1]:8765"),
+        ("nowhere", None),
+        ("host:0", None),
+        ("host:70000", None),
+    ],
+)
+def test_http_binds_127_0_0_1_unless_a_host_is_given(given: str, address: str | None) -> None:
+    from loopware_cli._gateway_server import http_address
+
+    assert http_address(given) == address
