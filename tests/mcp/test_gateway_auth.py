@@ -33,6 +33,7 @@ from loopware_cli._gateway_auth import (
 )
 from loopware_cli._gateway_config import GatewayConfigError, load_config
 from loopware_cli._gateway_config_auth import IntrospectionConfig, JwtConfig, StaticToken
+from middleware.audit import JsonlAuditSink
 
 ISSUER = "https://idp.test/"
 AUDIENCE = "loopware-gateway"
@@ -301,3 +302,42 @@ def test_http_binds_127_0_0_1_unless_a_host_is_given(given: str, address: str | 
     from loopware_cli._gateway_server import http_address
 
     assert http_address(given) == address
+
+
+async def test_over_http_a_jwt_names_its_principal_and_an_expired_one_is_a_401(
+    tmp_path: Path, call_log: Path, provider: str, key: rsa.RSAPrivateKey
+) -> None:
+    import httpx2
+
+    from tests.mcp.conftest import logged
+    from tests.mcp.gateway_http import client, http_gateway, write_config
+
+    extra = (
+        f'[auth.jwt]\njwks_url = "{provider}/jwks"\nissuer = "{ISSUER}"\n'
+        f'audience = "{AUDIENCE}"\nleeway = 0\n'
+    )
+    config = write_config(tmp_path, call_log, auth=False, extra=extra)
+    with http_gateway(config, tmp_path / "stderr.txt") as url:
+        async with client(url, token(key)) as mcp:
+            answer = await mcp.call_tool("fx_echo", {"text": "signed"})
+        expired = token(key, exp=int(time.time()) - 5)
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={
+                    "Authorization": f"Bearer {expired}",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+    assert not answer.is_error
+    assert refused.status_code == 401
+    assert [c["args"]["text"] for c in logged(call_log)] == ["signed"]
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    try:
+        rows = [(r.entry.kind, r.entry.conversation_id) for r in sink.rows()]
+    finally:
+        sink.close()
+    assert ("tool_call", "jwt:alice") in rows
+    assert ("access", None) in rows
+    assert expired not in (tmp_path / "stderr.txt").read_text()
