@@ -25,6 +25,7 @@ SURFACE = {
     "pipeline.calls": 11,
     "pipeline.durable": 14,
     "pipeline.errors": 44,
+    "pipeline.hosted": 7,
     "pipeline.events": 20,
     "pipeline.mcp": 6,
     "pipeline.models": 15,
