@@ -93,7 +93,8 @@ async def test_asking_again_for_a_call_id_returns_the_same_decision_and_takes_no
     other = await turn.call("b", "search", {"q": "y"}, host.centre("search"))
     result = await turn.finish()
     assert again is first
-    assert first.forwarded and other.forwarded  # "b" got the second slot: "a" took only one
+    assert first.forwarded
+    assert other.forwarded  # "b" got the second slot: "a" took only one
     assert len(host.runs) == 2
     assert [c.id for c in result.tool_calls] == ["a", "b"]
 
@@ -151,7 +152,7 @@ async def test_the_audit_has_one_row_per_call_id_and_its_chain_verifies(tmp_path
     await host.batch(turn, [("s1", "shell", {}), ("c1", "search", {"q": "q1"})])
     await turn.finish()
     try:
-        ids = [row.entry.call_id for row in sink.rows() if row.entry.kind == "tool_call"]
+        ids = [str(row.entry.call_id) for row in sink.rows() if row.entry.kind == "tool_call"]
         assert sorted(ids) == sorted([f"c{i}" for i in range(10)] + ["s1"])
         assert sink.verify() is None
     finally:
