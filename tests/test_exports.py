@@ -33,6 +33,8 @@ SURFACE = {
     "pipeline.stores": 11,
     "pipeline.testing": 3,
     "middleware": 30,
+    "middleware.adapters": 0,
+    "middleware.adapters.pydantic_ai": 1,
     "middleware.audit": 14,
     "middleware.transcripts": 16,
     "loopware_cli": 1,
