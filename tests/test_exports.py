@@ -34,6 +34,7 @@ SURFACE = {
     "pipeline.testing": 3,
     "middleware": 30,
     "middleware.adapters": 0,
+    "middleware.adapters.langchain": 2,
     "middleware.adapters.pydantic_ai": 1,
     "middleware.audit": 14,
     "middleware.transcripts": 16,
