@@ -154,6 +154,9 @@ def _as_text(value: object) -> str:
     """The host's value as the text loopware's record keeps."""
     if isinstance(value, str):
         return value
+    content = getattr(value, "content", None)
+    if isinstance(content, str):  # a host's message object (a LangChain ``ToolMessage``)
+        return content
     try:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._tool_checks import is_tool_name
 from ..calls._run import unrun_record
+from ..errors import InvalidToolCallError
 from ._call import HostedCall
 from ._tools import CURRENT, HostCentre, HostTool, host_tool
 
@@ -65,6 +66,7 @@ class HostedTurn:
         "_passed",
         "_ready",
         "_result",
+        "_running",
         "_signal",
         "_waiters",
         "conversation_id",
@@ -81,6 +83,7 @@ class HostedTurn:
         self._ready: asyncio.Future[None] = loop.create_future()
         self._signal: asyncio.Future[bool] | None = None
         self._calls: dict[str, HostedCall] = {}
+        self._running: dict[str, asyncio.Future[None]] = {}
         self._open = False
         self._order: dict[str, int] = {}
         self._passed: set[int] = set()
@@ -243,13 +246,15 @@ class HostedTurn:
         """
         known = self._calls.get(call_id)
         if known is not None:
-            while known.record is None and not self.ended:  # the same call, still running
-                await asyncio.sleep(0)
+            running = self._running.get(call_id)
+            if running is not None:  # the same call, still on its way: its one decision
+                await asyncio.shield(running)
             return known
         hosted = HostedCall(
             call_id, name, arguments, centre, validated, lambda: self._release(call_id)
         )
         self._calls[call_id] = hosted
+        running = self._running[call_id] = asyncio.get_running_loop().create_future()
         try:
             await self._my_turn(call_id)
             await self._until_ready()
@@ -270,11 +275,17 @@ class HostedTurn:
                 )
             finally:
                 CURRENT.reset(token)
-            await d.store_tool_call(record)
             hosted.record = record
+            try:
+                await d.store_tool_call(record)
+            except InvalidToolCallError as exc:  # the id names a call of an earlier turn
+                d.report_error(exc, "executor")  # the host still gets its answer
             self._open = True
         finally:
             self._release(call_id)
+            del self._running[call_id]
+            if not running.done():
+                running.set_result(None)
         return hosted
 
     def get(self, call_id: str) -> HostedCall | None:

@@ -249,3 +249,40 @@ async def test_arguments_arrive_as_json_text_or_an_object(arguments: Any) -> Non
     await turn.finish()
     assert call.forwarded
     assert call.value == {"tool": "search", "args": {"q": "x"}}
+
+
+async def test_a_call_id_asked_again_while_it_runs_waits_for_its_one_decision() -> None:
+    """Two hooks for one call id at once (a host retrying while the first still runs): the
+    handler runs once, both get the same `HostedCall`."""
+    runner = HostedRunner()
+    release = asyncio.Event()
+    runs: list[str] = []
+
+    async def slow(args: dict[str, Any]) -> object:
+        runs.append("ran")
+        await release.wait()
+        return "ok"
+
+    turn = await runner.begin("go")
+    first = asyncio.ensure_future(turn.call("a", "search", {"q": "x"}, slow))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(turn.call("a", "search", {"q": "x"}, slow))
+    await asyncio.sleep(0)
+    release.set()
+    assert await first is await second
+    await turn.finish()
+    assert runs == ["ran"]
+
+
+async def test_a_call_id_an_earlier_turn_stored_is_answered_without_crashing_the_host() -> None:
+    """A host that reuses a call id of an earlier turn of the conversation gets its answer;
+    the turn reports the clash instead of raising into the host."""
+    runner = HostedRunner()
+    host = Host()
+    errors = []
+    for _ in range(2):
+        turn = await runner.begin("go", conversation_id="thread")
+        call = await turn.call("same", "search", {"q": "x"}, host.centre("search"))
+        errors.append([e.code for e in (await turn.finish()).errors])
+        assert call.forwarded
+    assert errors == [[], ["E_INVALID_INITIAL_TOOL_CALL_VALUE"]]
