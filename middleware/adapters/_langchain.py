@@ -209,7 +209,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         turn = self._turn(request.state)
         if turn is None:
             return request
-        turn.offer(_described(t) for t in request.tools)
+        turn.offer(_described(t) for t in request.tools if not turn.knows(_tool_name(t)))
         hidden = turn.hidden()
         if not hidden:
             return request

@@ -103,7 +103,9 @@ class LoopwareCapability(AbstractCapability[Any]):
             return tool_defs
         await turn.end_batch()
         turn.offer(
-            HostTool(t.name, t.description, t.parameters_json_schema) for t in tool_defs
+            HostTool(t.name, t.description, t.parameters_json_schema)
+            for t in tool_defs
+            if not turn.knows(t.name)
         )
         hidden = turn.hidden()
         return [t for t in tool_defs if t.name not in hidden] if hidden else tool_defs

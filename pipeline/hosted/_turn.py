@@ -194,6 +194,19 @@ class HostedTurn:
             if registry.get(spec.name) is None and is_tool_name(spec.name):
                 registry.register(host_tool(spec))
 
+    def knows(self, name: str) -> bool:
+        """Whether the turn holds a tool of this name, or a decision withdrew it.
+
+        An adapter offers only the tools the turn does not know yet (describing a tool, its
+        JSON Schema, costs more than asking).
+        """
+        d = self._dispatch
+        if d is None:
+            return False
+        return d.tools.get(name) is not None or any(
+            decision.tool == name for decision in d.tool_decisions
+        )
+
     def hidden(self) -> frozenset[str]:
         """The tools the model must not be offered: hidden or withdrawn by a decision."""
         d = self._dispatch
