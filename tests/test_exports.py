@@ -35,6 +35,7 @@ SURFACE = {
     "middleware": 30,
     "middleware.adapters": 0,
     "middleware.adapters.langchain": 2,
+    "middleware.adapters.openai_agents": 1,
     "middleware.adapters.pydantic_ai": 1,
     "middleware.audit": 14,
     "middleware.transcripts": 16,
