@@ -8,15 +8,17 @@ Run from the repository root (needs the ``adapters`` extra)::
 What is measured
 ----------------
 Per host (pydantic-ai with its ``FunctionModel``, LangChain v1 through ``ainvoke`` with a fake
-chat model), one run of 20 model steps, each proposing 5 parallel calls of a trivial tool with
-fresh arguments (so no policy fires: the common case), then an answer: 100 tool calls a run.
+chat model, the OpenAI Agents SDK with its ``ScriptedModel``), one run of 20 model steps, each
+proposing 5 parallel calls of a trivial tool with fresh arguments (so no policy fires: the
+common case), then an answer: 100 tool calls a run.
 The tool is an ``async def`` (a sync one runs in the host's thread pool, whose hand-offs are
 noise larger than what is measured).
 Five configurations, timed in interleaved repeats in one process:
 
 * ``bare``: the host with no hooks;
 * ``native``: the host's own no-op hook (a pydantic-ai capability whose ``wrap_tool_execute``
-  calls the handler; a LangChain middleware whose ``awrap_tool_call`` calls the handler);
+  calls the handler; a LangChain middleware whose ``awrap_tool_call`` calls the handler; a
+  ``FunctionTool`` whose ``on_invoke_tool`` calls the tool's own);
 * ``empty``: the loopware adapter with no middleware;
 * ``policies``: the adapter with ``ToolPolicy``, ``ToolCallLimit`` and ``RepetitionDetector``;
 * ``audit``: the same plus ``AuditLog`` on a JSON Lines sink (a file written per call).
@@ -165,11 +167,60 @@ def langchain_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None]]]:
             agent = create_agent(
                 Fake(messages=iter(script())), tools=[echo], middleware=stacks[config]
             )
-            await agent.ainvoke({"messages": [("user", "go")]})
+            state: Any = {"messages": [("user", "go")]}
+            await agent.ainvoke(state)
 
         return once
 
     return {config: run(config) for config in CONFIGS}
+
+
+def openai_agents_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None]]]:
+    """One awaitable run per configuration, on an OpenAI Agents SDK agent."""
+    import dataclasses
+
+    from agents import Agent, FunctionTool, RunConfig, Runner, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from middleware.adapters.openai_agents import Loopware
+
+    @function_tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    invoke = echo.on_invoke_tool
+
+    async def passthrough(ctx: Any, arguments: str) -> Any:
+        return await invoke(ctx, arguments)
+
+    no_op = dataclasses.replace(echo, on_invoke_tool=passthrough)  # the SDK's own hook point
+
+    def model() -> ScriptedModel:
+        steps: list[Any] = [
+            [function_call("echo", {"text": f"{s}-{i}"}, call_id=f"c{s}-{i}") for i in range(BATCH)]
+            for s in range(STEPS)
+        ]
+        return ScriptedModel([*steps, [assistant_message("done")]])
+
+    config = RunConfig(tracing_disabled=True)
+    adapters = {
+        c: Loopware(middleware=_stack(c, audit_dir)) for c in ("empty", "policies", "audit")
+    }
+
+    def run(name: str) -> Callable[[], Awaitable[None]]:
+        tool: FunctionTool = no_op if name == "native" else echo
+
+        async def once() -> None:
+            agent = Agent(name="bench", model=model(), tools=[tool])
+            if name in adapters:
+                await adapters[name].run(agent, "go", run_config=config, max_turns=STEPS + 2)
+            else:
+                await Runner.run(agent, "go", run_config=config, max_turns=STEPS + 2)
+
+        return once
+
+    return {config_name: run(config_name) for config_name in CONFIGS}
 
 
 async def measure(
@@ -208,7 +259,12 @@ async def main_async(repeats: int) -> bool:
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         audit_dir = Path(tmp)
-        for host, build in (("pydantic-ai", pydantic_ai_runs), ("LangChain", langchain_runs)):
+        hosts = (
+            ("pydantic-ai", pydantic_ai_runs),
+            ("LangChain", langchain_runs),
+            ("OpenAI Agents SDK", openai_agents_runs),
+        )
+        for host, build in hosts:
             ok = report(host, await measure(build(audit_dir), repeats)) and ok
     return ok
 
