@@ -34,6 +34,7 @@ SURFACE = {
     "pipeline.testing": 3,
     "middleware": 30,
     "middleware.adapters": 0,
+    "middleware.adapters.adk": 1,
     "middleware.adapters.langchain": 2,
     "middleware.adapters.openai_agents": 1,
     "middleware.adapters.pydantic_ai": 1,
