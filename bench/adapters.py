@@ -8,7 +8,8 @@ Run from the repository root (needs the ``adapters`` extra)::
 What is measured
 ----------------
 Per host (pydantic-ai with its ``FunctionModel``, LangChain v1 through ``ainvoke`` with a fake
-chat model, the OpenAI Agents SDK with its ``ScriptedModel``), one run of 20 model steps, each
+chat model, the OpenAI Agents SDK with its ``ScriptedModel``, Google ADK with a small
+``BaseLlm``), one run of 20 model steps, each
 proposing 5 parallel calls of a trivial tool with fresh arguments (so no policy fires: the
 common case), then an answer: 100 tool calls a run.
 The tool is an ``async def`` (a sync one runs in the host's thread pool, whose hand-offs are
@@ -18,7 +19,8 @@ Five configurations, timed in interleaved repeats in one process:
 * ``bare``: the host with no hooks;
 * ``native``: the host's own no-op hook (a pydantic-ai capability whose ``wrap_tool_execute``
   calls the handler; a LangChain middleware whose ``awrap_tool_call`` calls the handler; a
-  ``FunctionTool`` whose ``on_invoke_tool`` calls the tool's own);
+  ``FunctionTool`` whose ``on_invoke_tool`` calls the tool's own; an ADK plugin whose
+  ``before_tool_callback`` returns None);
 * ``empty``: the loopware adapter with no middleware;
 * ``policies``: the adapter with ``ToolPolicy``, ``ToolCallLimit`` and ``RepetitionDetector``;
 * ``audit``: the same plus ``AuditLog`` on a JSON Lines sink (a file written per call).
@@ -223,6 +225,86 @@ def openai_agents_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None
     return {config_name: run(config_name) for config_name in CONFIGS}
 
 
+def adk_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None]]]:
+    """One awaitable run per configuration, on a Google ADK runner."""
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.plugins.base_plugin import BasePlugin
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    from middleware.adapters.adk import LoopwarePlugin
+
+    class Steps(BaseLlm):
+        model: str = "bench"
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            step = sum(1 for c in llm_request.contents if c.role == "model")
+            parts = (
+                [
+                    types.Part(
+                        function_call=types.FunctionCall(
+                            id=f"c{step}-{i}", name="echo", args={"text": f"{step}-{i}"}
+                        )
+                    )
+                    for i in range(BATCH)
+                ]
+                if step < STEPS
+                else [types.Part(text="done")]
+            )
+            yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    class NoOp(BasePlugin):
+        async def before_tool_callback(
+            self, *, tool: Any, tool_args: Any, tool_context: Any
+        ) -> Any:
+            return None
+
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    def plugins(config: str) -> list[Any]:
+        if config == "bare":
+            return []
+        if config == "native":
+            return [NoOp(name="no-op")]
+        return [LoopwarePlugin(middleware=_stack(config, audit_dir))]
+
+    runners = {
+        config: InMemoryRunner(
+            app=App(
+                name="bench",
+                root_agent=LlmAgent(name="bench", model=Steps(), tools=[echo]),
+                plugins=plugins(config),
+            )
+        )
+        for config in CONFIGS
+    }
+
+    def run(config: str) -> Callable[[], Awaitable[None]]:
+        async def once() -> None:
+            runner = runners[config]
+            session = await runner.session_service.create_session(
+                app_name=runner.app_name, user_id="u"
+            )
+            message = types.Content(role="user", parts=[types.Part(text="go")])
+            events = runner.run_async(user_id="u", session_id=session.id, new_message=message)
+            async for _ in events:
+                pass
+
+        return once
+
+    return {config: run(config) for config in CONFIGS}
+
+
 async def measure(
     runs: dict[str, Callable[[], Awaitable[None]]], repeats: int
 ) -> dict[str, list[float]]:
@@ -263,6 +345,7 @@ async def main_async(repeats: int) -> bool:
             ("pydantic-ai", pydantic_ai_runs),
             ("LangChain", langchain_runs),
             ("OpenAI Agents SDK", openai_agents_runs),
+            ("Google ADK", adk_runs),
         )
         for host, build in hosts:
             ok = report(host, await measure(build(audit_dir), repeats)) and ok
