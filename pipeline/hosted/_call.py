@@ -55,7 +55,7 @@ class HostedCall:
         call_id: str,
         name: str,
         arguments: str | Mapping[str, Any],
-        centre: HostCentre,
+        centre: HostCentre | None,
         validated: Mapping[str, Any] | None = None,
         entered: Callable[[], None] = _no_op,
     ) -> None:
@@ -93,8 +93,11 @@ class HostedCall:
         The host's value is kept (`value`) for the host; loopware's record keeps the text.
         """
         self._entered()
+        centre = self._centre
+        if centre is None:  # a host tool called without its host's handler
+            raise RuntimeError(f"no host handler was given for the call to {self.name!r}")
         try:
-            value = await self._centre(args)
+            value = await centre(args)
         except Exception as exc:
             self.host_error = exc
             raise
@@ -108,8 +111,14 @@ class HostedCall:
 
     @property
     def value(self) -> Any:
-        """The host's own return value (None when its handler did not return)."""
-        return None if self._value is _UNSET else self._value
+        """The host's own return value (None when its handler did not return).
+
+        For a call without a host handler (a loopware `Tool` ran), the record's results.
+        """
+        if self._value is _UNSET:
+            record = self.record
+            return record.results if self._centre is None and record is not None else None
+        return self._value
 
     @property
     def forwarded(self) -> bool:
@@ -123,7 +132,7 @@ class HostedCall:
             record is not None
             and record.ran
             and record.verdict in _FORWARDED
-            and self._value is not _UNSET
+            and (self._value is not _UNSET or (self._centre is None and not record.is_error))
         )
 
     @property

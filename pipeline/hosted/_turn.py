@@ -237,7 +237,7 @@ class HostedTurn:
         call_id: str,
         name: str,
         arguments: str | Mapping[str, Any],
-        centre: HostCentre,
+        centre: HostCentre | None = None,
         *,
         validated: Mapping[str, Any] | None = None,
     ) -> HostedCall:
@@ -249,6 +249,8 @@ class HostedTurn:
             arguments: The arguments as the model sent them (JSON text or an object).
             centre: The host's handler of this call: called with the arguments the handler
                 should run with (a hook may have replaced them), unless a hook decided first.
+                None when the tool is a loopware `Tool` with its own handler (a registered
+                tool, as the MCP gateway's upstream tools are): that handler runs.
             validated: The host's own validation of ``arguments`` (defaults applied), when it
                 has one: the hooks read it as the call's validated arguments.
 

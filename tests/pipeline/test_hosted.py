@@ -286,3 +286,28 @@ async def test_a_call_id_an_earlier_turn_stored_is_answered_without_crashing_the
         errors.append([e.code for e in (await turn.finish()).errors])
         assert call.forwarded
     assert errors == [[], ["E_INVALID_INITIAL_TOOL_CALL_VALUE"]]
+
+
+async def test_a_registered_loopware_tool_runs_its_own_handler_without_a_host_handler() -> None:
+    """A loopware `Tool` given to the runner (as the gateway's upstream tools are) runs its own
+    handler when the host passes no handler: the call is forwarded with the record's results."""
+    from pipeline import tool
+
+    ran: list[str] = []
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        ran.append(text)
+        return text.upper()
+
+    runner = HostedRunner(tools=[echo], middleware=[ToolCallLimit({"echo": 1})])
+    turn = await runner.begin("go")
+    first = await turn.call("a", "echo", {"text": "hi"})
+    second = await turn.call("b", "echo", {"text": "again"})
+    await turn.finish()
+    assert ran == ["hi"]
+    assert first.forwarded
+    assert first.value == "HI"
+    assert not second.forwarded
+    assert "E_CALL_DENIED" in second.text
