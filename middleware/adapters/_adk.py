@@ -60,8 +60,9 @@ class LoopwarePlugin(BasePlugin):
 
     Args:
         middleware: The same list ``TurnRunner(middleware=[...])`` takes.
-        store: Where turns and calls are kept (default: in memory); the ADK session is the
-            loopware conversation.
+        store: Where turns and calls are kept. Given one, the ADK session is the loopware
+            conversation (earlier invocations' calls count for repetition); without one, each
+            invocation is a turn of its own and nothing outlives it.
         name: The plugin's name (ADK's plugin registry).
     """
 
@@ -75,6 +76,7 @@ class LoopwarePlugin(BasePlugin):
         """Compose the stack once (every invocation shares it)."""
         super().__init__(name=name)
         self._hosted = HostedRunner(middleware=middleware, store=store)
+        self._keeps = store is not None
         self._turns: dict[str, HostedTurn] = {}
         self._pending: dict[str, _Pending] = {}
 
@@ -84,11 +86,13 @@ class LoopwarePlugin(BasePlugin):
         return self._hosted
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> Any:
-        """Begin the invocation's turn (the session is the conversation)."""
+        """Begin the invocation's turn (the session is the conversation, given a store)."""
         content = invocation_context.user_content
         parts = content.parts if content is not None and content.parts else []
         text = "".join(part.text or "" for part in parts)
-        turn = await self._hosted.begin(text, conversation_id=invocation_context.session.id)
+        # every invocation has a session; the default in-memory store would keep every one
+        conversation = invocation_context.session.id if self._keeps else None
+        turn = await self._hosted.begin(text, conversation_id=conversation)
         self._turns[invocation_context.invocation_id] = turn
         return None
 

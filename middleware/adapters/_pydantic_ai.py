@@ -45,8 +45,9 @@ class LoopwareCapability(AbstractCapability[Any]):
 
     Args:
         middleware: The same list ``TurnRunner(middleware=[...])`` takes.
-        store: Where turns and calls are kept (default: in memory); the run's
-            ``conversation_id`` is the loopware conversation.
+        store: Where turns and calls are kept. Given one, the run's ``conversation_id`` is the
+            loopware conversation (earlier runs' calls count for repetition); without one,
+            each run is a turn of its own and nothing outlives it.
     """
 
     middleware: Sequence[object] = ()
@@ -81,7 +82,10 @@ class LoopwareCapability(AbstractCapability[Any]):
     ) -> AgentRunResult[Any]:
         """Begin the run's turn, run, and finish the turn (aborted if the run fails)."""
         prompt = ctx.prompt if isinstance(ctx.prompt, str) else ""
-        turn = self._turn = await self._hosted.begin(prompt, conversation_id=ctx.conversation_id)
+        # pydantic-ai gives every run a conversation id; the default in-memory store would keep
+        # every one of them, so runs share a conversation only in a store the user gave
+        conversation = ctx.conversation_id if self.store is not None else None
+        turn = self._turn = await self._hosted.begin(prompt, conversation_id=conversation)
         try:
             result = await handler()
         except BaseException as exc:

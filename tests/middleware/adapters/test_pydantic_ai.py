@@ -26,6 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.pydantic_ai import LoopwareCapability
 from middleware.audit import AuditLog, JsonlAuditSink
+from pipeline.stores import MemoryStore
 
 Step = list[tuple[str, str, dict[str, Any]]]
 
@@ -162,3 +163,17 @@ async def test_each_run_is_its_own_turn() -> None:
         model = Hostile([[("a", "search", {"q": "x"}), ("b", "search", {"q": "y"})]])
         await _agent(model, capability, runs).run("go")
     assert len(runs) == 2
+
+
+@pytest.mark.parametrize("keeps", [True, False], ids=["store", "no-store"])
+async def test_runs_of_a_conversation_share_history_only_in_a_given_store(keeps: bool) -> None:
+    """Given a store, runs of one conversation are turns of one loopware conversation (a repeat
+    in the second run counts the first); without one, each run stands alone (nothing kept)."""
+    runs: list[str] = []
+    capability = LoopwareCapability(
+        middleware=[RepetitionDetector(threshold=2)], store=MemoryStore() if keeps else None
+    )
+    for cid in ("a", "b"):
+        model = Hostile([[(cid, "search", {"q": "x"})]])
+        await _agent(model, capability, runs).run("go", conversation_id="thread-1")
+    assert len(runs) == (1 if keeps else 2)
