@@ -3,7 +3,7 @@
 A stand-in chat model asks for 6 searches at once plus the first one again with its default
 spelled out, then tries a shell tool. The agent is invoked synchronously, so LangChain runs
 the batch in a thread pool, in whatever order its threads start; loopware announced the batch
-in ``after_model``, so the limit still goes to the first calls proposed:
+as the model answered, so the limit still goes to the first calls proposed:
 
 * `RepetitionDetector` compares the tool's validated arguments (``limit=5`` spelled out is the
   same call as the first) and refuses the repeat;

@@ -2,9 +2,10 @@
 
 One agent invocation is one hosted turn (`pipeline.hosted`): ``before_agent`` begins it (its key
 is kept in the graph state, untracked, so concurrent invocations each find their own),
-``before_model`` closes the previous step's batch (``dispatch_output``), ``wrap_model_call``
-offers the request's tools and leaves out the ones loopware hid or withdrew, ``after_model``
-announces the step's tool calls in proposal order, ``wrap_tool_call`` runs each call through the
+``wrap_model_call`` closes the previous step's batch (``dispatch_output``), offers the
+request's tools, leaves out the ones loopware hid or withdrew, and announces the model's tool
+calls in proposal order (all inside the model node: a hook of its own would be a graph node, a
+superstep per step), ``wrap_tool_call`` runs each call through the
 ``tool_call`` stage on its ``tool_call["id"]``, and ``after_agent`` finishes the turn. A refused
 call is answered with ``ToolMessage(status="error")``; the tool never runs.
 
@@ -12,8 +13,8 @@ Sync and async: ``ainvoke`` runs the hooks on the caller's loop. ``invoke`` runs
 in a thread pool, in varying order; the turns of sync invocations live on one event loop in a
 thread of their own, each worker thread waits for its call's decision there, and the tool itself
 runs back in the worker thread (its context, callbacks and config intact). Because the calls were
-announced in ``after_model``, a limit of 3 lets the first 3 proposed calls run, whichever thread
-starts first.
+announced as the model answered, a limit of 3 lets the first 3 proposed calls run, whichever
+thread starts first.
 """
 
 from __future__ import annotations
@@ -151,59 +152,38 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         await self._finish(state)
         return None
 
-    # -- model steps ------------------------------------------------------------------------------
-    def before_model(self, state: LoopwareState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Close the previous step's batch (``dispatch_output``)."""
-        turn = self._turn(state)
-        if turn is not None:
-            self._loop_thread().run(turn.end_batch())
-        return None
-
-    async def abefore_model(
-        self, state: LoopwareState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Close the previous step's batch (``dispatch_output``)."""
-        turn = self._turn(state)
-        if turn is not None:
-            await turn.end_batch()
-        return None
-
-    def after_model(self, state: LoopwareState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Announce the step's tool calls in proposal order (they take slots in that order)."""
-        self._loop_thread().run(_now(self._announce, state))
-        return None
-
-    async def aafter_model(
-        self, state: LoopwareState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Announce the step's tool calls in proposal order (they take slots in that order)."""
-        self._announce(state)
-        return None
-
-    def _announce(self, state: Any) -> None:
-        turn = self._turn(state)
-        messages = state.get("messages", []) if isinstance(state, dict) else []
-        if turn is None or not messages or not isinstance(messages[-1], AIMessage):
-            return
-        ids = [str(call["id"]) for call in messages[-1].tool_calls if call.get("id")]
-        if ids:
-            turn.announce(ids)
-
+    # -- model steps ---------------------------------------------------------------------------
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Offer the request's tools to loopware; leave out those it hid or withdrew."""
-        return handler(self._loop_thread().run(_now(self._filtered, request)))
+        """Close the previous batch, filter the tools, call the model, announce its calls.
+
+        All inside the model node (no graph node of its own: each costs a superstep).
+        """
+        turn = self._turn(request.state)
+        if turn is None:
+            return handler(request)
+        thread = self._loop_thread()
+        thread.run(turn.end_batch())
+        response = handler(thread.run(_now(self._filtered, request)))
+        thread.run(_now(_announce(turn), response))
+        return response
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
-        """Offer the request's tools to loopware; leave out those it hid or withdrew."""
-        return await handler(self._filtered(request))
+        """Close the previous batch, filter the tools, call the model, announce its calls."""
+        turn = self._turn(request.state)
+        if turn is None:
+            return await handler(request)
+        await turn.end_batch()
+        response = await handler(self._filtered(request))
+        _announce(turn)(response)
+        return response
 
     def _filtered(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         turn = self._turn(request.state)
@@ -270,6 +250,20 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
             str(call["id"]), call["name"], call["args"], centre, validated=_validated(request)
         )
         return _answer(hosted, request)
+
+
+def _announce(turn: HostedTurn) -> Callable[[Any], None]:
+    """Announce a model response's tool calls in proposal order (they take slots in it)."""
+
+    def announce(response: Any) -> None:
+        messages = response.result if hasattr(response, "result") else [response]
+        for message in messages:
+            if isinstance(message, AIMessage):
+                ids = [str(call["id"]) for call in message.tool_calls if call.get("id")]
+                if ids:
+                    turn.announce(ids)
+
+    return announce
 
 
 async def _now(fn: Callable[[Any], T], arg: Any) -> T:

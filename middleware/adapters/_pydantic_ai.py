@@ -1,8 +1,9 @@
 """`LoopwareCapability`: loopware's stack as a pydantic-ai capability (docs/adapters.md).
 
 One pydantic-ai run is one hosted turn (`pipeline.hosted`): ``wrap_run`` begins and finishes
-it, ``prepare_tools`` offers the agent's tools and leaves out the ones loopware hid or
-withdrew, ``before_model_request`` closes the previous step's batch (``dispatch_output``), and
+it, ``prepare_tools`` (once per step, before the model call) closes the previous step's batch
+(``dispatch_output``), offers the agent's tools and leaves out the ones loopware hid or
+withdrew, and
 ``wrap_tool_execute`` runs each call through the ``tool_call`` stage on its
 ``tool_call_id``, pydantic-ai's validated arguments (defaults applied) being what the hooks
 read. A refused call raises ``ToolFailed`` (the model reads why; no retry budget is spent).
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
     from pydantic_ai.messages import ToolCallPart
-    from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import ToolDefinition
 
@@ -113,15 +113,6 @@ class LoopwareCapability(AbstractCapability[Any]):
         )
         hidden = turn.hidden()
         return [t for t in tool_defs if t.name not in hidden] if hidden else tool_defs
-
-    async def before_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        """Close the previous step's batch (``dispatch_output``) before the next model call."""
-        turn = self._turn
-        if turn is not None:
-            await turn.end_batch()
-        return request_context
 
     async def wrap_tool_execute(
         self,
