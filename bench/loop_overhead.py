@@ -21,9 +21,10 @@ What is measured
   `ToolPolicy(deny=["shell*"])` and one custom decorated function (a one-argument sync hook,
   which goes through the wrapt adapter). That is seven middleware runs per iteration: the
   limit and the policy also hook dispatch input.
-* 5 ``tool_call`` layers: five hooks around each tool execution, written as the README shows
-  (a deny-list check, a per-tool counter kept in the stash, a repeat check reading
-  ``tool_call_count``, a timer, a pass-through). The verdict is the cost per layer per call.
+* 5 ``tool_call`` layers: five hooks around each tool execution, written as
+  docs/concepts/tool-call-stage.md shows (a deny-list check, a per-tool counter kept in the stash,
+  a repeat check reading ``tool_call_count``, a timer, a pass-through). The verdict is the cost
+  per layer per call.
 * Growth: overhead per iteration of 10- and 1,000-iteration turns (5 layers).
 * Retention: 10,000 turns (5 layers, 5 iterations each) with a store and spool that keep
   nothing, so that only the framework could retain memory; traced with `tracemalloc`.

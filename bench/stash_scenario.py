@@ -10,10 +10,11 @@ What is measured
 * The peer scenario (``bench/peers/``) in one process: a turn of 20 model calls, 19 ``echo``
   calls whose arguments repeat with period 3, then the answer. It runs through `TurnRunner` +
   `ToolLoopExecutor(ScriptedModel)` with the default stores, with 0 and with 5 layers.
-* The five layers are ``@dispatch_output`` functions written as the README shows, their state in
-  ``ctx.stash``: a per-tool counter (``stash.update``), a repetition check (a per-checksum count,
-  ``stash.increment``), an audit record per call (``stash.append`` of a small dict), a deny-list
-  check, and a pass-through. Each turn's result stash is read, as a caller would.
+* The five layers are ``@dispatch_output`` functions written as docs/concepts/middleware.md shows,
+  their state in ``ctx.stash``: a per-tool counter (``stash.update``), a repetition check (a
+  per-checksum count, ``stash.increment``), an audit record per call (``stash.append`` of a small
+  dict), a deny-list check, and a pass-through. Each turn's result stash is read, as a caller
+  would.
 * The floor, in the same run: a plain Python loop doing the same work (parse the arguments, call
   the function, keep the result) and, for 5 layers, the layers' work on plain dicts and lists
   (count, a sha256 checksum count, an audit record, a deny check).

@@ -27,7 +27,7 @@ _EXIT_OK: Final = 0  # loopware_cli/_main.py EXIT_OK
 _EXIT_BAD_INPUT: Final = 3  # EXIT_BAD_INPUT: the configuration file is unusable
 
 WORKER_DESCRIPTION: Final = """\
-Run queued durable turns (README "Durable and distributed turns") until SIGTERM or
+Run queued durable turns (docs/guides/durable.md) until SIGTERM or
 SIGINT. FILE is a TOML file: system_database (sqlite:///... by default, postgresql://...
 for several workers), queue, concurrency, executor_id, recover, and a [runner] table
 (model or model_from, tools, middleware, store or store_from, spool, system_prompt,

@@ -39,9 +39,12 @@ if _typing.TYPE_CHECKING:
     from ._limit import LimitCount as LimitCount
     from ._limit import OnExceed as OnExceed
     from ._limit import ToolCallLimit as ToolCallLimit
+    from ._model_limit import ModelCallLimit as ModelCallLimit
     from ._policy import ToolPolicy as ToolPolicy
     from ._repetition import OnRepeat as OnRepeat
     from ._repetition import RepetitionDetector as RepetitionDetector
+    from ._scope import Clock as Clock
+    from ._scope import Scope as Scope
     from ._token_budget import TokenBudget as TokenBudget
     from ._tracing import Tracing as Tracing
 
@@ -50,9 +53,12 @@ _LAZY = {
     "Approver": "_approval",
     "IterationBudget": "_budget",
     "LimitCount": "_limit",
+    "ModelCallLimit": "_model_limit",
     "OnExceed": "_limit",
     "OnRepeat": "_repetition",
     "RepetitionDetector": "_repetition",
+    "Clock": "_scope",
+    "Scope": "_scope",
     "TokenBudget": "_token_budget",
     "ToolCallCounter": "_counter",
     "ToolCallLimit": "_limit",
@@ -82,6 +88,10 @@ def _load(module: str) -> _types.ModuleType:
         from . import _limit
 
         return _limit
+    if module == "_model_limit":
+        from . import _model_limit
+
+        return _model_limit
     if module == "_policy":
         from . import _policy
 
@@ -90,6 +100,10 @@ def _load(module: str) -> _types.ModuleType:
         from . import _repetition
 
         return _repetition
+    if module == "_scope":
+        from . import _scope
+
+        return _scope
     if module == "_token_budget":
         from . import _token_budget
 
@@ -120,6 +134,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ApprovalGate",
     "Approver",
+    "Clock",
     "DispatchHook",
     "DispatchHookMethod",
     "DispatchMiddleware",
@@ -127,9 +142,11 @@ __all__ = [
     "IterationBudget",
     "LimitCount",
     "Middleware",
+    "ModelCallLimit",
     "OnExceed",
     "OnRepeat",
     "RepetitionDetector",
+    "Scope",
     "TokenBudget",
     "ToolCallCounter",
     "ToolCallHook",

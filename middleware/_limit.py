@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Literal
 
 from pipeline import DispatchContext, StashKey, TurnContext
-from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.stages import CallNext, MiddlewareSpec
 
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
+from ._scope import (
+    DEFAULT_TTL,
+    Clock,
+    Scope,
+    ScopedCounts,
+    check_scope,
+    check_turn_window,
+    default_clock,
+)
+from ._scoped_slots import ScopedCallSlots
 
 __all__ = ["LimitCount", "ToolCallLimit"]
 
@@ -61,16 +72,30 @@ class ToolCallLimit:
     the fact in ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did
     not run (an executor that stored calls and acked at once) in ``turn_output``.
 
+    Scoped limits (``scope="conversation"`` or a key callable, with an optional ``window``)
+    count in the turn's store (a `CounterStore`), reserving a slot atomically before the handler
+    runs, so they hold across turns, restarts and workers; they count only calls that pass the
+    stage, and ``"hide"`` hides a tool once its slots are used up. See ``docs/policies.md``.
+
     Args:
         limits: Tool name to the most runs allowed (at least 1).
         total: The most runs allowed across all tools, or None.
         on_exceed: ``"hide"`` or ``"nack"``.
         count: ``"runs"`` or ``"successes"`` (see above).
-        namespace: The stash path of its counts.
+        namespace: The stash path of its counts (and the prefix of its store counters).
+        scope: ``"turn"`` (default: counts in the stash), ``"conversation"``, or a callable
+            ``(TurnContext) -> str`` giving the key turns share (a customer id from the stash).
+        window: A rolling window (``timedelta(days=1)``): a run counts for that long. Only
+            with a scope other than ``"turn"``.
+        clock: Seconds since the epoch (default ``time.time``); tests pass a hand-moved clock.
+        reservation_ttl: How long a reservation that was never settled (its worker died)
+            keeps counting; longer than any handler runs. Default 5 minutes.
+        scope_name: What a key is called in refusals (``"customer"``: "for this customer").
 
     Raises:
         InvalidMiddlewareConfigError: no limit at all, a key that is not a tool name (a glob
-            such as ``"search*"`` included) or a bad limit, or another option out of range.
+            such as ``"search*"`` included) or a bad limit, a bad scope, a ``window`` on the
+            turn scope, or another option out of range.
     """
 
     __slots__ = (
@@ -81,6 +106,8 @@ class ToolCallLimit:
         "_pending",
         "_pending_prefix",
         "_pending_total",
+        "_scope",
+        "_slots",
         "_total",
         "_total_key",
         "_used",
@@ -94,6 +121,11 @@ class ToolCallLimit:
         *,
         count: LimitCount = "runs",
         namespace: str = "loopware.limit",
+        scope: Scope = "turn",
+        window: timedelta | None = None,
+        clock: Clock = default_clock,
+        reservation_ttl: timedelta = DEFAULT_TTL,
+        scope_name: str = "key",
     ) -> None:
         """Configure the limits (see the class docstring)."""
         owner = "ToolCallLimit"
@@ -124,13 +156,36 @@ class ToolCallLimit:
         self._pending_prefix = f"{namespace}.pending"
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
         self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
+        self._scope = check_scope(owner, scope)
+        self._slots: ScopedCallSlots | None = None
+        check_turn_window(owner, self._scope, window)
+        if self._scope != "turn":
+            counts = ScopedCounts(
+                owner,
+                namespace,
+                self._scope,
+                window=window,
+                clock=clock,
+                reservation_ttl=reservation_ttl,
+                scope_name=scope_name,
+            )
+            self._slots = ScopedCallSlots(
+                counts,
+                self._limits,
+                self._total,
+                successes_only=self._count == "successes",
+                hide=self._on_exceed == "hide",
+            )
 
     def __repr__(self) -> str:
         """Show the configuration."""
+        scope = self._scope
+        name = scope if isinstance(scope, str) else "<key>"
+        shown = "" if scope == "turn" else f", scope={name!r}"
         return (
             f"ToolCallLimit({dict(self._limits)!r}, total={self._total}, "
             f"on_exceed={self._on_exceed!r}, count={self._count!r}, "
-            f"namespace={self._namespace!r})"
+            f"namespace={self._namespace!r}{shown})"
         )
 
     @property
@@ -158,20 +213,24 @@ class ToolCallLimit:
         """The stash path of its counts."""
         return self._namespace
 
+    @property
+    def scope(self) -> Scope:
+        """What it counts over: ``"turn"``, ``"conversation"`` or the key callable."""
+        return self._scope
+
     def middleware_specs(self) -> list[MiddlewareSpec]:
         """This instance's stage middleware (``pipeline.stages.MiddlewareProvider``).
 
         ``keep_hidden`` is composed only when ``on_exceed="hide"`` and ``total`` is set: a
         per-tool hidden mark already survives re-forging, so only "hide every tool" needs to
         catch tools that first appear later in the turn. Leaving it out otherwise keeps a
-        whole stage off the per-iteration path.
+        whole stage off the per-iteration path. A scoped limit composes only its ``tool_call``
+        hook (``reserve_scoped``): its counts live in the store, not the stash.
         """
-        methods: list[object] = [
-            ToolCallLimit.reserve,
-            ToolCallLimit.tally,
-            ToolCallLimit.tally_late,
-        ]
-        if self._total is not None and self._on_exceed == "hide":
+        methods: list[object] = [ToolCallLimit.reserve_scoped]
+        if self._slots is None:
+            methods = [ToolCallLimit.reserve, ToolCallLimit.tally, ToolCallLimit.tally_late]
+        if self._slots is None and self._total is not None and self._on_exceed == "hide":
             methods.insert(0, ToolCallLimit.keep_hidden)
         return [
             registration.bind(self)
@@ -231,6 +290,20 @@ class ToolCallLimit:
                 if total_limit is not None:
                     stash.increment(self._pending_total, -1)
 
+    @tool_call(order=-100)
+    async def reserve_scoped(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Reserve the call's slot in the turn's store before it runs; settle it after."""
+        slots = self._slots
+        if slots is None:  # composed only when scoped (`middleware_specs`)
+            await call_next()
+            return
+        if self._on_exceed == "nack":
+            ended_by = self._ended_by(ctx.dispatch)
+            if ended_by is not None:
+                self._refuse(ctx, f"the dispatch was ended by call {ended_by!r} beyond a limit")
+                return
+        await slots.around(ctx, call_next, self._refuse, self._hide)
+
     @staticmethod
     def _total_reason(total: int) -> str:
         return f"the limit of {_runs(total, 'tool run')} per turn is used up"
@@ -245,9 +318,11 @@ class ToolCallLimit:
         call_id = error.details.get("call_id")
         return call_id if isinstance(call_id, str) else None
 
-    def _refuse(self, ctx: ToolCallContext, reason: str) -> None:
+    def _refuse(
+        self, ctx: ToolCallContext, reason: str, limit: LimitReading | None = None
+    ) -> None:
         tool = ctx.tool_name
-        ctx.deny(reason, policy=self._namespace)
+        ctx.deny(reason, policy=self._namespace, limit=limit)
         d = ctx.dispatch
         if self._on_exceed == "nack" and not d.is_signalled:
             d.nack(

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from pipeline import DispatchContext
+from datetime import timedelta
+
+from pipeline import DispatchContext, StashKey, TurnContext
+from pipeline.calls import LimitReading
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.models import Usage
-from pipeline.stages import CallNext
+from pipeline.stages import CallNext, MiddlewareSpec
 
 from ._options import check_int, check_namespace
-from ._registration import dispatch_input
+from ._registration import dispatch_input, turn_output
+from ._scope import (
+    DEFAULT_TTL,
+    Clock,
+    Scope,
+    ScopedCounts,
+    check_scope,
+    check_turn_window,
+    default_clock,
+)
 
 __all__ = ["TokenBudget"]
 
@@ -24,18 +36,30 @@ class TokenBudget:
     namespace) is kept in the turn's errors and its audit row. At least one budget must be
     given.
 
+    With ``scope="conversation"`` or a key callable (and optionally a rolling ``window``) the
+    tokens are summed in the turn's store (a `CounterStore`) over every turn of the scope:
+    each iteration adds the tokens spent since it last added (``turn_output`` adds the last
+    call's), then compares the scope's sum with the budgets. Tokens are known only after a
+    call, so turns running at once in one scope may each make one more call past the budget;
+    ``details`` then hold the scope, key and count (a `LimitReading`'s data).
+
     Args:
-        max_total_tokens: Input plus output tokens allowed in the turn.
+        max_total_tokens: Input plus output tokens allowed in the scope.
         max_input_tokens: Input (prompt) tokens allowed, cached ones included.
         max_output_tokens: Output tokens allowed, reasoning ones included.
         namespace: Its name as a policy (default ``loopware.token_budget``).
+        scope: ``"turn"`` (default), ``"conversation"`` or a key callable
+            ``(TurnContext) -> str``.
+        window: A rolling window for a scope other than ``"turn"``.
+        clock: Seconds since the epoch (default ``time.time``).
+        scope_name: What a key is called in messages.
 
     Raises:
-        InvalidMiddlewareConfigError: no budget, a budget that is not an int >= 1, or a bad
-            namespace.
+        InvalidMiddlewareConfigError: no budget, a budget that is not an int >= 1, a bad
+            namespace or scope, or a window on the turn scope.
     """
 
-    __slots__ = ("_limits", "_namespace")
+    __slots__ = ("_counts", "_limits", "_namespace", "_recorded", "_scope")
 
     def __init__(
         self,
@@ -44,6 +68,10 @@ class TokenBudget:
         max_input_tokens: int | None = None,
         max_output_tokens: int | None = None,
         namespace: str = "loopware.token_budget",
+        scope: Scope = "turn",
+        window: timedelta | None = None,
+        clock: Clock = default_clock,
+        scope_name: str = "key",
     ) -> None:
         """Configure the budgets (see the class docstring)."""
         owner = "TokenBudget"
@@ -63,11 +91,48 @@ class TokenBudget:
                 option="max_total_tokens",
             )
         self._namespace = check_namespace(owner, namespace)
+        self._scope = check_scope(owner, scope)
+        check_turn_window(owner, self._scope, window)
+        self._counts: ScopedCounts | None = None
+        if self._scope != "turn":
+            self._counts = ScopedCounts(
+                owner,
+                namespace,
+                self._scope,
+                window=window,
+                clock=clock,
+                reservation_ttl=DEFAULT_TTL,
+                scope_name=scope_name,
+            )
+        self._recorded = {
+            name: StashKey[int](f"{namespace}.recorded.{name}", default=0) for name in _USED
+        }
 
     def __repr__(self) -> str:
         """Show the configuration."""
         limits = ", ".join(f"{name}={value}" for name, value in self._limits.items())
-        return f"TokenBudget({limits}, namespace={self._namespace!r})"
+        scope = "" if self._scope == "turn" else ", scope=" + repr(
+            self._scope if isinstance(self._scope, str) else "<key>"
+        )
+        return f"TokenBudget({limits}, namespace={self._namespace!r}{scope})"
+
+    @property
+    def scope(self) -> Scope:
+        """What it counts over: ``"turn"``, ``"conversation"`` or the key callable."""
+        return self._scope
+
+    def middleware_specs(self) -> list[MiddlewareSpec]:
+        """This instance's stage middleware: the turn check, or the scoped check and tally."""
+        methods: list[object] = (
+            [TokenBudget.check]
+            if self._counts is None
+            else [TokenBudget.check_scoped, TokenBudget.record_late]
+        )
+        return [
+            registration.bind(self)
+            for method in methods
+            for registration in getattr(method, "__loopware_registrations__", ())
+        ]
 
     @property
     def namespace(self) -> str:
@@ -103,6 +168,97 @@ class TokenBudget:
                     )
                 )
         await call_next()
+
+    async def _record(
+        self, ctx: TurnContext | DispatchContext, counts: ScopedCounts
+    ) -> dict[str, int]:
+        """Add the tokens spent since the last record to the store; return the scope's sums."""
+        turn = ctx if isinstance(ctx, TurnContext) else ctx.turn
+        key = counts.key(turn)
+        store = counts.store(turn)
+        stash = ctx.stash
+        now = counts.clock()
+        sums: dict[str, int] = {}
+        for name, used in _used(ctx.usage).items():
+            if name not in self._limits:
+                continue
+            counter = counts.counter(key, name.removeprefix("max_"))
+            delta = used - stash[self._recorded[name]]
+            if delta > 0:
+                where = (
+                    f"{ctx.dispatch_id}/{ctx.iteration}"
+                    if isinstance(ctx, DispatchContext)
+                    else "end"
+                )
+                slot = counts.slot_id(f"{ctx.turn_id}/{where}/{name}")
+                await store.settle_slot(slot, [counter], consume=True, now=now, amount=delta)
+                stash[self._recorded[name]] = used
+            sums[name] = await store.count_slots(counter, window=counts.window, now=now)
+        return sums
+
+    @dispatch_input
+    async def check_scoped(self, ctx: DispatchContext, call_next: CallNext) -> None:
+        """Add the turn's new tokens to the scope's sum; nack once a budget is reached."""
+        counts = self._counts
+        if counts is not None and not ctx.is_signalled:
+            try:
+                sums = await self._record(ctx, counts)
+            except Exception as exc:  # no key, no counter store, a failing store: stop
+                ctx.nack(
+                    PolicyViolationError(
+                        f"token budget: its count cannot be kept: {exc}",
+                        policy=self._namespace,
+                        details={"error": str(exc)},
+                    )
+                )
+            else:
+                for name, budget in self._limits.items():
+                    if sums[name] >= budget:
+                        key = counts.key(ctx.turn)
+                        what = name.removeprefix("max_").replace("_", " ")
+                        reason = (
+                            f"{sums[name]} {what} used {key.phrase}{counts.window_text}, "
+                            f"budget {budget}"
+                        )
+                        reading = LimitReading(
+                            scope=key.kind,
+                            key=key.key,
+                            counter=name.removeprefix("max_"),
+                            count=sums[name],
+                            limit=budget,
+                            window_s=counts.window,
+                        )
+                        ctx.nack(
+                            PolicyViolationError(
+                                f"token budget: {reason}",
+                                policy=self._namespace,
+                                details={"budget": name, **reading.as_dict()},
+                            )
+                        )
+                        break
+        await call_next()
+
+    @turn_output
+    async def record_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+        """Add the tokens of the turn's last model calls to the scope's sum."""
+        counts = self._counts
+        if counts is not None:
+            try:
+                await self._record(ctx, counts)
+            except Exception as exc:  # the turn is over: say so, do not fail it
+                ctx.log.warning("token_budget.record_failed", f"tokens not recorded: {exc}")
+        await call_next()
+
+
+_USED = ("max_total_tokens", "max_input_tokens", "max_output_tokens")
+
+
+def _used(usage: Usage) -> dict[str, int]:
+    return {
+        "max_total_tokens": usage.total_tokens,
+        "max_input_tokens": usage.input_tokens,
+        "max_output_tokens": usage.output_tokens,
+    }
 
 
 TokenBudget.__module__ = "middleware"

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .calls._toolcall import ToolCall
     from .models._message import Message
     from .stores._spool import SpoolReader, SpoolStore
+    from .stores._store import TurnStore
 
 __all__ = ["USAGE_PATH", "ContextLog", "TurnContext", "TurnView"]
 
@@ -112,6 +113,16 @@ class TurnView:
     def conversation_id(self) -> str | None:
         """The conversation the turn belongs to, if any."""
         return self._state.conversation_id
+
+    @property
+    def store(self) -> TurnStore:
+        """The store the turn persists to (the runner's ``store``).
+
+        Policies that count across turns keep their counts there when it is a
+        `pipeline.stores.CounterStore` (every built-in store is); write the turn's own records
+        through `store_message` and `store_tool_call`, never through this.
+        """
+        return self._state.store
 
     @property
     def input(self) -> str:

@@ -1,8 +1,8 @@
 """`ToolLoopExecutor`: the standard executor (model call, tool calls, storage, ack).
 
 It uses the public `DispatchContext` API only (``run_tool``, ``store_tool_call``,
-``store_message``, ``ack``): a custom executor can do everything it does. The README's "Write
-your own executor" section shows one.
+``store_message``, ``ack``): a custom executor can do everything it does.
+docs/guides/executor.md shows one.
 """
 
 from __future__ import annotations

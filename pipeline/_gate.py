@@ -1,6 +1,6 @@
 """Approval gates: a point in a turn that waits until someone settles it.
 
-README.md, "Persistence, conversations, audit and approval", shows them in use.
+docs/concepts/persistence.md, "Approval gates", shows them in use.
 
 A `Gate` is settled exactly once, by ``resolve(value)``, ``reject(error)``, ``abort(reason)`` or
 by its timeout running out; settling again is a no-op. ``await gate.wait()`` returns the resolved

@@ -1,7 +1,7 @@
 """The events a runner emits: subscribe with ``runner.on(EventType, handler)``.
 
-Every event is a frozen dataclass with ``turn_id`` and ``timestamp``; each class is also
-importable from ``pipeline``.
+Every event is a frozen dataclass with ``turn_id`` and ``timestamp``; import the classes from
+here (no other module exports them). docs/reference/events.md lists them with their fields.
 """
 
 from ._events import DispatchEnd as DispatchEnd

@@ -2,7 +2,7 @@
 
 Run with loopware's own interpreter (``/work/main/.venv`` or ``$LOOPWARE_PYTHON``) with the repo
 root on ``PYTHONPATH``; ``run.sh`` does both. Prints one JSON line. Written against the
-public API only (README.md, "Concepts").
+public API only (docs/concepts/).
 
 - Fake model: ``pipeline.testing.ScriptedModel(steps)``, 20 steps of one ``ProposedToolCall``
   each; past the script it answers ``"done"``. A ScriptedModel answers by call count, so it

@@ -27,7 +27,7 @@ kernel may still make it wait briefly under heavy writeback, as it would any log
 
 The writer thread is a plain thread reading a ``queue.SimpleQueue``: an append's hop to it and
 back is cheaper than through a ``ThreadPoolExecutor`` (whose ``submit`` and idle bookkeeping take
-Python-level locks; the figures are in README.md, "Benchmarks"). It
+Python-level locks; the figures are in docs/benchmarks.md, "Audit chain"). It
 ends when the writer is closed or garbage-collected, and at interpreter exit after writing what is
 queued (as an executor's worker would).
 """

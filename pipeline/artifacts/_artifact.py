@@ -93,7 +93,7 @@ class SpooledArtifact:
     __slots__ = ("__weakref__", "_batches", "_iter_lines", "_reader", "_tail_lines")
 
     tool_methods: ClassVar[tuple[ToolMethod, ...]]
-    """The query methods offered to the model (README.md, "Artifacts, media and trust")."""
+    """The query methods offered to the model (docs/concepts/artifacts.md)."""
 
     max_result_bytes: ClassVar[int] = DEFAULT_MAX_RESULT_BYTES
     """The most a query tool returns to the model, in UTF-8 bytes (32 KiB; at least 1 KiB).

@@ -1,4 +1,4 @@
-r"""Trust rendering: what the model reads for a tool call (README.md, "Artifacts, media and trust").
+r"""Trust rendering: what the model reads for a tool call (docs/concepts/artifacts.md).
 
 Every result is wrapped in an envelope whose tag carries a nonce (the call's checksum)::
 

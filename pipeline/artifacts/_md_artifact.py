@@ -65,7 +65,7 @@ class SpooledMarkdownArtifact(SpooledArtifact):
     """A spooled result holding Markdown, queried by structure.
 
     Queries: front matter, headings, sections, code blocks, links, images, plain text and the
-    syntax tree (record shapes: README.md, "Artifacts, media and trust").
+    syntax tree (record shapes: docs/concepts/artifacts.md).
     """
 
     __slots__ = ("_front", "_front_end", "_tokens")

@@ -12,6 +12,7 @@ from ._context import ToolCallNext as ToolCallNext
 from ._decision import Decision as Decision
 from ._decision import DecisionAction as DecisionAction
 from ._decision import DecisionWhen as DecisionWhen
+from ._decision import LimitReading as LimitReading
 from ._decision import ToolDecision as ToolDecision
 from ._decision import ToolDecisionAction as ToolDecisionAction
 from ._decision import Verdict as Verdict
@@ -23,6 +24,7 @@ __all__ = [
     "Decision",
     "DecisionAction",
     "DecisionWhen",
+    "LimitReading",
     "ToolCall",
     "ToolCallContext",
     "ToolCallNext",

@@ -21,7 +21,7 @@ from ..errors import (
     InvalidToolArgsError,
     LoopError,
 )
-from ._decision import Decision, DecisionAction
+from ._decision import Decision, DecisionAction, LimitReading
 
 if TYPE_CHECKING:
     from .._context import ContextLog
@@ -248,6 +248,7 @@ class ToolCallContext:
         policy: str | None = None,
         action: Literal["denied", "rejected"] = "denied",
         message: str | None = None,
+        limit: LimitReading | None = None,
     ) -> None:
         """Refuse the call: no handler runs, and the model reads why.
 
@@ -255,9 +256,10 @@ class ToolCallContext:
         decision (``action``, ``"rejected"`` for an approval said no) is appended to the call's
         record under ``policy`` (default: this middleware's name). The model reads
         ``Error: E_CALL_DENIED: <policy> denied the call to '<tool>': <reason>; ...``
-        (``E_CALL_REJECTED`` for a rejection), or ``Error: <message>`` when given.
+        (``E_CALL_REJECTED`` for a rejection), or ``Error: <message>`` when given. A counting
+        limit passes its ``limit`` reading (scope, key, count), kept on the decision.
         """
-        who = self._decide(policy, action, reason)
+        who = self._decide(policy, action, reason, limit)
         self._output = NOTHING
         if message is None:
             after = "it ran, but its result is withheld" if self.ran else "it was not run"
@@ -299,10 +301,20 @@ class ToolCallContext:
         """Record a warning about the call; it goes on."""
         self._decide(policy, "warned", reason)
 
-    def _decide(self, policy: str | None, action: DecisionAction, reason: str) -> str:
+    def _decide(
+        self,
+        policy: str | None,
+        action: DecisionAction,
+        reason: str,
+        limit: LimitReading | None = None,
+    ) -> str:
         who = self._layer if policy is None else policy
         decision = Decision(
-            policy=who, action=action, reason=reason, when="after" if self.ran else "before"
+            policy=who,
+            action=action,
+            reason=reason,
+            when="after" if self.ran else "before",
+            limit=limit,
         )
         if self._decisions is None:
             self._decisions = [decision]

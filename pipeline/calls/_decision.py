@@ -13,15 +13,16 @@ the model reads it when it calls the tool again. See ``docs/architecture.md``, "
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "SETTLING",
     "Decision",
     "DecisionAction",
     "DecisionWhen",
+    "LimitReading",
     "ToolDecision",
     "ToolDecisionAction",
     "Verdict",
@@ -80,6 +81,57 @@ SETTLING: Final = frozenset({"answered", "denied", "rejected", "invalid", "faile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LimitReading:
+    """What a counting limit read when it refused: its scope, key, count and limit.
+
+    Kept on the refusal's `Decision` (and so in the call's record and its audit row's
+    ``decisions``), so an auditor sees which count refused the call, not only the words.
+
+    Example::
+
+        LimitReading(scope="key", key="cust-7", counter="refund", count=3, limit=3,
+                     window_s=86400.0)
+    """
+
+    scope: str
+    """``"turn"``, ``"conversation"`` or ``"key"`` (a key the policy derived from the turn)."""
+    key: str
+    """The turn id, the conversation id or the derived key."""
+    counter: str
+    """What was counted: a tool's name, ``"*"`` for every tool, ``"model_calls"``, ``"tokens"``."""
+    count: int
+    """How much the count held when the limit refused."""
+    limit: int
+    """The limit."""
+    window_s: float | None = None
+    """The rolling window in seconds, or None (the count never rolls)."""
+
+    def as_dict(self) -> dict[str, str | int | float | None]:
+        """The reading as plain JSON data."""
+        return {
+            "scope": self.scope,
+            "key": self.key,
+            "counter": self.counter,
+            "count": self.count,
+            "limit": self.limit,
+            "window_s": self.window_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LimitReading:
+        """The reading `as_dict` wrote."""
+        window = data.get("window_s")
+        return cls(
+            scope=str(data["scope"]),
+            key=str(data["key"]),
+            counter=str(data["counter"]),
+            count=int(data["count"]),
+            limit=int(data["limit"]),
+            window_s=None if window is None else float(window),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """One decision about one call, as it is kept on the call's record.
 
@@ -100,15 +152,36 @@ class Decision:
     when: DecisionWhen = "before"
     """``"before"`` when taken before the handler ran (or instead of it), ``"after"`` when the
     handler had already run."""
+    limit: LimitReading | None = None
+    """What a counting limit read when it took this decision (its scope, key and count), if a
+    limit took it."""
 
-    def as_dict(self) -> dict[str, str]:
-        """The decision as plain JSON data (how stores and the audit keep it)."""
-        return {
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as plain JSON data (how stores and the audit keep it).
+
+        ``limit`` is present only when a limit's reading is kept.
+        """
+        data: dict[str, Any] = {
             "policy": self.policy,
             "action": self.action,
             "reason": self.reason,
             "when": self.when,
         }
+        if self.limit is not None:
+            data["limit"] = self.limit.as_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        """The decision `as_dict` wrote."""
+        limit = data.get("limit")
+        return cls(
+            policy=data["policy"],
+            action=data["action"],
+            reason=data["reason"],
+            when=data.get("when", "before"),
+            limit=None if limit is None else LimitReading.from_dict(limit),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,5 +233,5 @@ def verdict(decisions: Sequence[Decision], ran: bool) -> Verdict:
     return "allowed" if ran else "not_run"
 
 
-for _public in (Decision, ToolDecision, verdict):
+for _public in (Decision, LimitReading, ToolDecision, verdict):
     _public.__module__ = "pipeline.calls"

@@ -3,7 +3,7 @@
 `DurableTurnRunner` runs each turn as a DBOS workflow on a queue: every model call and tool
 handler is a checkpointed step, gate waits are durable messages, and a turn a crashed worker
 left behind finishes on another. `DurableClient` queues turns and settles gates from any
-process. See README "Durable and distributed turns".
+process. See docs/guides/durable.md.
 """
 
 from ._client import DurableClient as DurableClient

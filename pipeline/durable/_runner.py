@@ -4,8 +4,8 @@ It composes a plain `TurnRunner` whose executor is the standard `ToolLoopExecuto
 `DurableModel` (every model call a step) and whose tools run their handlers as steps
 (`durable_tool`); gate waits become DBOS messages (``_gates.py``). The core gained only two
 additive seams for it (`Tool.with_handler` and a context-local id source); the rest sits on the
-model seam, the tools, the store and the runner's events. See README
-"Durable and distributed turns".
+model seam, the tools, the store and the runner's events. See
+docs/guides/durable.md.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class DurableTurnRunner:
         model: A `ChatModel` or a model string (see `pipeline.models.infer_model`).
         tools: The baseline tools (their handlers become steps).
         middleware: As for `TurnRunner`; the built-ins keep their state in the stash and are
-            safe to resume (README "Durable and distributed turns").
+            safe to resume (docs/guides/durable.md).
         store: Where turns, messages and calls are kept: shared by all workers (a
             `SqliteStore` on one machine, a PostgreSQL store for several).
         spool: Where artifact bodies are written (a `FileSpoolStore` on a shared disk lets a

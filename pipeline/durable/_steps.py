@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..calls._toolcall import ToolCall
 from ..errors import LoopError, TurnAbortedError
+from ..stores._counters import CounterStore
 from ..stores._store import JointStore, is_durable
 from ._errors import RecordedToolError, ToolInterruptedError
 from ._replay import current_run, stash_digest
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .._tool import Tool, ToolHandler, ToolOutput
     from ..models._message import Message
     from ..models._seam import ChatModel, ModelRequest, ModelResponse
+    from ..stores._counters import CounterLimit, SlotGrant
     from ..stores._store import TransactionWriter, TurnRecord, TurnStore
 
 __all__ = ["DurableModel", "DurableStore", "StashBinder", "durable_tool"]
@@ -208,8 +210,8 @@ class DurableStore:
     A re-run must start from the history the first run saw, not from the store as it is now
     (which holds the interrupted run's own messages and calls). Writes go straight through:
     they are idempotent (keyed by the deterministic ids), so writing again on a re-run is safe.
-    It is as durable as the wrapped store, and shares its transactions with other writers when
-    that store does (`JointStore`).
+    It is as durable as the wrapped store, shares its transactions with other writers when
+    that store does (`JointStore`), and keeps scoped limits' counts in it (`CounterStore`).
     """
 
     __slots__ = ("store",)
@@ -276,6 +278,37 @@ class DurableStore:
         if not isinstance(store, JointStore):  # writers are only given to a JointStore's wrapper
             raise TypeError(f"{store!r} runs no other writers in its transactions")
         return store
+
+    # -- CounterStore: straight through (a re-run reserves the same slot ids: idempotent) -----
+    def _counters(self) -> CounterStore:
+        store = self.store
+        if not isinstance(store, CounterStore):
+            raise TypeError(f"the turn's store {type(store).__name__} is not a CounterStore")
+        return store
+
+    async def reserve_slot(
+        self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
+    ) -> SlotGrant:
+        """The wrapped store's `CounterStore.reserve_slot` (TypeError if it keeps no counts)."""
+        return await self._counters().reserve_slot(slot, limits, now=now, ttl=ttl)
+
+    async def settle_slot(
+        self,
+        slot: str,
+        counters: Sequence[str],
+        *,
+        consume: bool,
+        now: float,
+        amount: int = 1,
+    ) -> None:
+        """The wrapped store's `CounterStore.settle_slot`."""
+        await self._counters().settle_slot(
+            slot, counters, consume=consume, now=now, amount=amount
+        )
+
+    async def count_slots(self, counter: str, *, window: float | None, now: float) -> int:
+        """The wrapped store's `CounterStore.count_slots`."""
+        return await self._counters().count_slots(counter, window=window, now=now)
 
     async def load_conversation(
         self, conversation_id: str

@@ -4,7 +4,8 @@
 database, `PostgresStore` for a database shared by many processes); `SpoolStore` holds artifact
 bodies (`MemorySpoolStore` by default, `FileSpoolStore` for bodies too large for memory).
 A store that runs other writers' writes in its own transactions (an audit sink's rows beside
-the call they record) is a `JointStore` and runs `TransactionWriter`s. See
+the call they record) is a `JointStore` and runs `TransactionWriter`s. A store that keeps
+counts across turns and processes for scoped limits (all three stores) is a `CounterStore`. See
 ``docs/architecture.md``. `SqliteStore`, `PostgresStore` and `FileSpoolStore` load when
 first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
@@ -12,6 +13,9 @@ first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 import typing as _typing
 
 from .._lazy import lazy_exports as _lazy_exports
+from ._counters import CounterLimit as CounterLimit
+from ._counters import CounterStore as CounterStore
+from ._counters import SlotGrant as SlotGrant
 from ._spool import MemorySpoolStore as MemorySpoolStore
 from ._spool import SpoolReader as SpoolReader
 from ._spool import SpoolStore as SpoolStore
@@ -39,11 +43,14 @@ __getattr__, __dir__ = _lazy_exports(
 
 
 __all__ = [
+    "CounterLimit",
+    "CounterStore",
     "FileSpoolStore",
     "JointStore",
     "MemorySpoolStore",
     "MemoryStore",
     "PostgresStore",
+    "SlotGrant",
     "SpoolReader",
     "SpoolStore",
     "SqliteStore",

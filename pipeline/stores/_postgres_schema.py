@@ -121,6 +121,21 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "'pipeline:SpooledJsonArtifact', 'pipeline:SpooledMarkdownArtifact')",
         ),
     ),
+    (
+        4,
+        (
+            # scoped limits (`CounterStore`): one row per slot under a counter; expires_at is
+            # the end of a live reservation, NULL once the slot is consumed
+            """CREATE TABLE IF NOT EXISTS loopware.counter_slots (
+                counter bytea NOT NULL,
+                slot bytea NOT NULL,
+                amount bigint NOT NULL,
+                at double precision NOT NULL,
+                expires_at double precision,
+                PRIMARY KEY (counter, slot)
+            )""",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
 
 from ..errors import InvalidRunnerConfigError
+from . import _postgres_counters as slots_sql
 from . import _postgres_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
 from ._loop_thread import LoopThread
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ..artifacts._artifact import SpooledArtifact
     from ..calls._toolcall import ToolCall
     from ..models._message import Message
+    from ._counters import CounterLimit, SlotGrant
     from ._spool import SpoolStore
     from ._store import TransactionWriter, TurnRecord
 
@@ -369,6 +371,48 @@ class PostgresStore:
             return [message_from_row(r) for r in await messages.fetchall()], await calls()
 
         return await self._run(load)
+
+    # -- CounterStore (one transaction each, advisory-locked per counter) ---------------------
+    async def reserve_slot(
+        self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
+    ) -> SlotGrant:
+        """Reserve ``slot`` under every counter or none (see `CounterStore.reserve_slot`).
+
+        Run again on a fresh connection when the first died, like every job: reserving a slot
+        id again is idempotent.
+        """
+
+        async def job(pool: Pool) -> SlotGrant:
+            async with pool.connection() as conn:
+                return await slots_sql.reserve(conn, slot, limits, now, ttl)
+
+        return await self._run(job)
+
+    async def settle_slot(
+        self,
+        slot: str,
+        counters: Sequence[str],
+        *,
+        consume: bool,
+        now: float,
+        amount: int = 1,
+    ) -> None:
+        """Consume or release ``slot`` (see `CounterStore.settle_slot`)."""
+
+        async def job(pool: Pool) -> None:
+            async with pool.connection() as conn:
+                await slots_sql.settle(conn, slot, counters, consume, now, amount)
+
+        await self._run(job)
+
+    async def count_slots(self, counter: str, *, window: float | None, now: float) -> int:
+        """What ``counter`` holds at ``now`` (see `CounterStore.count_slots`)."""
+
+        async def job(pool: Pool) -> int:
+            async with pool.connection() as conn:
+                return await slots_sql.count(conn, counter, window, now)
+
+        return await self._run(job)
 
     # -- reading helpers ------------------------------------------------------------------------
     async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:

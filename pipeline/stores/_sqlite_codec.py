@@ -315,7 +315,8 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStor
         inline=bool(inline),
         ran=bool(ran),
         decisions=tuple(
-            Decision(**fields) for fields in json.loads(from_sql_text(decisions or "[]"))
+            Decision.from_dict(fields)
+            for fields in json.loads(from_sql_text(decisions or "[]"))
         ),
         duration_ms=duration_ms,
         validated_checksum=validated_checksum,

@@ -143,6 +143,21 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "'pipeline:SpooledJsonArtifact', 'pipeline:SpooledMarkdownArtifact')",
         ),
     ),
+    (
+        6,
+        (
+            # scoped limits (`CounterStore`): one row per slot under a counter; expires_at is
+            # the end of a live reservation, NULL once the slot is consumed
+            """CREATE TABLE IF NOT EXISTS counter_slots (
+                counter TEXT NOT NULL,
+                slot TEXT NOT NULL,
+                amount INTEGER NOT NULL,
+                at REAL NOT NULL,
+                expires_at REAL,
+                PRIMARY KEY (counter, slot)
+            )""",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

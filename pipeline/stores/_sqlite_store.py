@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
 
 from ..errors import InvalidRunnerConfigError
+from . import _sqlite_counters as slots_sql
 from . import _sqlite_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
 from ._file_spool import FileSpoolStore
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from ..artifacts._artifact import SpooledArtifact
     from ..calls._toolcall import ToolCall
     from ..models._message import Message
+    from ._counters import CounterLimit, SlotGrant
     from ._store import TransactionWriter, TurnRecord
 
 __all__ = ["SqliteStore"]
@@ -310,6 +312,34 @@ class SqliteStore:
     ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         """Return the conversation's messages and tool calls, each in storage order."""
         return await self._run(self._read_conversation, _scope(conversation_id, ""))
+
+    # -- CounterStore (one BEGIN IMMEDIATE transaction each) -----------------------------------
+    async def reserve_slot(
+        self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
+    ) -> SlotGrant:
+        """Reserve ``slot`` under every counter or none (see `CounterStore.reserve_slot`)."""
+        return await self._run(self._in_write, slots_sql.reserve, slot, limits, now, ttl)
+
+    async def settle_slot(
+        self,
+        slot: str,
+        counters: Sequence[str],
+        *,
+        consume: bool,
+        now: float,
+        amount: int = 1,
+    ) -> None:
+        """Consume or release ``slot`` (see `CounterStore.settle_slot`)."""
+        await self._run(self._in_write, slots_sql.settle, slot, counters, consume, now, amount)
+
+    async def count_slots(self, counter: str, *, window: float | None, now: float) -> int:
+        """What ``counter`` holds at ``now`` (see `CounterStore.count_slots`)."""
+        return await self._run(self._in_write, slots_sql.count, counter, window, now)
+
+    def _in_write(self, fn: Callable[..., R], *args: object) -> R:
+        """Run ``fn(cursor, *args)`` in one write transaction (on the worker thread)."""
+        with self._transaction() as cur:
+            return fn(cur, *args)
 
     # -- reading helpers ------------------------------------------------------------------------
     async def tool_calls_for_turn(self, turn_id: str) -> list[ToolCall]:

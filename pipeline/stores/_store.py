@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
+from ._counters import CounterLimit, MemoryCounters, SlotGrant
+
 if TYPE_CHECKING:
     from .._events import TurnStatus
     from ..calls._toolcall import ToolCall
@@ -175,10 +177,11 @@ class MemoryStore:
     """The default store: keeps conversations in process memory (lost when the process exits).
 
     Turns run without a ``conversation_id`` are not retained: their records live in the
-    `TurnResult`, so a long-running process does not grow with every turn.
+    `TurnResult`, so a long-running process does not grow with every turn. It is also a
+    `CounterStore` (for scoped limits), whose counts live as long as the store.
     """
 
-    __slots__ = ("_calls", "_messages", "_turns")
+    __slots__ = ("_calls", "_counters", "_messages", "_turns")
 
     durable: ClassVar[bool] = False
     """Nothing it keeps survives the process (see `TurnStore`)."""
@@ -189,6 +192,7 @@ class MemoryStore:
         self._messages: dict[str | None, dict[str, Message]] = {}
         self._calls: dict[str | None, dict[tuple[str, str], ToolCall]] = {}
         """Per conversation, calls keyed by (turn id, call id), in storage order."""
+        self._counters = MemoryCounters()
 
     def __repr__(self) -> str:
         """Show how much the store holds."""
@@ -234,6 +238,29 @@ class MemoryStore:
     def turn(self, turn_id: str) -> TurnRecord | None:
         """Return a stored turn's summary, if any."""
         return self._turns.get(turn_id)
+
+    # -- CounterStore ---------------------------------------------------------------------------
+    async def reserve_slot(
+        self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
+    ) -> SlotGrant:
+        """Reserve ``slot`` under every counter or none (see `CounterStore.reserve_slot`)."""
+        return self._counters.reserve_now(slot, limits, now=now, ttl=ttl)
+
+    async def settle_slot(
+        self,
+        slot: str,
+        counters: Sequence[str],
+        *,
+        consume: bool,
+        now: float,
+        amount: int = 1,
+    ) -> None:
+        """Consume or release ``slot`` (see `CounterStore.settle_slot`)."""
+        self._counters.settle_now(slot, counters, consume=consume, now=now, amount=amount)
+
+    async def count_slots(self, counter: str, *, window: float | None, now: float) -> int:
+        """What ``counter`` holds at ``now`` (see `CounterStore.count_slots`)."""
+        return await self._counters.count_slots(counter, window=window, now=now)
 
 
 for _cls in (TurnRecord, TurnStore, TransactionWriter, JointStore, MemoryStore):

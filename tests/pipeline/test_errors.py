@@ -53,7 +53,7 @@ from pipeline.errors import (
     TurnAbortedError,
 )
 
-# (class, code, status, fatal): the table in README.md, "Error codes".
+# (class, code, status, fatal): what docs/reference/errors.md lists, generated from the classes.
 TABLE: list[tuple[type[LoopError], str, int, bool]] = [
     (InvalidToolError, "E_INVALID_INITIAL_TOOL_VALUE", 500, True),
     (InvalidToolArgsError, "E_INVALID_TOOL_ARGS", 422, False),

@@ -102,6 +102,7 @@ def _rewind_to_version_1(path: Path) -> None:
         conn.execute("CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)")
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
+        conn.execute("DROP TABLE counter_slots")  # version 6's
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tool_calls'").fetchone()
         assert "UNIQUE (scope, id)" in sql[0]
     conn.close()

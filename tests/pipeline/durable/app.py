@@ -25,7 +25,7 @@ from middleware import (
     ToolPolicy,
 )
 from middleware.audit import AuditLog, SqliteAuditSink
-from pipeline import tool
+from pipeline import TurnContext, tool
 from pipeline.artifacts import SpooledArtifact
 from pipeline.calls import ToolCallContext, ToolCallNext
 from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall, Usage
@@ -136,6 +136,19 @@ def chaos() -> Middleware:
         await call_next()
 
     return mw
+
+
+CUSTOMER_LIMIT = 10
+
+
+def customer(ctx: TurnContext) -> str:
+    """The turn's customer (the stash the client queued the turn with)."""
+    return str(ctx.stash.get("customer"))
+
+
+def customer_limit() -> list[object]:
+    """At most `CUSTOMER_LIMIT` record runs per customer, counted in the shared store."""
+    return [ToolCallLimit({"record": CUSTOMER_LIMIT}, scope=customer, scope_name="customer")]
 
 
 def stack() -> list[object]:
