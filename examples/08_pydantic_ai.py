@@ -80,7 +80,7 @@ async def main() -> None:
         for row in sink.rows():
             if row.entry.kind == "tool_call":
                 print(f"  audit {row.entry.call_id:6} {row.entry.decision}")
-        print("audit chain intact:", sink.verify() is None)
+        print("audit chain intact:", sink.verify().ok)
         sink.close()
 
 

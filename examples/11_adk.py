@@ -102,7 +102,7 @@ async def main() -> None:
             if row.entry.kind == "tool_call"
         ]
         print("audit:", ", ".join(decisions))
-        print("audit chain intact:", sink.verify() is None)
+        print("audit chain intact:", sink.verify().ok)
         sink.close()
 
 

@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_gateway_command(sub)
     _add_durable_commands(sub)
+    from ._audit import add_audit_command  # loopware audit verify|show
+
+    add_audit_command(sub)
     return parser
 
 

@@ -29,6 +29,7 @@ from pipeline.calls import ToolDecisionAction, Verdict
 from pipeline.stores import TransactionWriter
 
 from ._key import AuditKey, row_digest
+from ._report import AuditVerification
 
 __all__ = [
     "DECISIONS",
@@ -199,8 +200,11 @@ class AuditSink(Protocol):
         """Return the chain's head as written so far."""
         ...
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        """Return None when the chain is intact, else the 0-based index of the first bad row."""
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        """Check the chain (against ``head`` when given); see `AuditVerification`.
+
+        The report is truthy when the chain holds, else it names the first bad row and why.
+        """
         ...
 
     def close(self) -> None:

@@ -86,7 +86,7 @@ def verified(audit: Path) -> bool:
     """True when the audit chain at ``audit`` verifies."""
     sink = JsonlAuditSink(audit)
     try:
-        return sink.verify() is None
+        return bool(sink.verify())
     finally:
         sink.close()
 

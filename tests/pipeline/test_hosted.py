@@ -154,7 +154,7 @@ async def test_the_audit_has_one_row_per_call_id_and_its_chain_verifies(tmp_path
     try:
         ids = [str(row.entry.call_id) for row in sink.rows() if row.entry.kind == "tool_call"]
         assert sorted(ids) == sorted([f"c{i}" for i in range(10)] + ["s1"])
-        assert sink.verify() is None
+        assert sink.verify().ok
     finally:
         sink.close()
     assert len(host.runs) == 3

@@ -117,7 +117,7 @@ async def test_the_audit_has_one_row_per_call_id_and_verifies(tmp_path: Path) ->
         await Loopware(middleware=stack).run(agent, "go", run_config=QUIET)
         ids = [str(r.entry.call_id) for r in sink.rows() if r.entry.kind == "tool_call"]
         assert sorted(ids) == sorted(f"c{i}" for i in range(10))
-        assert sink.verify() is None
+        assert sink.verify().ok
         assert len(runs) == 3
     finally:
         sink.close()
