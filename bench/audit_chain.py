@@ -297,8 +297,8 @@ async def _case(
         broken = sink.verify()
         verified = time.perf_counter() - t0
         count = sink.head().count
-        if broken is not None or count != len(rows):
-            raise SystemExit(f"{sink!r}: chain broken at {broken} or {count} rows")
+        if not broken or count != len(rows):
+            raise SystemExit(f"{sink!r}: {broken.explain()} or {count} rows")
     finally:
         sink.close()
         raw.close()

@@ -56,7 +56,7 @@ async def measure(folder: Path, commits: int) -> list[tuple[str, int, float]]:
             sink_pages = await pages_per_commit(
                 sink.append, Path(f"{sink_path}-wal"), rows, per_commit
             )
-            if sink.verify() is not None:
+            if not sink.verify():
                 raise SystemExit("the sink's chain does not verify")
         finally:
             sink.close()

@@ -123,7 +123,7 @@ def audit_processes(conninfo: str, processes: int, rows: int) -> float:
     elapsed = time.perf_counter() - started
     sink = PostgresAuditSink(conninfo, chain="bench")
     try:
-        if sink.verify() is not None or sink.head().count != processes * rows:
+        if not sink.verify() or sink.head().count != processes * rows:
             raise SystemExit("the shared chain does not verify or lost rows")
     finally:
         sink.close()
@@ -149,7 +149,7 @@ def audit_one_sqlite(path: Path, rows: int) -> float:
 
     try:
         rate = asyncio.run(go())
-        if sink.verify() is not None:
+        if not sink.verify():
             raise SystemExit("the SQLite chain does not verify")
     finally:
         sink.close()

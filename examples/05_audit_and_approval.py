@@ -86,7 +86,7 @@ async def run(folder: Path) -> None:
         entry = row.entry
         what = f"{entry.tool} {entry.decision}" if entry.kind == "tool_call" else entry.status
         print(f"  #{row.index} {entry.kind:9} {what:22} {row.hash[:12]}")
-    print(f"verify(): {sink.verify()}")
+    print(f"verify(): {sink.verify().explain()}")
     sink.close()
 
     # Someone edits a row after the fact: the chain shows where.
@@ -95,7 +95,7 @@ async def run(folder: Path) -> None:
     lines[2] = lines[2].replace('"rejected"', '"approved"')
     log.write_text("".join(lines))
     tampered = JsonlAuditSink(log)
-    print(f"after editing row 2, verify(): {tampered.verify()}")
+    print(f"after editing row 2, verify(): {tampered.verify().explain()}")
     tampered.close()
 
 

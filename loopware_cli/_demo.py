@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
-from middleware.audit import AuditLog, AuditRow, SqliteAuditSink
+from middleware.audit import AuditLog, AuditRow, AuditVerification, SqliteAuditSink
 from middleware.transcripts import policy_labels
 from pipeline import Tool, ToolLoopExecutor, TurnResult, TurnRunner, tool
 from pipeline.errors import LoopError, MissingExtraError
@@ -163,7 +163,7 @@ def _row_kinds(rows: list[AuditRow]) -> str:
 def _summary(
     result: TurnResult,
     rows: list[AuditRow],
-    verified: int | None,
+    verified: AuditVerification,
     style: Style,
     audit_path: str,
     repetition: str,
@@ -196,8 +196,8 @@ def _summary(
         (
             "audit verified",
             style.verdict("yes")
-            if verified is None
-            else style.verdict(f"no: row {verified} is broken", key="no"),
+            if verified
+            else style.verdict(f"no: row {verified.first_bad_row} is broken", key="no"),
         ),
     ]
 
@@ -280,4 +280,4 @@ def run_demo(
     print(f"audit file: {audit_path}{note}", file=out)
     elapsed = (time.perf_counter() - started) * 1000.0
     print(style.paint(f"done in {elapsed:.0f} ms", "dim"), file=out)
-    return 0 if result.ok and verified is None else 1
+    return 0 if result.ok and verified else 1

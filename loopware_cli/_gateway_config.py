@@ -13,7 +13,7 @@
     allow = ["git_*", "time_*"]
     deny = ["git_commit"]
 
-    [limits]                     # ToolCallLimit, per client conversation
+    [limits]                     # ToolCallLimit, per principal
     total = 200
     per_tool = { git_log = 20 }
 
@@ -31,6 +31,16 @@
     path = "gateway-audit.jsonl"   # .sqlite or .db: SqliteAuditSink, else JsonlAuditSink
     synchronous = "full"           # or "normal": rows survive a process kill, not power loss
 
+    [gateway]
+    session_idle_timeout = 3600    # seconds a principal may stay silent before its turn ends
+    roll_over = 1000               # calls per turn; the next turn carries the counts
+    max_concurrent = 8             # calls of one principal running at once
+
+    [auth]                       # HTTP clients: see loopware_cli/_gateway_config_auth.py
+
+    [caps.principal]             # calls per window: see loopware_cli/_gateway_config_caps.py
+    per_minute = { total = 60 }
+
 A bad file raises `GatewayConfigError` naming the key.
 """
 
@@ -39,13 +49,13 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from ._gateway_config_auth import AuthConfig, parse_auth
+from ._gateway_config_caps import CapConfig, parse_caps
+from ._gateway_config_errors import GatewayConfigError, bad, count, seconds, strings
+from ._gateway_config_errors import table as table_of
 
 __all__ = ["ApprovalConfig", "GatewayConfig", "GatewayConfigError", "UpstreamConfig", "load_config"]
-
-
-class GatewayConfigError(ValueError):
-    """The configuration file is unreadable or has a bad key (the message names it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,103 +117,84 @@ class GatewayConfig:
     audit_synchronous: str = "full"
     """The audit sink's durability: ``"full"`` (fsync every append) or ``"normal"``."""
     session_idle_timeout: float = 3600.0
-    """Seconds an HTTP client may stay silent before its conversation's turn ends."""
-
-
-def _bad(key: str, problem: str) -> GatewayConfigError:
-    return GatewayConfigError(f"{key}: {problem}")
-
-
-def _strings(key: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _bad(key, "must be a list of non-empty strings")
-    return tuple(value)
-
-
-def _seconds(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise _bad(key, f"must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _table(key: str, value: object) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _bad(key, "must be a table")
-    return value
+    """Seconds a principal may stay silent before its turn ends (its counts are carried)."""
+    roll_over: int = 1000
+    """Calls after which a principal's turn ends and the next begins, counts carried: what a
+    long session holds (records, the store's rows) stays under two turns' worth."""
+    max_concurrent: int = 8
+    """Calls of one principal that may run at once (more wait their turn)."""
+    auth: AuthConfig | None = None
+    """Who may call over HTTP (None: nobody authenticates; loopback addresses only)."""
+    caps: tuple[CapConfig, ...] = ()
+    """Gateway-wide caps over time windows, per principal and in total."""
 
 
 def _upstream(n: int, raw: object, base: Path) -> UpstreamConfig:
     key = f"upstream[{n}]"
-    table = _table(key, raw)
+    table = table_of(key, raw)
     known = {"name", "command", "url", "prefix", "allow", "timeout", "env", "cwd"}
     if unknown := sorted(set(table) - known):
-        raise _bad(key, f"unknown keys {unknown}")
+        raise bad(key, f"unknown keys {unknown}")
     if ("command" in table) == ("url" in table):
-        raise _bad(key, "give exactly one of command and url")
+        raise bad(key, "give exactly one of command and url")
     server: str | tuple[str, ...]
     if "url" in table:
         url = table["url"]
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise _bad(f"{key}.url", "must be an http:// or https:// URL")
+            raise bad(f"{key}.url", "must be an http:// or https:// URL")
         server = url
     else:
-        server = _strings(f"{key}.command", table["command"])
+        server = strings(f"{key}.command", table["command"])
         if not server:
-            raise _bad(f"{key}.command", "must not be empty")
+            raise bad(f"{key}.command", "must not be empty")
     name = table.get("name", f"upstream{n}")
     prefix = table.get("prefix", "")
     if not isinstance(name, str) or not name:
-        raise _bad(f"{key}.name", "must be a non-empty string")
+        raise bad(f"{key}.name", "must be a non-empty string")
     if not isinstance(prefix, str):
-        raise _bad(f"{key}.prefix", "must be a string")
+        raise bad(f"{key}.prefix", "must be a string")
     env = table.get("env")
     if env is not None and not (
         isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
     ):
-        raise _bad(f"{key}.env", "must be a table of strings")
+        raise bad(f"{key}.env", "must be a table of strings")
     cwd = table.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
-        raise _bad(f"{key}.cwd", "must be a string")
+        raise bad(f"{key}.cwd", "must be a string")
     return UpstreamConfig(
         name=name,
         server=server,
         prefix=prefix,
-        allow=_strings(f"{key}.allow", table["allow"]) if "allow" in table else None,
-        timeout=_seconds(f"{key}.timeout", table.get("timeout", 60.0)),
+        allow=strings(f"{key}.allow", table["allow"]) if "allow" in table else None,
+        timeout=seconds(f"{key}.timeout", table.get("timeout", 60.0)),
         env=env,
         cwd=str(base / cwd) if cwd is not None else None,
     )
 
 
 def _approval(raw: object) -> ApprovalConfig:
-    table = _table("approval", raw)
+    table = table_of("approval", raw)
     known = {"tools", "command", "webhook", "prompt", "timeout"}
     if unknown := sorted(set(table) - known):
-        raise _bad("approval", f"unknown keys {unknown}")
+        raise bad("approval", f"unknown keys {unknown}")
     ways = [k for k in ("command", "webhook", "prompt") if table.get(k) not in (None, False)]
     if len(ways) != 1:
-        raise _bad("approval", "give exactly one of command, webhook and prompt = true")
+        raise bad("approval", "give exactly one of command, webhook and prompt = true")
     webhook = table.get("webhook")
     if webhook is not None and (
         not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
     ):
-        raise _bad("approval.webhook", "must be an http:// or https:// URL")
+        raise bad("approval.webhook", "must be an http:// or https:// URL")
     prompt = table.get("prompt", False)
     if not isinstance(prompt, bool):
-        raise _bad("approval.prompt", "must be true or false")
+        raise bad("approval.prompt", "must be true or false")
     return ApprovalConfig(
-        tools=_strings("approval.tools", table.get("tools")),
-        command=_strings("approval.command", table["command"]) if "command" in table else None,
+        tools=strings("approval.tools", table.get("tools")),
+        command=strings("approval.command", table["command"]) if "command" in table else None,
         webhook=webhook,
         prompt=prompt,
-        timeout=_seconds("approval.timeout", table.get("timeout", 120.0)),
+        timeout=seconds("approval.timeout", table.get("timeout", 120.0)),
     )
-
-
-def _count(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _bad(key, f"must be a whole number >= 0, got {value!r}")
-    return value
 
 
 def load_config(path: str | Path) -> GatewayConfig:
@@ -223,36 +214,46 @@ def load_config(path: str | Path) -> GatewayConfig:
         raise GatewayConfigError(f"{path} is not valid TOML: {exc}") from None
     base = path.parent
     known = {"upstream", "policy", "limits", "repetition", "approval", "audit", "gateway"}
+    known |= {"auth", "caps"}
     if unknown := sorted(set(data) - known):
-        raise _bad("(top level)", f"unknown tables {unknown}")
+        raise bad("(top level)", f"unknown tables {unknown}")
     raw_upstreams = data.get("upstream")
     if not isinstance(raw_upstreams, list) or not raw_upstreams:
-        raise _bad("upstream", "give at least one [[upstream]] table")
+        raise bad("upstream", "give at least one [[upstream]] table")
     upstreams = tuple(_upstream(n, raw, base) for n, raw in enumerate(raw_upstreams))
-    policy = _table("policy", data.get("policy", {}))
-    limits = _table("limits", data.get("limits", {}))
-    per_tool = _table("limits.per_tool", limits.get("per_tool", {}))
-    repetition = _table("repetition", data.get("repetition", {}))
-    audit = _table("audit", data.get("audit", {}))
-    gateway = _table("gateway", data.get("gateway", {}))
+    policy = table_of("policy", data.get("policy", {}))
+    limits = table_of("limits", data.get("limits", {}))
+    per_tool = table_of("limits.per_tool", limits.get("per_tool", {}))
+    repetition = table_of("repetition", data.get("repetition", {}))
+    audit = table_of("audit", data.get("audit", {}))
+    gateway = table_of("gateway", data.get("gateway", {}))
     audit_path = audit.get("path")
     if audit_path is not None and not isinstance(audit_path, str):
-        raise _bad("audit.path", "must be a string")
+        raise bad("audit.path", "must be a string")
     synchronous = audit.get("synchronous", "full")
     if synchronous not in ("full", "normal"):
-        raise _bad("audit.synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
+        raise bad("audit.synchronous", f"must be 'full' or 'normal', got {synchronous!r}")
     threshold = repetition.get("threshold")
+    if unknown := sorted(set(gateway) - _GATEWAY_KEYS):
+        raise bad("gateway", f"unknown keys {unknown}")
     return GatewayConfig(
         upstreams=upstreams,
-        allow=_strings("policy.allow", policy["allow"]) if "allow" in policy else None,
-        deny=_strings("policy.deny", policy.get("deny", [])),
-        limits={k: _count(f"limits.per_tool.{k}", v) for k, v in per_tool.items()},
-        total=_count("limits.total", limits["total"]) if "total" in limits else None,
-        repetition=_count("repetition.threshold", threshold) if threshold is not None else None,
+        allow=strings("policy.allow", policy["allow"]) if "allow" in policy else None,
+        deny=strings("policy.deny", policy.get("deny", [])),
+        limits={k: count(f"limits.per_tool.{k}", v) for k, v in per_tool.items()},
+        total=count("limits.total", limits["total"]) if "total" in limits else None,
+        repetition=count("repetition.threshold", threshold) if threshold is not None else None,
         approval=_approval(data["approval"]) if "approval" in data else None,
         audit=(base / audit_path) if audit_path is not None else None,
         audit_synchronous=synchronous,
-        session_idle_timeout=_seconds(
+        session_idle_timeout=seconds(
             "gateway.session_idle_timeout", gateway.get("session_idle_timeout", 3600.0)
         ),
+        roll_over=count("gateway.roll_over", gateway.get("roll_over", 1000), minimum=1),
+        max_concurrent=count("gateway.max_concurrent", gateway.get("max_concurrent", 8), minimum=1),
+        auth=parse_auth(data["auth"], base) if "auth" in data else None,
+        caps=parse_caps(data["caps"]) if "caps" in data else (),
     )
+
+
+_GATEWAY_KEYS = frozenset({"session_idle_timeout", "roll_over", "max_concurrent"})

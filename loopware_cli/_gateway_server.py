@@ -21,32 +21,63 @@ from pipeline.errors import MissingExtraError
 
 from ._gateway import Gateway, answer_call
 from ._gateway_config import GatewayConfigError, load_config
+from ._gateway_http import EXIT_UNSAFE_BIND, http_app, serve_check
+from ._gateway_session import conversation_name
 
-__all__ = ["GATEWAY_DESCRIPTION", "add_gateway_arguments", "build_server", "client_key"]
+__all__ = [
+    "DEFAULT_HOST",
+    "GATEWAY_DESCRIPTION",
+    "LOCAL",
+    "STDIO",
+    "add_gateway_arguments",
+    "build_server",
+    "caller",
+    "http_address",
+]
 
 _log = logging.getLogger("loopware.gateway")
 
+STDIO = "stdio"
+"""The principal on stdio: the process that started the gateway."""
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``--http PORT`` binds."""
+LOCAL = "local"
+"""The one principal of every HTTP client when no authentication is configured (loopback)."""
 
-def client_key(ctx: Any, transport: str) -> str:
-    """Which conversation a request belongs to (see ``loopware_cli/_gateway.py``)."""
+
+def caller(ctx: Any, transport: str) -> tuple[str, str | None]:
+    """Who makes a request (the principal) and the conversation it names within itself.
+
+    The principal is never what the client says: the process on stdio; over HTTP the
+    principal of the token the SDK's bearer auth accepted (``request.user``), or `LOCAL`
+    when the gateway runs without authentication. The ``X-Loopware-Conversation`` header only
+    names a conversation *within* that principal (``[A-Za-z0-9._-]{1,64}``, else ignored).
+
+    Raises:
+        PermissionError: authentication is on and the request carries no accepted token
+            (the SDK's middleware refuses such requests first; this is the second lock).
+    """
     if transport == "stdio":
-        return "stdio"
+        return STDIO, None
     request = getattr(ctx, "request", None)
     headers = getattr(request, "headers", None)
-    if headers is not None:
-        named = headers.get("x-loopware-conversation") or headers.get("mcp-session-id")
-        if named:
-            return str(named)[:200]
-    meta = getattr(ctx, "meta", None) or {}
-    info = meta.get("io.modelcontextprotocol/clientInfo") if isinstance(meta, dict) else None
-    name = info.get("name", "client") if isinstance(info, dict) else "client"
-    peer = getattr(request, "client", None)
-    where = f"{peer.host}:{peer.port}" if peer is not None else "unknown"
-    return f"{name}@{where}"
+    named = conversation_name(headers.get("x-loopware-conversation")) if headers else None
+    if transport == "http":
+        return LOCAL, named
+    scope = getattr(request, "scope", None) or {}
+    user = scope.get("user")
+    token = getattr(user, "access_token", None)
+    principal = getattr(token, "client_id", None)
+    if not isinstance(principal, str) or not principal:
+        raise PermissionError("no authenticated principal")
+    return principal, named
 
 
 def build_server(gateway: Gateway, transport: str) -> Any:
-    """A low-level MCP `Server` answering with ``gateway``'s tools."""
+    """A low-level MCP `Server` answering with ``gateway``'s tools.
+
+    ``transport`` is ``"stdio"``, ``"http"`` (no authentication) or ``"http+auth"``.
+    """
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -64,7 +95,8 @@ def build_server(gateway: Gateway, transport: str) -> Any:
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         args = dict(params.arguments or {})
-        return await answer_call(gateway, client_key(ctx, transport), params.name, args)
+        principal, conversation = caller(ctx, transport)
+        return await answer_call(gateway, principal, params.name, args, conversation)
 
     return Server("loopware-gateway", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -76,6 +108,11 @@ async def serve(config_path: str, http: str | None) -> int:
     except GatewayConfigError as exc:
         print(f"loopware gateway: error: {exc}", file=sys.stderr)
         return 3
+    if http is not None:
+        refusal = serve_check(config, http.rpartition(":")[0])
+        if refusal is not None:
+            print(f"loopware gateway: error: {refusal}", file=sys.stderr)
+            return EXIT_UNSAFE_BIND
     gateway = Gateway(config)
     try:
         await gateway.start()
@@ -94,21 +131,33 @@ async def serve(config_path: str, http: str | None) -> int:
             import uvicorn
 
             host, _, port = http.rpartition(":")
-            server = build_server(gateway, "http")
-            app = server.streamable_http_app(host=host)
-            config_ = uvicorn.Config(app, host=host, port=int(port), log_level="warning")
+            server = build_server(gateway, "http" if config.auth is None else "http+auth")
+            app = http_app(server, config, gateway.sink, host, int(port))
+            config_ = uvicorn.Config(
+                app, host=host.strip("[]"), port=int(port), log_level="warning", access_log=False
+            )
             await uvicorn.Server(config_).serve()
     finally:
         await gateway.aclose()
     return 0
 
 
+def http_address(text: str) -> str | None:
+    """``HOST:PORT`` from ``--http`` (``PORT`` or ``:PORT`` binds 127.0.0.1), or None if bad."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return f"{host or DEFAULT_HOST}:{int(port)}"
+
+
 def _run(args: argparse.Namespace) -> int:
     http: str | None = args.http
     if http is not None:
-        host, sep, port = http.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            print("loopware gateway: error: --http takes HOST:PORT", file=sys.stderr)
+        http = http_address(http)
+        if http is None:
+            print("loopware gateway: error: --http takes [HOST:]PORT", file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
@@ -125,8 +174,8 @@ GATEWAY_DESCRIPTION = (
     "An MCP server that fronts the upstream MCP servers of --config (a TOML file:\n"
     "upstreams, policy, limits, repetition, approval, audit) and applies ToolPolicy,\n"
     "ToolCallLimit, RepetitionDetector, ApprovalGate and AuditLog to every call.\n"
-    "Serves stdio (for clients that launch it) or, with --http HOST:PORT, streamable\n"
-    "HTTP at http://HOST:PORT/mcp."
+    "Serves stdio (for clients that launch it) or, with --http [HOST:]PORT, streamable\n"
+    "HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1 unless given; elsewhere needs [auth])."
 )
 
 
@@ -135,6 +184,12 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = GATEWAY_DESCRIPTION
     parser.add_argument("--config", required=True, help="the gateway's TOML configuration")
     parser.add_argument(
-        "--http", default=None, metavar="HOST:PORT", help="serve streamable HTTP instead of stdio"
+        "--http",
+        default=None,
+        metavar="[HOST:]PORT",
+        help=(
+            "serve streamable HTTP instead of stdio, on 127.0.0.1 unless HOST is given "
+            "(a non-loopback HOST needs [auth])"
+        ),
     )
     parser.set_defaults(handler=_run)

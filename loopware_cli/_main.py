@@ -61,18 +61,20 @@ exit status (every command):
      replay: the stack denied or rejected at least one recorded call, or a
      replayed turn failed (a nack such as PolicyViolationError, or a middleware
      error); demo: the audit file cannot be written, the scripted turn did not
-     complete, or the audit chain did not verify; approve: the gate is not
-     waiting; gateway: an upstream server cannot be started
+     complete, or the audit chain did not verify; audit verify: the chain does
+     not verify; approve: the gate is not waiting; gateway: an upstream server
+     cannot be started
   2  usage error: unknown option, missing argument (argparse), or a policy
      option value the policy refuses (--repeat 1)
   3  bad input file: replay's transcript is missing, unreadable, not UTF-8,
      invalid or truncated JSON, or has malformed messages (printed on stderr as
      FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong; the readable part is
-     still replayed and reported); worker, gateway, approve: the configuration
-     file or a value in it is unusable
+     still replayed and reported); audit: the log cannot be read; worker,
+     gateway, approve: the configuration file or a value in it is unusable
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
      it is not middleware or tools (replay, run) / not a TurnRunner
-     (pipelines); a factory that needs arguments or raises counts too
+     (pipelines); a factory that needs arguments or raises counts too; gateway:
+     --http on an address that is not loopback, without an [auth] table
   5  run: the model cannot be used: its API key is not set or was refused, or the
      model string is not one loopware knows
   6  replay: the transcript is readable but the recorded model made errors (tool
@@ -204,6 +206,12 @@ def _configure_worker(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run_worker)
 
 
+def _configure_audit(parser: argparse.ArgumentParser) -> None:
+    from ._audit import add_audit_arguments
+
+    add_audit_arguments(parser)
+
+
 def _configure_approve(parser: argparse.ArgumentParser) -> None:
     from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
 
@@ -237,6 +245,7 @@ COMMANDS: Final[dict[str, Command]] = {
     ),
     "worker": Command("run queued durable turns", _configure_worker),
     "approve": Command("settle a gate a durable turn waits on", _configure_approve),
+    "audit": Command("verify an audit chain or print its rows", _configure_audit),
 }
 """Every subcommand, in the order ``loopware --help`` lists them."""
 

@@ -2,24 +2,25 @@
 
 It builds a `DurableTurnRunner` from the file (``_worker_config.py``), launches DBOS (which
 resumes this worker's unfinished turns), puts the turns of the workers named in ``recover`` back
-on the queue, prints one line per gate a turn starts waiting on, and runs until SIGTERM or
-SIGINT. Stopping leaves unfinished turns pending for the next worker.
+on the queue, logs one line per turn started, completed, failed or waiting on a gate (logger
+``loopware.worker``, printed on stdout: ``_worker_log.py``), and runs until SIGTERM or SIGINT.
+Stopping leaves unfinished turns pending for the next worker.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import logging
 import signal
 import sys
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
-from pipeline import Gate
 from pipeline.durable import DurableTurnRunner
 from pipeline.errors import LoopError, MissingExtraError
 
 from ._worker_config import WorkerConfig, build_runner_options, read_worker_config
+from ._worker_log import LOGGER, TurnLog
 
 __all__ = ["add_worker_arguments", "run_worker"]
 
@@ -31,8 +32,10 @@ Run queued durable turns (docs/guides/durable.md) until SIGTERM or
 SIGINT. FILE is a TOML file: system_database (sqlite:///... by default, postgresql://...
 for several workers), queue, concurrency, executor_id, recover, and a [runner] table
 (model or model_from, tools, middleware, store or store_from, spool, system_prompt,
-max_iterations). Each gate a turn waits on is printed as `gate waiting: GATE_ID ...`;
-settle it with `loopware approve GATE_ID`."""
+max_iterations). One line per turn is printed (logger loopware.worker), each ending
+with the queue's depth: `turn started: TURN`, `turn completed: TURN in 1.20s`,
+`turn failed: TURN in 0.40s CODE: message`, and for each gate a turn waits on,
+`gate waiting: GATE_ID REASON PAYLOAD`; settle it with `loopware approve GATE_ID`."""
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,42 +50,46 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _say(out: TextIO, line: str) -> None:
-    out.write(line + "\n")
-    out.flush()
-
-
-def _gate_line(out: TextIO) -> Any:
-    def on_gate(gate_id: str, gate: Gate[Any]) -> None:
-        payload = json.dumps(gate.payload, default=str, sort_keys=True)
-        _say(out, f"gate waiting: {gate_id} {gate.reason} {payload}")
-
-    return on_gate
+def _handler(out: TextIO) -> logging.Handler:
+    """Where the worker's lines go: ``out``, one message per line (no prefix)."""
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    return handler
 
 
 async def serve(config: WorkerConfig, recover: list[str], out: TextIO) -> int:
-    """Run the worker until a stop signal."""
-    options = build_runner_options(config)
-    runner = DurableTurnRunner(**options, on_gate=_gate_line(out))
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await runner.launch()
+    """Run the worker until a stop signal, logging to ``loopware.worker`` (printed on ``out``)."""
+    logger = logging.getLogger(LOGGER)
+    handler = _handler(out)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    log = TurnLog(logger)
     try:
-        dead = [*config.recover, *recover]
-        if dead:
-            resumed = await runner.recover(dead)
-            _say(out, f"recovered {len(resumed)} turn(s) of {', '.join(dead)}")
-        _say(
-            out,
-            f"worker ready: executor={config.executor_id or 'local'} queue={config.queue} "
-            f"concurrency={config.concurrency}",
-        )
-        await stop.wait()
+        options = build_runner_options(config)
+        runner = DurableTurnRunner(**options, on_gate=log.gate)
+        log.attach(runner)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await runner.launch()
+        log.start()
+        try:
+            dead = [*config.recover, *recover]
+            if dead:
+                resumed = await runner.recover(dead)
+                log.say(f"recovered {len(resumed)} turn(s) of {', '.join(dead)}")
+            log.say(
+                f"worker ready: executor={config.executor_id or 'local'} queue={config.queue} "
+                f"concurrency={config.concurrency}"
+            )
+            await stop.wait()
+            await log.stop()
+        finally:
+            runner.shutdown()
+        log.say("worker stopped")
     finally:
-        runner.shutdown()
-    _say(out, "worker stopped")
+        logger.removeHandler(handler)
     return _EXIT_OK
 
 

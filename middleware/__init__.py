@@ -35,6 +35,7 @@ if _typing.TYPE_CHECKING:
     from ._approval import ApprovalGate as ApprovalGate
     from ._approval import Approver as Approver
     from ._budget import IterationBudget as IterationBudget
+    from ._context_window import ContextWindow as ContextWindow
     from ._counter import ToolCallCounter as ToolCallCounter
     from ._limit import LimitCount as LimitCount
     from ._limit import OnExceed as OnExceed
@@ -51,6 +52,7 @@ if _typing.TYPE_CHECKING:
 _LAZY = {
     "ApprovalGate": "_approval",
     "Approver": "_approval",
+    "ContextWindow": "_context_window",
     "IterationBudget": "_budget",
     "LimitCount": "_limit",
     "ModelCallLimit": "_model_limit",
@@ -80,6 +82,10 @@ def _load(module: str) -> _types.ModuleType:
         from . import _budget
 
         return _budget
+    if module == "_context_window":
+        from . import _context_window
+
+        return _context_window
     if module == "_counter":
         from . import _counter
 
@@ -135,6 +141,7 @@ __all__ = [
     "ApprovalGate",
     "Approver",
     "Clock",
+    "ContextWindow",
     "DispatchHook",
     "DispatchHookMethod",
     "DispatchMiddleware",

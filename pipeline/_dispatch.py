@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._context import TurnContext
     from ._turn_state import TurnState
     from .calls._toolcall import ToolCall
+    from .models._message import Message
 
 __all__ = ["DispatchContext"]
 
@@ -33,6 +34,7 @@ class DispatchContext(TurnView):
     __slots__ = (
         "_ack_handlers",
         "_acked",
+        "_history_start",
         "_nack_error",
         "_nacked",
         "dispatch_id",
@@ -53,6 +55,7 @@ class DispatchContext(TurnView):
         self._nacked = False
         self._nack_error: LoopError | None = None
         self._ack_handlers: list[Callable[[], None]] = []
+        self._history_start = 0
 
     def __repr__(self) -> str:
         """Show the dispatch id, iteration and signal state."""
@@ -154,15 +157,41 @@ class DispatchContext(TurnView):
         """
         state = self._state
         view, bus = state.tools.view(), state.bus
+        messages: Sequence[Message] = HistoryView((), state.messages)
+        calls: Sequence[ToolCall] = HistoryView(state.history_calls, state.calls)
+        if self._history_start:
+            messages, calls = _window(messages, calls, self._history_start)
         return model_request(
             state.system_prompt,
-            HistoryView((), state.messages),
-            HistoryView(state.history_calls, state.calls),
+            messages,
+            calls,
             view.definitions,
             state.turn_id,
             view,
             _streamer(self) if bus.listening and bus.wants(ModelTextDelta) else None,
         )
+
+    def keep_history_from(self, index: int) -> None:
+        """From now on in this dispatch, requests show the conversation from message ``index``.
+
+        `model_request` then holds ``ctx.messages[index:]`` and only the stored calls those
+        messages announce (a call always travels with the message that announced it); the
+        system prompt and the tools are unchanged, and nothing is removed from the turn or
+        the store. ``0`` shows the whole conversation again. Context-window middleware
+        (`middleware.ContextWindow`) calls it in ``dispatch_input``.
+
+        Raises:
+            ValueError: ``index`` is out of range, or not the index of a user message (a
+                conversation sent to a provider begins with what the user said).
+        """
+        messages = self._state.messages
+        given: object = index
+        count = len(messages)
+        if isinstance(given, bool) or not isinstance(given, int) or not 0 <= index < max(count, 1):
+            raise ValueError(f"index must be a message index below {count}, got {index!r}")
+        if index and messages[index].role != "user":
+            raise ValueError(f"message {index} is not a user message; a window starts at one")
+        self._history_start = index
 
     def report_error(self, error: LoopError, stage: StageName) -> None:
         """Record ``error`` in the turn's errors and emit `ErrorReported` (the turn goes on)."""
@@ -239,6 +268,15 @@ class DispatchContext(TurnView):
 
         return unsubscribe
 
+
+
+def _window(
+    messages: Sequence[Message], calls: Sequence[ToolCall], start: int
+) -> tuple[tuple[Message, ...], tuple[ToolCall, ...]]:
+    """The messages from ``start`` and the stored calls they announce (in storage order)."""
+    kept = tuple(messages[start:])
+    ids = {cid for message in kept for cid in message.tool_call_ids}
+    return kept, tuple(call for call in calls if call.id in ids)
 
 
 def _streamer(ctx: DispatchContext) -> Callable[[str], None]:

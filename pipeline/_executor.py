@@ -98,7 +98,8 @@ class ToolLoopExecutor:
             ctx.add_usage(usage)
         proposed = list(response.tool_calls)
         if not proposed:
-            await ctx.store_message(new_message("assistant", response.text or ""))
+            state = response.provider_state
+            await ctx.store_message(new_message("assistant", response.text or "", (), state))
             ctx.ack()
             return
         first = proposed[0].id
@@ -106,7 +107,10 @@ class ToolLoopExecutor:
             ids = [first]  # the common case, without the general search
         else:
             ids = unique_call_ids(ctx, proposed)
-        await ctx.store_message(new_message("assistant", response.text or "", tuple(ids)))
+        message = new_message(
+            "assistant", response.text or "", tuple(ids), response.provider_state
+        )
+        await ctx.store_message(message)
         limit = self.inline_limit
         cap = self.max_calls_per_response
         run = proposed if cap is None or len(proposed) <= cap else proposed[:cap]

@@ -170,10 +170,12 @@ class TurnState:
         self.system_prompt = system_prompt
         self.store = store
         self.saves = conversation_id is not None or type(store) is not MemoryStore
-        self.suspends = type(store) is not MemoryStore
-        """Whether a store write may suspend (the memory store's complete without doing so)."""
         """False when a save could not keep anything: the default store keeps no records of a
         turn outside a conversation (the `TurnResult` holds them), so the call is skipped."""
+        says = getattr(store, "suspends", True) is not False
+        self.suspends = type(store) is not MemoryStore and says
+        """Whether a store write may suspend (the memory store's, and those of a store that says
+        ``suspends = False``, complete without doing so; see `TurnStore`)."""
         self.spool = spool
         self.tool_threads = tool_threads if tool_threads is not None else shared_tool_threads()
         """Where the turn's sync tool handlers run (the runner's; ``pipeline/_tool_threads.py``)."""

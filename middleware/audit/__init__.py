@@ -3,10 +3,12 @@
 `AuditLog` is a record keeper and an event observer of the runner (a short-circuiting middleware
 cannot skip it): one chained row per stored tool call, written once from the stored record and
 with the store's write (in its transaction when they share a database), a row per change to a
-stored call and per decision about a tool, and one per turn; `sink.verify()` names the first
-broken row. With an `AuditKey` the chain is keyed (HMAC-SHA256: only the key's holder can
-write rows that verify, and the stored head is sealed); an anchor (`AuditAnchorFile`) keeps each
-new head outside the log. See ``docs/architecture.md`` and ``docs/audit-keys.md``.
+stored call and per decision about a tool, and one per turn; `sink.verify()` returns an
+`AuditVerification`, truthy when the chain holds, else naming the first bad row and why. With
+an `AuditKey` the chain is keyed (HMAC-SHA256: only the key's holder can write rows that
+verify, and the stored head is sealed); an anchor (`AuditAnchorFile`) keeps each new head
+outside the log. ``loopware audit verify`` and ``loopware audit show`` read any sink's log
+(``docs/audit.md``). See ``docs/architecture.md`` and ``docs/audit-keys.md``.
 """
 
 from ._anchor import AuditAnchor as AuditAnchor
@@ -22,6 +24,8 @@ from ._key import AuditKeyError as AuditKeyError
 from ._key import AuditKeyMismatchError as AuditKeyMismatchError
 from ._log import AuditLog as AuditLog
 from ._postgres import PostgresAuditSink as PostgresAuditSink
+from ._report import AuditFault as AuditFault
+from ._report import AuditVerification as AuditVerification
 from ._sqlite import SqliteAuditSink as SqliteAuditSink
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "AuditAnchorFile",
     "AuditDecision",
     "AuditEntry",
+    "AuditFault",
     "AuditHead",
     "AuditKey",
     "AuditKeyError",
@@ -36,6 +41,7 @@ __all__ = [
     "AuditLog",
     "AuditRow",
     "AuditSink",
+    "AuditVerification",
     "JsonlAuditSink",
     "PostgresAuditSink",
     "SqliteAuditSink",

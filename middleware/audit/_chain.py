@@ -29,6 +29,7 @@ from pipeline.calls import ToolDecisionAction, Verdict
 from pipeline.stores import TransactionWriter
 
 from ._key import AuditKey, row_digest
+from ._report import AuditVerification
 
 __all__ = [
     "DECISIONS",
@@ -68,10 +69,10 @@ GENESIS_HASH = "0" * 64
 
 TurnStatus = Literal["completed", "failed", "aborted"]
 
-AuditKind = Literal["tool_call", "amended", "deleted", "tool", "turn", "repair"]
+AuditKind = Literal["tool_call", "amended", "deleted", "tool", "turn", "repair", "access"]
 """What a row records (see `AuditEntry.kind`)."""
 
-_KINDS = ("tool_call", "amended", "deleted", "tool", "turn", "repair")
+_KINDS = ("tool_call", "amended", "deleted", "tool", "turn", "repair", "access")
 _STATUSES = ("completed", "failed", "aborted")
 
 
@@ -114,9 +115,13 @@ class AuditEntry:
     - ``"turn"``: a finished turn.
     - ``"repair"``: a sink cut a torn tail left by a killed writer (``args`` says where and how
       much, ``checksum`` is the SHA-256 of the cut bytes, ``turn_id`` is empty).
+    - ``"access"``: a request refused before any turn saw it (the gateway's HTTP door: no
+      token, a wrong or expired one): ``decision`` ``"denied"``, ``policy`` who refused,
+      ``reason`` why, ``args`` the request as canonical JSON (method, path, peer; never a
+      credential), ``turn_id`` empty, ``is_error`` True.
     """
     turn_id: str
-    """The turn (empty for repair rows)."""
+    """The turn (empty for repair and access rows)."""
     conversation_id: str | None
     """The turn's conversation, if any."""
     recorded_at: datetime
@@ -199,8 +204,11 @@ class AuditSink(Protocol):
         """Return the chain's head as written so far."""
         ...
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        """Return None when the chain is intact, else the 0-based index of the first bad row."""
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        """Check the chain (against ``head`` when given); see `AuditVerification`.
+
+        The report is truthy when the chain holds, else it names the first bad row and why.
+        """
         ...
 
     def close(self) -> None:

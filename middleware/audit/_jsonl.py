@@ -43,6 +43,7 @@ from ._jsonl_file import (
     write_all,
 )
 from ._key import AuditKey, Digest, check_chain_key, check_key, row_digest, sealed
+from ._report import AuditVerification
 from ._sqlite import Synchronous, check_options
 from ._sqlite_schema import SQL_COLUMNS, resume
 from ._verify import verify_log
@@ -309,7 +310,7 @@ class JsonlAuditSink:
                     return
                 yield _json_row(line)
 
-    def _verify(self, head: AuditHead | None) -> int | None:
+    def _verify(self, head: AuditHead | None) -> AuditVerification:
         with locked(self._head_fd):  # never read another sink's half-written append
             stored, seal = self._stored_head()
             return verify_log(self._iter_rows(), stored, key=self._key, seal=seal, given=head)
@@ -339,8 +340,8 @@ class JsonlAuditSink:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
         return self._writer.call(lambda: self._head)
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        """Return None when the chain is intact, else the 0-based index of the first bad row.
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        """Check the chain: the report is truthy when it holds, else names the first bad row.
 
         With a key, every row must be the key's and ``<path>.head`` sealed by it (a missing or
         unsealed head reports the row count: the end may have been cut).

@@ -60,6 +60,7 @@ from ._postgres_schema import (
     row_values,
     write_in,
 )
+from ._report import AuditVerification
 from ._sqlite_schema import row_from_values
 from ._verify import verify_log
 
@@ -335,8 +336,8 @@ class PostgresAuditSink:
                 self._head = self._stored_head(conn, lock=False)
         return self._head
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        """Return None when the chain is intact, else the 0-based index of the first bad row.
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        """Check the chain: the report is truthy when it holds, else names the first bad row.
 
         With a key, every row must be the key's and the chain's head row sealed by it.
 

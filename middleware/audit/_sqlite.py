@@ -47,6 +47,7 @@ from ._chain import (
 )
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
+from ._report import AuditVerification
 from ._sqlite_schema import (
     SQL_INSERT,
     SQL_SELECT,
@@ -59,7 +60,7 @@ from ._sqlite_schema import (
     split_head,
     stored_head,
 )
-from ._verify import verify_log
+from ._verify import report, verify_log
 from ._writer import ChainWriter
 
 __all__ = ["SqliteAuditSink", "Synchronous", "check_options"]
@@ -392,22 +393,23 @@ class SqliteAuditSink:
         """Return the head as written so far (keep a copy elsewhere to anchor the chain)."""
         return self._writer.call(self._current_head)
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        """Return None when the chain is intact, else the 0-based index of the first bad row.
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        """Check the chain: the report is truthy when it holds, else names the first bad row.
 
         Without its head row the log has lost its end (rows may be missing after the last
-        one): the number of rows is returned, as for rows missing from the end. With a key,
-        every row must be the key's and the head row sealed by it.
+        one): the number of rows is reported (``E_AUDIT_HEAD_MISSING``), as for rows missing
+        from the end. With a key, every row must be the key's and the head row sealed by it.
 
         Args:
             head: A head saved earlier (`head`, an anchor); by default the one stored with the
                 rows (with a key, both are checked).
         """
         rows, stored, seal = self._writer.call(self._read)
-        broken = verify_log(rows, stored, key=self._key, seal=seal, given=head)
-        if broken is None and head is None and stored is None:
-            return len(rows)  # the head row was deleted: so may rows after these have been
-        return broken
+        found = verify_log(rows, stored, key=self._key, seal=seal, given=head)
+        if found and head is None and stored is None:
+            # the head row was deleted: so may rows after these have been
+            return report((len(rows), "E_AUDIT_HEAD_MISSING"), len(rows))
+        return found
 
     def close(self) -> None:
         """Finish queued appends and close the database (idempotent)."""

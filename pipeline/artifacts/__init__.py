@@ -3,9 +3,9 @@
 Text and bytes results are spooled and wrapped in a `SpooledArtifact` (or a subclass a tool
 names); the model queries large ones through forged `ArtifactTool` s. `Media` carries images,
 audio, video and documents with a trust tier, and `render_tool_result` wraps whatever the model
-reads in a trust envelope. See ``docs/architecture.md`` for where this wing sits in the turn.
-The JSON and Markdown artifact classes load when first named (docs/architecture.md, "Import
-time").
+reads in a trust envelope; `estimate_tokens` counts (or estimates) the tokens of text. See
+``docs/architecture.md`` for where this wing sits in the turn. The JSON and Markdown artifact
+classes and the token estimate load when first named (docs/architecture.md, "Import time").
 """
 
 import typing as _typing
@@ -26,6 +26,8 @@ if _typing.TYPE_CHECKING:
     from ._json_artifact import JsonFormat as JsonFormat
     from ._json_artifact import SpooledJsonArtifact as SpooledJsonArtifact
     from ._md_artifact import SpooledMarkdownArtifact as SpooledMarkdownArtifact
+    from ._tokens import EncodingName as EncodingName
+    from ._tokens import estimate_tokens as estimate_tokens
 
 __getattr__, __dir__ = _lazy_exports(
     __name__,
@@ -33,14 +35,18 @@ __getattr__, __dir__ = _lazy_exports(
         "JsonFormat": "_json_artifact",
         "SpooledJsonArtifact": "_json_artifact",
         "SpooledMarkdownArtifact": "_md_artifact",
+        "EncodingName": "_tokens",
+        "estimate_tokens": "_tokens",
     },
     globals(),
 )
-"""The JSON and Markdown artifact names: exported here, loaded on first use."""
+"""The JSON and Markdown artifact names and the token estimate: exported here, loaded on first
+use."""
 
 
 __all__ = [
     "ArtifactTool",
+    "EncodingName",
     "JsonFormat",
     "Media",
     "MediaKind",
@@ -52,5 +58,6 @@ __all__ = [
     "ToolLookup",
     "ToolMethod",
     "TrustTier",
+    "estimate_tokens",
     "render_tool_result",
 ]

@@ -214,3 +214,6 @@ def _exact(lines: Iterable[str], encoder: Any) -> int:
     if batch:
         total += len(encoder.encode_ordinary("\n".join(batch)))
     return total
+
+
+estimate_tokens.__module__ = "pipeline.artifacts"

@@ -66,6 +66,7 @@ class ToolCallContext:
         "_output",
         "_raw_args",
         "_turn",
+        "_unparsed",
         "_vchecksum",
         "_vjson",
         "call_id",
@@ -113,6 +114,7 @@ class ToolCallContext:
         self._output: Any = NOTHING
         self._message: str | None = None
         self._vchecksum: str | None = None
+        self._unparsed: str | None = None  # the arguments text, when it did not parse
         # what only the layers of the onion use is set when it starts (`_through`)
 
     def __repr__(self) -> str:

@@ -82,13 +82,13 @@ class CallRun(ToolCallContext):
             self.checksum = tool_call_checksum(shown, raw)  # validation read fastest
             self._raw_args = self._model_args = freeze_json(raw)  # what hooks and the record see
         except InvalidToolArgsError as exc:
-            return self._unparsed(shown, exc)
+            return self._refuse_unparsed(shown, exc, arguments)
         except (TypeError, RecursionError):
             error = InvalidToolArgsError(
                 f"the arguments for {shown!r} are nested too deeply; send a flatter JSON object.",
                 tool_name=shown,
             )
-            return self._unparsed(shown, error)
+            return self._refuse_unparsed(shown, error, arguments)
         tool = registry.get_visible(name) if name else None
         if tool is None:
             return self._not_offered(registry)
@@ -182,8 +182,15 @@ class CallRun(ToolCallContext):
         self._turn.report(error, "tool_call")
         self._fail(name, error)
 
-    def _unparsed(self, shown: str, error: InvalidToolArgsError) -> ToolCall:
-        """The record of a call whose arguments are unusable as given (kept as ``{}``)."""
+    def _refuse_unparsed(
+        self, shown: str, error: InvalidToolArgsError, arguments: object
+    ) -> ToolCall:
+        """The record of a call whose arguments are unusable as given.
+
+        ``args`` is ``{}``; text the model sent is kept as it sent it (``unparsed_args``), so
+        the next request shows the model what it really sent.
+        """
+        self._unparsed = arguments if isinstance(arguments, str) else None
         self._raw_args = self._model_args = NO_ARGS
         self.checksum = tool_call_checksum(shown, NO_ARGS)
         return self._refused(ARGUMENTS, "invalid", error)
@@ -307,6 +314,7 @@ class CallRun(ToolCallContext):
             () if decisions is None else tuple(decisions),
             self.duration_ms,
             self._vchecksum,
+            self._unparsed,
         )
 
 

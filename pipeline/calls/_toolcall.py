@@ -190,6 +190,10 @@ class ToolCall:
     """`tool_call_checksum` of the tool name and the *validated* arguments (defaults applied,
     canonical JSON), when a policy compared calls by it (`RepetitionDetector` does); None
     otherwise. Two calls that differ only by spelling out a default share it."""
+    unparsed_args: str | None = None
+    """The arguments text exactly as the model sent it, when it was not a JSON object (the call
+    was refused as invalid and ``args`` is empty); the provider models show the model this text
+    as what it sent. None otherwise."""
     created_at: datetime = field(default_factory=_now)
     """When the record was created (timezone-aware)."""
     updated_at: datetime = field(default_factory=_now)
@@ -219,6 +223,9 @@ class ToolCall:
             not isinstance(vchecksum, str) or _CHECKSUM.fullmatch(vchecksum) is None
         ):
             _bad("validated_checksum", f"must be 64 hex digits or None, got {vchecksum!r}")
+        unparsed: object = self.unparsed_args
+        if unparsed is not None and not isinstance(unparsed, str):
+            _bad("unparsed_args", f"must be the text the model sent or None, got {unparsed!r}")
         results = _check_results(self.results)
         if results is not None:
             object.__setattr__(self, "results", results)
@@ -325,7 +332,7 @@ _RECORD_SETTERS: Final = slot_setters(
     ToolCall,
     *("id", "tool", "args", "checksum", "is_complete", "is_error", "results"),
     *("from_artifact_tool", "inline", "ran", "decisions", "duration_ms", "validated_checksum"),
-    *("created_at", "updated_at", "completed_at"),
+    *("unparsed_args", "created_at", "updated_at", "completed_at"),
 )
 
 
@@ -342,6 +349,7 @@ def build_record(
     decisions: tuple[Decision, ...] = (),
     duration_ms: float | None = None,
     validated_checksum: str | None = None,
+    unparsed_args: str | None = None,
 ) -> ToolCall:
     """Build a completed record from parts the caller already checked (the loop's constructor).
 
@@ -354,7 +362,8 @@ def build_record(
     record = object.__new__(ToolCall)
     now = datetime.now(UTC)
     (id_, tool_, args_, checksum_, complete_, error_, results_, artifact_, inline_, ran_,
-     decisions_, duration_, vchecksum_, created_, updated_, done_) = _RECORD_SETTERS  # fmt: skip
+     decisions_, duration_, vchecksum_, unparsed_, created_, updated_,
+     done_) = _RECORD_SETTERS  # fmt: skip
     id_(record, id)
     tool_(record, tool)
     # JSON data, checked by the caller; a run's arguments are frozen already (at parse)
@@ -369,6 +378,7 @@ def build_record(
     decisions_(record, decisions)
     duration_(record, duration_ms)
     vchecksum_(record, validated_checksum)
+    unparsed_(record, unparsed_args)
     created_(record, now)
     updated_(record, now)
     done_(record, now)

@@ -40,9 +40,14 @@ GATE_EVENT: Final = "loopware.gate"
 FOREVER: Final = 10 * 365 * 24 * 3600.0
 """How long a gate without a timeout waits for its message (ten years, in seconds)."""
 
+SETTLED_GRACE: Final = 0.25
+"""Seconds a gate's wait may take before it is announced: a re-run turn reaches a gate settled
+before (its message recorded, or sent while no worker ran) and gets its message within this."""
+
 GateListener = Callable[[str, "Gate[Any]"], object]
 """Told ``(durable gate id, gate)`` once a durable turn waits on a gate (announced, so it can
-be settled from now on)."""
+be settled from now on). A gate whose decision is already there (a turn re-run after a restart
+reaches a gate settled before) is not announced."""
 
 
 def split_gate_id(gate_id: str) -> str:
@@ -112,12 +117,19 @@ async def _wait(gate: Gate[Any], durable_id: str, on_gate: GateListener | None) 
 
     announce = {"gate_id": durable_id, "reason": gate.reason, "payload": gate.payload}
     await DBOS.set_event_async(GATE_EVENT, {**announce, "state": "waiting"})
-    if on_gate is not None:
-        with contextlib.suppress(Exception):  # a listener's failure never holds the turn
-            on_gate(durable_id, gate)
     timeout = gate.timeout
     seconds = FOREVER if timeout is None or not math.isfinite(timeout) else timeout
-    message = await DBOS.recv_async(durable_id, timeout_seconds=seconds)
+    received = asyncio.ensure_future(DBOS.recv_async(durable_id, timeout_seconds=seconds))
+    try:
+        if on_gate is not None:
+            # A decision already there comes at once: only a gate still open is announced.
+            done, _ = await asyncio.wait({received}, timeout=min(SETTLED_GRACE, seconds))
+            if not done:
+                with contextlib.suppress(Exception):  # a listener's failure never holds the turn
+                    on_gate(durable_id, gate)
+        message = await received
+    finally:
+        received.cancel()  # the gate closed first (an in-process approver): stop waiting
     if message is None:
         return  # timed out: the gate's own timeout settles it
     # recorded before the gate settles, so the turn's next step cannot interleave with it

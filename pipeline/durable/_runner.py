@@ -245,6 +245,19 @@ class DurableTurnRunner:
             await DBOS.resume_workflow_async(workflow_id, queue_name=self._queue_name)
         return ids
 
+    async def queue_depth(self) -> int:
+        """How many turns wait on the queue (enqueued, not yet taken by any worker).
+
+        One query of the system database.
+        """
+        from dbos import DBOS
+
+        self._require_launch()
+        waiting = await DBOS.list_queued_workflows_async(
+            queue_name=self._queue_name, status="ENQUEUED", load_input=False, load_output=False
+        )
+        return len(waiting)
+
     # -- turns ---------------------------------------------------------------------------------
     async def enqueue(
         self,

@@ -15,6 +15,7 @@ from .._history import HistoryView as HistoryView
 from .._lazy import lazy_exports as _lazy_exports
 from ._infer import infer_model as infer_model
 from ._message import Message as Message
+from ._provider_state import ProviderState as ProviderState
 from ._seam import ChatModel as ChatModel
 from ._seam import ModelRequest as ModelRequest
 from ._seam import ModelResponse as ModelResponse
@@ -52,6 +53,7 @@ __all__ = [
     "OpenAIChatModel",
     "OpenAIResponsesModel",
     "ProposedToolCall",
+    "ProviderState",
     "ToolDescription",
     "Usage",
     "infer_model",

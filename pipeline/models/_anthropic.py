@@ -8,9 +8,10 @@ Requests: the system prompt goes to ``system``, the visible tools to ``tools``
 their results first in the next user message, roles alternating). Each turn's conversion is
 kept (`PrefixCache`): every request converts only the messages that are new.
 
-Responses: text blocks are joined into the text (thinking blocks are left out of it and kept
-in ``raw``; the model also keeps those of an answer with calls, in memory, and sends them back
-before the calls, as the API requires with extended thinking), ``tool_use`` blocks become
+Responses: text blocks are joined into the text (thinking blocks are left out of it: they are
+the response's `ProviderState`, which the executor stores with the assistant message, and are
+sent back before the calls, unchanged, as the API requires with extended thinking: by any model
+instance, in any process, after the conversation is reloaded), ``tool_use`` blocks become
 `ProposedToolCall` values (``input`` as JSON text), and ``usage`` counts the whole prompt
 (Anthropic reports uncached, cache-written and cache-read input tokens apart: they are summed;
 the cache reads are ``cached_tokens``).
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
@@ -36,6 +36,7 @@ from ..errors import ModelAuthenticationError, ModelRefusalError, ModelUnavailab
 from ._anthropic_errors import PROVIDER, to_model_error
 from ._anthropic_messages import Alternation, Wire, convert_step
 from ._prefix import ConversationStep, PrefixCache
+from ._provider_state import ProviderState
 from ._seam import ModelRequest, ModelResponse, ProposedToolCall, Usage
 from ._tool_defs import to_anthropic_tools
 
@@ -57,8 +58,6 @@ _THINKING_FIELDS: Final = {
     "thinking": ("type", "thinking", "signature"),
     "redacted_thinking": ("type", "data"),
 }
-_MAX_THINKING: Final = 1024
-"""How many answers' thinking blocks a model keeps (the most recent ones)."""
 
 
 class AnthropicModel:
@@ -90,7 +89,6 @@ class AnthropicModel:
     __slots__ = (
         "_cache",
         "_merged",
-        "_thinking",
         "_tools_view",
         "client",
         "max_tokens",
@@ -141,7 +139,6 @@ class AnthropicModel:
         self.client = client
         """The SDK client every request goes through."""
         self._tools_view: ToolLookup | None = None
-        self._thinking: OrderedDict[str, list[Wire]] = OrderedDict()
         self._cache: PrefixCache[Wire] = PrefixCache(self._convert)
         self._merged = Alternation()
 
@@ -190,10 +187,7 @@ class AnthropicModel:
             if error is None:
                 raise
             raise error from exc
-        response = _response(data, self.model, arguments)
-        if response.tool_calls:
-            self._keep_thinking(data, response.tool_calls[0].id)
-        return response
+        return _response(data, self.model, arguments)
 
     def messages(self, request: ModelRequest) -> list[Wire]:
         """The ``messages`` parameter for ``request`` (converting only what is new)."""
@@ -205,19 +199,7 @@ class AnthropicModel:
         return self._merged.messages(request.turn_id, converted)
 
     def _convert(self, step: ConversationStep) -> list[Wire]:
-        return convert_step(step, self._tools_view, self._thinking)
-
-    def _keep_thinking(self, data: Wire, first_call: str) -> None:
-        """Keep an answer's thinking blocks for the request that sends its calls back."""
-        blocks = [
-            {key: block[key] for key in _THINKING_FIELDS[block["type"]]}
-            for block in data["content"]
-            if block.get("type") in _THINKING_FIELDS
-        ]
-        if blocks:
-            self._thinking[first_call] = blocks
-            while len(self._thinking) > _MAX_THINKING:
-                self._thinking.popitem(last=False)
+        return convert_step(step, self._tools_view)
 
     async def _stream(
         self,
@@ -325,6 +307,11 @@ def _response(data: Wire, model: str, arguments: Mapping[str, str]) -> ModelResp
             provider=PROVIDER,
             model=data.get("model") or model,
         )
+    thinking = tuple(
+        {key: block[key] for key in _THINKING_FIELDS[block["type"]]}
+        for block in data["content"]
+        if block.get("type") in _THINKING_FIELDS
+    )
     return ModelResponse(
         text="".join(texts) if texts else None,
         tool_calls=tuple(calls),
@@ -332,6 +319,7 @@ def _response(data: Wire, model: str, arguments: Mapping[str, str]) -> ModelResp
         model=data.get("model") or model,
         finish_reason=stop_reason,
         raw=data,
+        provider_state=ProviderState(provider=PROVIDER, items=thinking) if thinking else None,
     )
 
 

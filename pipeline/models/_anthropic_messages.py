@@ -1,7 +1,8 @@
 """Anthropic's ``messages`` parameter, built from a loopware conversation one step at a time.
 
 An assistant message that announced calls becomes one assistant message (the thinking blocks
-its answer began with, when the model kept them; a text block when it has text; then one
+its answer began with, kept on the message as its Anthropic `ProviderState`; a text block when
+it has text; then one
 ``tool_use`` block per call with its exact id and its stored arguments as ``input``), followed
 by ONE user message holding all its results, as ``tool_result`` blocks: the result's text in
 its trust envelope (`render_tool_result`), ``is_error`` for error calls, and media as
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from ..artifacts._envelope import render_tool_result
+from ._anthropic_errors import PROVIDER
 
 if TYPE_CHECKING:
     from ..artifacts._envelope import ToolLookup
@@ -51,20 +53,16 @@ _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 """The tool names the API accepts (a record made for another provider may hold another)."""
 
 
-def convert_step(
-    step: ConversationStep,
-    tools: ToolLookup | None,
-    thinking: Mapping[str, list[Wire]] | None = None,
-) -> list[Wire]:
+def convert_step(step: ConversationStep, tools: ToolLookup | None) -> list[Wire]:
     """One conversation step as API messages.
 
     A user or assistant message, or an assistant message with ``tool_use`` blocks followed by
     the user message with all its results.
 
     ``tools`` are the turn's tools (a request's ``tool_view``): they say which tools' results
-    render as trusted (None: none do). ``thinking`` maps the id of an answer's first call to
-    the thinking blocks that answer began with: with extended thinking on, the API wants them
-    back, unchanged, before the calls.
+    render as trusted (None: none do). The thinking blocks an answer began with (its
+    ``provider_state``, when Anthropic's) go first: with extended thinking on, the API wants
+    them back, unchanged, before the calls.
     """
     message = step.message
     text = message.content
@@ -72,7 +70,12 @@ def convert_step(
     if not ids:
         return [{"role": message.role, "content": text}] if text else []
     by_id = {call.id: call for call in step.results}
-    uses: list[Wire] = list(thinking.get(ids[0], ())) if thinking else []
+    state = message.provider_state
+    uses: list[Wire] = (
+        [dict(block) for block in state.items]
+        if state is not None and state.provider == PROVIDER
+        else []
+    )
     if text:
         uses.append({"type": "text", "text": text})
     results: list[Wire] = []

@@ -14,6 +14,7 @@ from typing import Final, Literal
 from .._frozen import slot_setters
 from .._ids import new_id
 from ..errors import InvalidToolCallError
+from ._provider_state import ProviderState
 
 __all__ = ["Message", "new_message"]
 
@@ -40,6 +41,9 @@ class Message:
     """When the message was created (aware)."""
     tool_call_ids: tuple[str, ...] = ()
     """Ids of the tool calls an assistant message proposed, in order."""
+    provider_state: ProviderState | None = None
+    """What the provider asked to get back with this assistant message (thinking blocks,
+    reasoning items, a ``phase``), kept and stored with it; None for most messages."""
 
     def __post_init__(self) -> None:
         """Reject a bad role, a non-string content, an empty id or a naive timestamp."""
@@ -55,15 +59,21 @@ class Message:
         created_at: object = self.created_at
         if not isinstance(created_at, datetime) or created_at.tzinfo is None:
             raise InvalidToolCallError("message created_at must be a timezone-aware datetime")
+        state: object = self.provider_state
+        if state is not None and not isinstance(state, ProviderState):
+            raise InvalidToolCallError("message provider_state must be a ProviderState or None")
 
 
 _MESSAGE_SETTERS: Final = slot_setters(
-    Message, "role", "content", "id", "created_at", "tool_call_ids"
+    Message, "role", "content", "id", "created_at", "tool_call_ids", "provider_state"
 )
 
 
 def new_message(
-    role: Literal["user", "assistant"], content: str, tool_call_ids: tuple[str, ...] = ()
+    role: Literal["user", "assistant"],
+    content: str,
+    tool_call_ids: tuple[str, ...] = (),
+    provider_state: ProviderState | None = None,
 ) -> Message:
     """A new `Message` with a fresh id and timestamp, without the checks it cannot fail.
 
@@ -76,12 +86,13 @@ def new_message(
     if type(content) is not str and not isinstance(content, str):
         raise InvalidToolCallError("message content must be a string")
     message: Message = object.__new__(Message)
-    role_, text, id_, created_at, ids = _MESSAGE_SETTERS
+    role_, text, id_, created_at, ids, state = _MESSAGE_SETTERS
     role_(message, role)
     text(message, content)
     id_(message, new_id("msg"))
     created_at(message, datetime.now(UTC))
     ids(message, tool_call_ids)
+    state(message, provider_state)
     return message
 
 

@@ -32,9 +32,9 @@ from ._openai_shared import (
     NO_RESULT,
     UNKNOWN_TOOL,
     arguments_text,
+    call_arguments,
     call_id,
     data_url,
-    encode_args,
     int_field,
     media_label,
     read_media,
@@ -166,7 +166,7 @@ class OpenAIChatModel(OpenAIBase):
         for cid in ids:
             call = calls.get(cid)
             name = wire_name(call.tool) if call is not None else UNKNOWN_TOOL
-            arguments = encode_args(call.args) if call is not None else "{}"
+            arguments = call_arguments(call) if call is not None else "{}"
             tool_calls.append(
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
             )

@@ -3,10 +3,18 @@
 The request, per iteration: ``instructions`` (the system prompt), ``input`` (the conversation
 as items, converted once per turn through a `PrefixCache`: user and assistant messages, one
 ``function_call`` item per call with its exact ``call_id``, name and stored arguments as compact
-JSON, then one ``function_call_output`` item per call with the result rendered in its trust
-envelope), ``tools`` as Responses function tools (``strict: false``), ``store: false`` (the
-default: the conversation is sent whole every time, nothing is kept at OpenAI) and the model's
-settings as given.
+JSON (or the text the model sent, when it was no JSON object), then one
+``function_call_output`` item per call with the result rendered in its trust envelope),
+``tools`` as Responses function tools (``strict: false``), ``store: false`` (the default: the
+conversation is sent whole every time, nothing is kept at OpenAI), ``include:
+["reasoning.encrypted_content"]`` (the default: a reasoning model's reasoning comes back
+encrypted) and the model's settings as given.
+
+Provider state: a response's reasoning items (``encrypted_content`` included) and its message's
+``phase`` become the response's `ProviderState`; the executor stores it with the assistant
+message, and the conversion sends the reasoning items back, as received, before that message
+(with its ``phase``) and its calls. So a reasoning model keeps its reasoning from a tool call to
+the answer, across model instances, processes and durable re-runs.
 
 A result's media ride in its ``function_call_output``, which takes content items: an
 ``input_text`` item with the envelope, then an ``input_image`` per image and an ``input_file``
@@ -30,14 +38,15 @@ from ._openai_shared import (
     NO_RESULT,
     UNKNOWN_TOOL,
     arguments_text,
+    call_arguments,
     call_id,
     data_url,
-    encode_args,
     int_field,
     media_label,
     read_media,
     wire_name,
 )
+from ._provider_state import ProviderState
 from ._seam import ModelResponse, ProposedToolCall, Usage
 from ._tool_defs import to_openai_tools
 
@@ -51,6 +60,9 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIResponsesModel"]
 
 _RESERVED: Final = frozenset({"model", "input", "instructions", "tools", "stream"})
+PROVIDER_STATE: Final = "openai-responses"
+"""The `ProviderState.provider` of this API's state (reasoning items, ``phase``)."""
+ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
 _FINAL_EVENTS: Final = frozenset({"response.completed", "response.incomplete"})
 
 Json = dict[str, Any]
@@ -71,8 +83,10 @@ class OpenAIResponsesModel(OpenAIBase):
     response is the one the ``response.completed`` event carries, so the `ModelResponse` is
     the same as without streaming.
 
-    With ``store=False`` (the default) nothing from earlier iterations is kept by OpenAI, so a
-    reasoning model's reasoning items are not carried from one iteration to the next.
+    With ``store=False`` (the default) nothing from earlier iterations is kept by OpenAI: the
+    reasoning items come back encrypted (``include=["reasoning.encrypted_content"]``, the
+    default) and are sent back with the assistant message they preceded (its `ProviderState`),
+    with the message's ``phase``. Pass ``include=[]`` to a server that refuses the field.
 
     Args:
         model: The model name (``"gpt-4.1-mini"``...).
@@ -91,7 +105,9 @@ class OpenAIResponsesModel(OpenAIBase):
     __slots__ = ()
 
     RESERVED = _RESERVED
-    DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType({"store": False})
+    DEFAULTS: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {"store": False, "include": [ENCRYPTED_REASONING]}
+    )
 
     def request_arguments(self, request: ModelRequest) -> Json:
         """The keyword arguments of ``responses.create`` for ``request`` (not streamed).
@@ -148,13 +164,21 @@ class OpenAIResponsesModel(OpenAIBase):
         """One conversation step as Responses input items (see the module docstring)."""
         message = step.message
         ids = message.tool_call_ids
-        if message.role == "user" or not ids:
-            return [{"role": message.role, "content": message.content}]
+        if message.role == "user":
+            return [{"role": "user", "content": message.content}]
+        state = message.provider_state
+        if state is None or state.provider != PROVIDER_STATE:
+            state = None
+        items: list[Json] = [dict(item) for item in state.items] if state is not None else []
+        said: Json = {"role": "assistant", "content": message.content}
+        if state is not None and state.phase is not None:
+            said["phase"] = state.phase
+        if not ids:
+            return [*items, said]
         tools = self._tools_view
         calls = {call.id: call for call in step.results}
-        items: list[Json] = []
         if message.content:
-            items.append({"role": "assistant", "content": message.content})
+            items.append(said)
         outputs: list[Json] = []
         for cid in ids:
             call = calls.get(cid)
@@ -163,7 +187,7 @@ class OpenAIResponsesModel(OpenAIBase):
                     "type": "function_call",
                     "call_id": cid,
                     "name": wire_name(call.tool) if call is not None else UNKNOWN_TOOL,
-                    "arguments": encode_args(call.args) if call is not None else "{}",
+                    "arguments": call_arguments(call) if call is not None else "{}",
                 }
             )
             output = _output(call, cid, tools) if call is not None else NO_RESULT
@@ -217,9 +241,15 @@ class OpenAIResponsesModel(OpenAIBase):
             raise self._failure(raw.get("error") or {})
         texts: list[str] = []
         calls: list[ProposedToolCall] = []
+        reasoning: list[Json] = []
+        phase: str | None = None
         for item in raw.get("output") or ():
             kind = item.get("type")
-            if kind == "message":
+            if kind == "reasoning":  # the SDK's dump spells unset fields as null: not sent back
+                reasoning.append({key: value for key, value in item.items() if value is not None})
+            elif kind == "message":
+                if isinstance(item.get("phase"), str):
+                    phase = item["phase"]
                 for part in item.get("content") or ():
                     if part.get("type") == "refusal":
                         raise ModelRefusalError(
@@ -259,6 +289,11 @@ class OpenAIResponsesModel(OpenAIBase):
             model=raw.get("model") if isinstance(raw.get("model"), str) else None,
             finish_reason=finish,
             raw=raw,
+            provider_state=(
+                ProviderState(provider=PROVIDER_STATE, items=tuple(reasoning), phase=phase)
+                if reasoning or phase is not None
+                else None
+            ),
         )
 
 

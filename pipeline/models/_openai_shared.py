@@ -26,10 +26,10 @@ __all__ = [
     "NO_RESULT",
     "UNKNOWN_TOOL",
     "arguments_text",
+    "call_arguments",
     "call_id",
     "check_settings",
     "data_url",
-    "encode_args",
     "int_field",
     "make_client",
     "media_label",
@@ -115,9 +115,15 @@ def wire_name(name: str) -> str:
     return _NAME_BAD.sub("_", name)[:64] or UNKNOWN_TOOL
 
 
-def encode_args(args: Mapping[str, Any]) -> str:
-    """A stored call's arguments as compact JSON text (what the model is shown it sent)."""
-    return json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+def call_arguments(call: ToolCall) -> str:
+    """A stored call's arguments as the model is shown it sent them.
+
+    The text it sent when that was no JSON object (``unparsed_args``: the call was refused, and
+    the model reads the same text back), else the arguments as compact JSON.
+    """
+    if call.unparsed_args is not None:
+        return call.unparsed_args
+    return json.dumps(call.args, separators=(",", ":"), ensure_ascii=False)
 
 
 def arguments_text(value: object) -> str:

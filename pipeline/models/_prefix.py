@@ -9,7 +9,8 @@ the turn (beyond copying the list of references it hands to the SDK).
 
 The cache holds a bounded number of turns (least recently used first out), so a model instance
 can serve many concurrent turns without growing. A request whose history no longer extends the
-cached one (a call mutated or deleted, a turn id reused) is converted again from the start.
+cached one (a call mutated or deleted, a turn id reused, a context window that dropped its
+oldest messages: `DispatchContext.keep_history_from`) is converted again from the start.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class _TurnPrefix(Generic[T]):
     """How many of the request's tool calls are indexed."""
     last_call: ToolCall | None = None
     """The last indexed call, to notice a history that changed."""
+    first: Message | None = None
+    """The first converted message, to notice a window that moved (`keep_history_from`)."""
     by_id: dict[str, ToolCall] = field(default_factory=dict)
     converted: list[T] = field(default_factory=list)
 
@@ -98,6 +101,7 @@ class PrefixCache(Generic[T]):
             results = tuple(by_id[i] for i in message.tool_call_ids if i in by_id)
             converted.extend(convert(ConversationStep(message, results)))
         prefix.messages = len(messages)
+        prefix.first = messages[0] if messages else None
         return list(converted)
 
     def forget(self, turn_id: str) -> None:
@@ -116,6 +120,8 @@ def _extends(
     again from the start.
     """
     if len(messages) < prefix.messages or len(calls) < prefix.calls:
+        return False
+    if prefix.messages and messages[0] is not prefix.first:  # the window moved: new start
         return False
     if prefix.calls and calls[prefix.calls - 1] is not prefix.last_call:
         return False

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..artifacts._envelope import ToolLookup
     from ..calls._toolcall import ToolCall
     from ._message import Message
+    from ._provider_state import ProviderState
     from ._tool_defs import ToolDescription
 
 __all__ = ["ChatModel", "ModelRequest", "ModelResponse", "ProposedToolCall", "Usage"]
@@ -122,6 +123,9 @@ class ModelResponse:
     """Why the model stopped (``"stop"``, ``"tool_calls"``, ``"length"``, ...), as reported."""
     raw: Any = None
     """The provider's payload, as plain data, for replay and audit (None for scripted models)."""
+    provider_state: ProviderState | None = None
+    """What the provider asked to get back with this answer (thinking blocks, reasoning items,
+    a ``phase``): the executor keeps it on the assistant message it stores."""
 
 
 class ChatModel(Protocol):

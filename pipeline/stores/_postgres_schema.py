@@ -136,6 +136,15 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        5,
+        (
+            # what a provider asked to get back with an assistant message, as JSON text, and a
+            # call's arguments text when it was no JSON object (as SqliteStore's version 7)
+            "ALTER TABLE loopware.messages ADD COLUMN provider_state bytea",
+            "ALTER TABLE loopware.tool_calls ADD COLUMN unparsed_args bytea",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

@@ -47,8 +47,8 @@ __all__ = [
 
 Row = tuple[Any, ...]
 
-CALL_BYTEA = (0, 1, 2, 12, 14)  # id, tool, args, results_text, decisions in CALL_COLUMNS
-MESSAGE_BYTEA = (0, 2, 4)  # id, content, tool_call_ids
+CALL_BYTEA = (0, 1, 2, 12, 14, 17)  # id, tool, args, results_text, decisions, unparsed_args
+MESSAGE_BYTEA = (0, 2, 4, 5)  # id, content, tool_call_ids, provider_state
 TURN_BYTEA = (0, 1, 3, 4, 7)  # turn_id, conversation_id, input, output, error_message
 PART_BYTEA = (3, 5, 7)  # text, media, spool_key of a PartRow
 

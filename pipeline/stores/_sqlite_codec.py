@@ -33,6 +33,7 @@ from ..artifacts._media import Media
 from ..calls._decision import Decision
 from ..calls._toolcall import ToolCall
 from ..models._message import Message
+from ..models._provider_state import ProviderState
 from ._body_refs import missing_body
 from ._spool import MemorySpoolReader
 from ._store import TurnRecord
@@ -77,10 +78,11 @@ CALL_COLUMNS = (
     "decisions",
     "duration_ms",
     "validated_checksum",
+    "unparsed_args",
 )
 """The payload columns of ``tool_calls``, in the order `encode_call` returns them."""
 
-MESSAGE_COLUMNS = ("id", "role", "content", "created_at", "tool_call_ids")
+MESSAGE_COLUMNS = ("id", "role", "content", "created_at", "tool_call_ids", "provider_state")
 """The payload columns of ``messages``, in the order `encode_message` returns them."""
 
 TURN_COLUMNS = (
@@ -250,6 +252,7 @@ def encode_call(call: ToolCall, body_key: BodyKey) -> tuple[CallRow, list[PartRo
         sql_text(_json([d.as_dict() for d in call.decisions])),
         call.duration_ms,
         call.validated_checksum,
+        _opt_text(call.unparsed_args),
     )
     return row, parts
 
@@ -296,6 +299,7 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStor
         decisions,
         duration_ms,
         validated_checksum,
+        unparsed_args,
     ) = row
     results: Any
     if kind == "text":
@@ -320,6 +324,7 @@ def call_from_row(row: Sequence[Any], parts: Sequence[PartRow], spool: SpoolStor
         ),
         duration_ms=duration_ms,
         validated_checksum=validated_checksum,
+        unparsed_args=_opt_from(unparsed_args),
         created_at=datetime.fromisoformat(created_at),
         updated_at=datetime.fromisoformat(updated_at),
         completed_at=_parse_time(completed_at),
@@ -334,18 +339,21 @@ def encode_message(message: Message) -> tuple[Any, ...]:
         sql_text(message.content),
         _time(message.created_at),
         sql_text(_json(list(message.tool_call_ids))),
+        None if message.provider_state is None else sql_text(message.provider_state.to_json()),
     )
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """Re-create a `Message` from the values of `MESSAGE_COLUMNS`."""
-    message_id, role, content, created_at, tool_call_ids = row
+    message_id, role, content, created_at, tool_call_ids, provider_state = row
+    state = _opt_from(provider_state)
     return Message(
         role=role,
         content=from_sql_text(content),
         id=from_sql_text(message_id),
         created_at=datetime.fromisoformat(created_at),
         tool_call_ids=tuple(json.loads(from_sql_text(tool_call_ids))),
+        provider_state=None if state is None else ProviderState.from_json(state),
     )
 
 

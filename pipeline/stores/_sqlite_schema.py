@@ -158,6 +158,16 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        7,
+        (
+            # what a provider asked to get back with an assistant message (thinking blocks,
+            # reasoning items, a phase: pipeline/models/_provider_state.py), as JSON text, and a
+            # call's arguments text when it was no JSON object
+            "ALTER TABLE messages ADD COLUMN provider_state TEXT",
+            "ALTER TABLE tool_calls ADD COLUMN unparsed_args TEXT",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

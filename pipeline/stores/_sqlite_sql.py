@@ -43,7 +43,9 @@ PART_KEYS = "SELECT spool_key FROM tool_call_results WHERE spool_key IS NOT NULL
 MESSAGE_UPSERT = (
     "INSERT INTO messages (scope, conversation_id, turn_id, "
     + ", ".join(MESSAGE_COLUMNS)
-    + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO UPDATE SET "
+    + ") VALUES ("
+    + ", ".join("?" * (len(MESSAGE_COLUMNS) + 3))
+    + ") ON CONFLICT (scope, id) DO UPDATE SET "
     + "conversation_id = excluded.conversation_id, turn_id = excluded.turn_id, "
     + ", ".join(f"{c} = excluded.{c}" for c in MESSAGE_COLUMNS[1:])
 )

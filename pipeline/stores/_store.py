@@ -64,6 +64,11 @@ class TurnStore(Protocol):
     instance attribute ``durable = False``; the runner then writes record keepers' records
     without waiting for them at each store (``pipeline.stages.RecordKeeper``). A store without
     the attribute is taken to be durable.
+
+    A store whose writes complete without ever suspending (nothing in them is awaited for
+    real: a store in process memory) may say so with ``suspends = False``; a turn then awaits
+    each write directly instead of in a task that shields it from cancellation. A store
+    without the attribute is taken to suspend.
     """
 
     async def save_turn(self, record: TurnRecord) -> None:

@@ -12,7 +12,7 @@ import pytest
 from loopware_cli._demo import run_demo
 from loopware_cli._main import main
 from loopware_cli._style import Style
-from middleware.audit import AuditRow, SqliteAuditSink
+from middleware.audit import AuditRow, AuditVerification, SqliteAuditSink
 
 EXPECTED = """\
 loopware demo: a scripted support-agent turn (no network, no API keys)
@@ -100,7 +100,7 @@ def audit_line(out: str) -> tuple[int, dict[str, int], dict[str, dict[str, int]]
 def audit_rows(path: str | Path) -> list[AuditRow]:
     sink = SqliteAuditSink(path)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         return sink.rows()
     finally:
         sink.close()
@@ -179,7 +179,10 @@ def test_demo_fails_with_status_1_when_the_audit_does_not_verify(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A broken chain is reported with the row that broke it, and the demo exits 1."""
-    monkeypatch.setattr(SqliteAuditSink, "verify", lambda self, head=None: 3)
+    broken = AuditVerification(
+        ok=False, rows_checked=4, first_bad_row=3, reason="E_AUDIT_ROW_EDITED"
+    )
+    monkeypatch.setattr(SqliteAuditSink, "verify", lambda self, head=None: broken)
     out = io.StringIO()
     assert run_demo(out) == 1
     assert "  audit verified  no: row 3 is broken" in out.getvalue().splitlines()
@@ -252,7 +255,7 @@ def test_demo_writes_its_audit_file_to_a_temporary_file_and_says_where(
     assert path.parent.parent == Path(tempfile.gettempdir())
     sink = SqliteAuditSink(path)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
     assert f"audit file: {path} (temporary; --audit PATH keeps it where you say)" in out

@@ -55,9 +55,10 @@ def worker_config(folder: Path) -> Path:
         ("dbos", "durable", ("worker", "--config", "worker.toml")),
         ("dbos", "durable", ("approve", "--list", "--db", "sqlite:///s.db")),
         ("mcp", "mcp", ("gateway", "--config", "gateway.toml")),
+        ("psycopg", "postgres", ("audit", "verify", "postgresql://localhost/audit")),
     ],
     ids=["run-openai", "run-responses", "run-compatible", "run-anthropic", "worker", "approve",
-         "gateway"],
+         "gateway", "audit"],
 )
 def test_a_command_without_its_extra_prints_one_line_naming_it_and_exits_7(
     hidden: str, extra: str, argv: tuple[str, ...], tmp_path: Path

@@ -53,6 +53,11 @@ TOOLS = [
         input_schema=_obj({"mb": {"type": "integer"}}, ["mb"]),
     ),
     types.Tool(name="hang", description="Never answers.", input_schema=_obj({})),
+    types.Tool(
+        name="sleep",
+        description="Answers after the given seconds.",
+        input_schema=_obj({"seconds": {"type": "number"}, "n": {"type": "integer"}}, ["seconds"]),
+    ),
     types.Tool(name="die", description="Exits the server process.", input_schema=_obj({})),
     types.Tool(
         name="shape",
@@ -132,6 +137,9 @@ def main() -> None:
             return types.CallToolResult(content=[text(line * (1024 * args["mb"]))])
         if params.name == "hang":
             await asyncio.sleep(3600)
+        if params.name == "sleep":
+            await asyncio.sleep(float(args["seconds"]))
+            return types.CallToolResult(content=[text(f"slept {args['seconds']}")])
         if params.name == "shape":
             return types.CallToolResult.model_validate(args["result"])
         if params.name == "die":

@@ -84,7 +84,7 @@ def logged(sinks: SinkBackend, folder: Path, count: int, **options: Any) -> list
     sink = sinks.open(folder, key=KEY, **options)
     try:
         rows = write(sink, count)
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
     return rows
@@ -176,13 +176,14 @@ def store(
 
 
 def found(sinks: SinkBackend, folder: Path) -> int | str | None:
-    """What a verifier holding the key finds: the first bad row, or the refusal's code."""
+    """What a verifier holding the key finds: the first bad row (None: intact), or the
+    refusal's code."""
     try:
         sink = sinks.open(folder, key=KEY)
     except AuditKeyMismatchError as exc:
         return exc.code
     try:
-        return sink.verify()
+        return sink.verify().first_bad_row
     finally:
         sink.close()
 

@@ -185,7 +185,7 @@ def audit_rows(path: Path) -> dict[str, list[tuple[str | None, str | None, bool 
     """
     sink = SqliteAuditSink(path, synchronous="normal")
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         rows: dict[str, list[tuple[str | None, str | None, bool | None]]] = {}
         for row in sink.rows():
             entry = row.entry
@@ -202,7 +202,7 @@ def audit_tool_rows(path: Path) -> list[tuple[str | None, str | None, str | None
     """``(tool, decision, policy, call_id)`` of every row about a tool (``kind="tool"``)."""
     sink = SqliteAuditSink(path, synchronous="normal")
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         return [
             (row.entry.tool, row.entry.decision, row.entry.policy, row.entry.call_id)
             for row in sink.rows()

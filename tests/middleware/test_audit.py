@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from middleware import Middleware, RepetitionDetector, ToolCallLimit, ToolPolicy
-from middleware.audit import AuditEntry, AuditHead, AuditLog, AuditRow, SqliteAuditSink
+from middleware.audit import (
+    AuditEntry,
+    AuditHead,
+    AuditLog,
+    AuditRow,
+    AuditVerification,
+    SqliteAuditSink,
+)
 from pipeline import (
     DispatchContext,
     ToolLoopExecutor,
@@ -119,7 +126,7 @@ async def test_one_row_per_call_and_one_per_turn_written_before_run_returns(
     )
     assert turn.duration_ms is not None
     assert turn.duration_ms > 0
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 @tool
@@ -193,7 +200,7 @@ async def test_unknown_tools_and_invalid_arguments_get_one_row_each_never_allowe
     ]
     assert [e.policy for e in calls] == ["loopware.registry", "loopware.arguments",
                                          "loopware.arguments"]
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 async def test_a_result_withheld_after_the_handler_ran_is_denied_and_ran(sink: Sink) -> None:
@@ -252,7 +259,7 @@ async def test_a_tool_hidden_by_a_limit_is_a_row_of_its_own_and_the_call_stays_a
     assert hidden.reason == result.tool_decisions[0].reason
     assert (hidden.ran, hidden.decisions, hidden.args) == (None, None, None)
     assert [e.ran for e in rows if e.kind == "tool_call"] == [True, True, False]
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 async def test_a_repetition_hide_is_a_tool_row_never_a_second_row_of_the_call(
@@ -370,7 +377,7 @@ async def test_concurrent_turns_share_one_intact_chain(sink: Sink) -> None:
         assert [(e.kind, e.call_id) for e in mine] == [
             ("tool_call", f"{key}-0"), ("tool_call", f"{key}-1"), ("turn", None)
         ]
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 async def test_a_mutated_call_keeps_its_row_and_gets_an_amended_row_with_the_new_form(
@@ -398,7 +405,7 @@ async def test_a_mutated_call_keeps_its_row_and_gets_an_amended_row_with_the_new
     assert amended.args == canonical_json({"q": "[redacted]"})
     assert amended.ran is True  # ToolCall.completed: a result came from somewhere
     assert amended.duration_ms is None  # the new record has none
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 async def test_a_deleted_call_gets_a_deleted_row_and_keeps_its_own(sink: Sink) -> None:
@@ -449,7 +456,7 @@ async def test_hostile_names_and_huge_arguments_never_break_the_turn_or_lose_a_r
     assert calls["s\udc80"].decision == "invalid"
     assert (calls["big"].decision, calls["big"].reason) == ("denied", "bad \ud800 reason")
     assert len(calls["big"].args or "") > 2_000_000
-    assert sink.verify() is None
+    assert sink.verify()
 
 
 def test_default_sink_is_sqlite_in_the_current_directory(
@@ -490,8 +497,8 @@ class _SlowSink:
     def head(self) -> AuditHead:
         return AuditHead(0, "0" * 64)
 
-    def verify(self, *, head: AuditHead | None = None) -> int | None:
-        return None
+    def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
+        return AuditVerification(ok=True, rows_checked=0)
 
     def close(self) -> None:
         return None
@@ -665,7 +672,7 @@ async def test_with_a_durable_store_a_calls_row_is_committed_when_its_store_retu
         result = await runner.run("go", conversation_id="conv")
         assert result.status == "completed"
         assert store.seen == {f"c{i}": True for i in range(4)}
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.head().count == len(sink.rows()) == 5
     finally:
         store.close()
@@ -729,11 +736,11 @@ async def test_on_one_file_a_call_and_its_row_commit_together_or_not_at_all(
         assert [(e.kind, e.call_id) for e in entries(sink)] == [
             ("tool_call", "a"), ("turn", None)
         ]
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.head().count == 2
         await sink.append([AuditEntry(kind="turn", turn_id="t", conversation_id=None,
                                       recorded_at=result.ended_at)])
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.head().count == 3
     finally:
         store.close()

@@ -91,8 +91,8 @@ def test_an_anchored_head_finds_a_rollback_of_the_whole_keyed_log(
         shutil.copy(tmp_path / name, log / name)
     rolled_back = open_sink()
     try:
-        assert rolled_back.verify() is None  # consistent on its own, sealed by the key
-        assert rolled_back.verify(head=anchor.read()) == 2
+        assert rolled_back.verify()  # consistent on its own, sealed by the key
+        assert rolled_back.verify(head=anchor.read()).first_bad_row == 2
     finally:
         rolled_back.close()
 
@@ -115,7 +115,7 @@ def test_a_rollback_of_a_keyed_postgres_chain_is_found_by_its_anchor(
     assert found(sinks, tmp_path) is None
     reopened = sinks.open(tmp_path, key=KEY)
     try:
-        assert reopened.verify(head=anchor.read()) == 2
+        assert reopened.verify(head=anchor.read()).first_bad_row == 2
     finally:
         reopened.close()
 
@@ -146,12 +146,12 @@ def test_rows_written_in_a_store_transaction_are_keyed_sealed_and_anchored(
         assert all(r.hash.startswith(f"hmac-sha256:{KEY.id}:") for r in rows)
         assert heads == [AuditHead(1, rows[0].hash), AuditHead(3, rows[2].hash)]
         assert sink.head() == heads[-1]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
     reopened = SqliteAuditSink(path, key=KEY)
     try:
-        assert reopened.verify() is None
+        assert reopened.verify()
     finally:
         reopened.close()
 
@@ -177,7 +177,7 @@ async def test_rows_written_in_a_postgres_store_transaction_are_keyed_and_sealed
         assert all(r.hash.startswith(f"hmac-sha256:{KEY.id}:") for r in rows)
         assert heads == [AuditHead(1, rows[0].hash), AuditHead(3, rows[2].hash)]
         assert sink.head() == heads[-1]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -231,7 +231,7 @@ def test_a_keyed_jsonl_log_killed_again_and_again_still_verifies(
         assert ready == b"ready\n", err.decode(errors="replace")
     sink = JsonlAuditSink(path, synchronous="normal", key=KEY)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         rows = sink.rows()
         assert len(rows) > 15
         assert all(r.hash.startswith(f"hmac-sha256:{KEY.id}:") for r in rows)

@@ -108,7 +108,7 @@ def test_a_torn_tail_is_cut_recorded_once_and_the_chain_goes_on(tmp_path: Path) 
     offset = path.stat().st_size
     torn = tear(path, [entry(3)])
     with opened(path) as sink:
-        assert sink.verify() is None
+        assert sink.verify()
         rows = sink.rows()
         assert [(r.index, r.entry.kind) for r in rows] == [
             (0, "tool_call"), (1, "tool_call"), (2, "tool_call"), (3, "repair")
@@ -122,12 +122,12 @@ def test_a_torn_tail_is_cut_recorded_once_and_the_chain_goes_on(tmp_path: Path) 
         assert rows[3].entry.reason is not None
         assert f"{len(torn)} bytes" in rows[3].entry.reason
         append(sink, [entry(4), entry(5)])
-        assert sink.verify() is None
+        assert sink.verify()
     assert path.read_bytes().endswith(b"\n")
     with opened(path) as again:  # reported once: no second repair
         kinds = [r.entry.kind for r in again.rows()]
         assert kinds == ["tool_call"] * 3 + ["repair"] + ["tool_call"] * 2
-        assert again.verify() is None
+        assert again.verify()
 
 
 def test_a_torn_batch_keeps_its_complete_rows(tmp_path: Path) -> None:
@@ -141,7 +141,7 @@ def test_a_torn_batch_keeps_its_complete_rows(tmp_path: Path) -> None:
             (0, "call-0"), (1, "call-1"), (2, "call-2"), (3, "call-3")
         ]
         assert (rows[4].index, rows[4].entry.kind) == (4, "repair")
-        assert sink.verify() is None
+        assert sink.verify()
 
 
 def test_a_log_holding_only_a_torn_row_starts_with_its_repair(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_log_holding_only_a_torn_row_starts_with_its_repair(tmp_path: Path) ->
         [row] = sink.rows()
         details = repair_details(row)
         assert (row.index, details["offset"], details["length"]) == (0, 0, len(torn))
-        assert sink.verify() is None
+        assert sink.verify()
 
 
 def test_rows_and_verify_never_raise_for_a_tail_torn_while_the_sink_is_open(
@@ -165,13 +165,13 @@ def test_rows_and_verify_never_raise_for_a_tail_torn_while_the_sink_is_open(
     with opened(path) as sink:
         tear(path, [entry(2)])  # another process, killed
         assert [r.index for r in sink.rows()] == [0, 1]
-        assert sink.verify() is None
+        assert sink.verify()
         [row] = append(sink, [entry(9)])
         assert [(r.index, r.entry.kind) for r in sink.rows()] == [
             (0, "tool_call"), (1, "tool_call"), (2, "repair"), (3, "tool_call")
         ]
         assert row.index == 3
-        assert sink.verify() is None
+        assert sink.verify()
 
 
 def _edit(path: Path, k: int, field: str, value: object) -> None:
@@ -197,7 +197,7 @@ def test_tampering_is_still_detected_after_a_repair(
     tear(path, [entry(3)])
     with opened(path) as sink:
         append(sink, [entry(4), entry(5)])
-        assert sink.verify() is None
+        assert sink.verify()
     if how == "edit-before":
         _edit(path, 1, "args", '{"q":"forged"}')
     elif how == "edit-repair":
@@ -212,7 +212,7 @@ def test_tampering_is_still_detected_after_a_repair(
         lines[1] = lines[1][:40] + b"\n"
         path.write_bytes(b"".join(lines))
     with opened(path) as reopened:
-        assert reopened.verify() == broken
+        assert reopened.verify().first_bad_row == broken
 
 
 _KILLED_MID_APPEND = """
@@ -244,9 +244,9 @@ def test_a_writer_killed_mid_append_leaves_a_log_that_verifies(tmp_path: Path) -
     with opened(path) as sink:
         rows = sink.rows()
         assert [r.entry.kind for r in rows] == ["tool_call"] * 4 + ["repair"]
-        assert sink.verify() is None
+        assert sink.verify()
         append(sink, [entry(5)])
-        assert sink.verify() is None
+        assert sink.verify()
 
 
 # -- item 6: rows are written when calls are stored ----------------------------------------------
@@ -334,6 +334,6 @@ async def test_calls_stored_before_a_kill_have_their_rows(tmp_path: Path) -> Non
         assert [(r.entry.kind, r.entry.call_id) for r in sink.rows()] == [
             ("tool_call", "s0"), ("tool_call", "s1"), ("tool_call", "s2")
         ]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()

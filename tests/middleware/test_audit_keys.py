@@ -126,7 +126,7 @@ def test_a_keyed_chain_verifies_reopens_and_goes_on(sinks: SinkBackend, tmp_path
         assert sink.head() == AuditHead(3, rows[-1].hash)
         [row] = asyncio.run(append(sink, [entry(3)]))
         assert (row.index, row.prev_hash) == (3, rows[-1].hash)
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.rows()[:3] == rows
     finally:
         sink.close()
@@ -155,7 +155,7 @@ def test_a_sink_refuses_a_log_chained_in_another_mode_or_key(
     assert caught.value.found == (None if written_with is None else written_with.id)
     again = sinks.open(tmp_path, key=written_with)
     try:
-        assert again.verify() is None
+        assert again.verify()
         assert len(again.rows()) == 2
     finally:
         again.close()
@@ -166,15 +166,15 @@ def test_an_empty_log_takes_either_mode(sinks: SinkBackend, tmp_path: Path) -> N
     its first rows (a sealed head replaced by a shorter unkeyed one leaves no trace)."""
     for key in (None, KEY, OTHER, None):
         sink = sinks.open(tmp_path, key=key)
-        assert sink.verify() is None
+        assert sink.verify()
         sink.close()
     sink = sinks.open(tmp_path)
     write(sink, 2)
-    assert sink.verify() is None
+    assert sink.verify()
     sink.close()
     reopened = sinks.open(tmp_path)
     try:
-        assert reopened.verify() is None
+        assert reopened.verify()
         assert reopened.head().count == 2
     finally:
         reopened.close()
@@ -207,8 +207,8 @@ def test_the_same_unkeyed_rewrite_of_an_unkeyed_log_verifies(
     store(sinks, tmp_path, rows, AuditHead(5, rows[-1].hash))
     reopened = sinks.open(tmp_path)
     try:
-        assert reopened.verify() is None
-        assert reopened.verify(head=saved) == 4
+        assert reopened.verify()
+        assert reopened.verify(head=saved).first_bad_row == 4
     finally:
         reopened.close()
 
@@ -247,7 +247,7 @@ def test_rows_appended_after_a_cut_do_not_hide_it(sinks: SinkBackend, tmp_path: 
     sink = sinks.open(tmp_path, key=KEY)
     try:
         asyncio.run(append(sink, [entry(9)]))
-        assert sink.verify() == 2
+        assert sink.verify().first_bad_row == 2
     finally:
         sink.close()
     assert found(sinks, tmp_path) == 2
@@ -333,6 +333,6 @@ def test_a_log_deleted_whole_is_found_by_an_anchor(sinks: SinkBackend, tmp_path:
     assert found(sinks, tmp_path) == (0 if sinks.name == "sqlite" else None)
     sink = sinks.open(tmp_path, key=KEY)
     try:
-        assert sink.verify(head=anchor.read()) == 0
+        assert sink.verify(head=anchor.read()).first_bad_row == 0
     finally:
         sink.close()

@@ -108,7 +108,7 @@ def audited_calls(audit: Path) -> tuple[Counter[tuple[str, str]], set[str], set[
     with a turn row. Fails unless the chain verifies."""
     sink = SqliteAuditSink(audit, synchronous="normal")
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         entries = [row.entry for row in sink.rows()]
     finally:
         sink.close()

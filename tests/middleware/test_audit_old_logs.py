@@ -75,14 +75,14 @@ def summary(sink: Sink) -> list[tuple[str, str | None, str | None]]:
 
 def check_old_then_new(sink: Sink) -> None:
     """The old rows read and verify as written; new rows with the new fields chain after."""
-    assert sink.verify() is None
+    assert sink.verify()
     assert summary(sink) == OLD
     assert {(r.entry.ran, r.entry.decisions) for r in sink.rows()} == {(None, None)}
     old_head = sink.head()
     rows = append(sink, [new_entry("d"), new_entry("e")])
     assert [r.index for r in rows] == [5, 6]
     assert rows[0].prev_hash == old_head.hash
-    assert sink.verify() is None
+    assert sink.verify()
     [*_, d, e] = sink.rows()
     assert (d.entry.ran, e.entry.decision) == (False, "denied")
     assert d.entry.decisions == new_entry("d").decisions
@@ -101,7 +101,7 @@ def test_an_old_sqlite_log_migrates_verifies_and_goes_on(tmp_path: Path, synchro
         sink.close()
     reopened = SqliteAuditSink(path)
     try:
-        assert reopened.verify() is None
+        assert reopened.verify()
         assert len(reopened.rows()) == 7
     finally:
         reopened.close()
@@ -122,7 +122,7 @@ def test_an_old_jsonl_log_verifies_and_goes_on(tmp_path: Path) -> None:
     assert b'"ran":false' in lines[-1]
     reopened = JsonlAuditSink(path)
     try:
-        assert reopened.verify() is None
+        assert reopened.verify()
     finally:
         reopened.close()
 
@@ -137,7 +137,7 @@ def test_an_old_row_given_the_new_fields_no_longer_verifies(tmp_path: Path) -> N
     conn.close()
     sink = SqliteAuditSink(path)
     try:
-        assert sink.verify() == 2
+        assert sink.verify().first_bad_row == 2
     finally:
         sink.close()
 

@@ -108,7 +108,7 @@ async def test_processes_appending_at_once_form_one_linear_chain(pg_conninfo: st
     sink = PostgresAuditSink(pg_conninfo, chain="shared")
     try:
         rows = sink.rows()
-        assert sink.verify() is None
+        assert sink.verify()
         head = sink.head()
     finally:
         sink.close()
@@ -137,8 +137,8 @@ def test_chains_with_different_names_are_independent(pg_conninfo: str) -> None:
             append(second, [entry(f"b{i}")])
         assert [r.index for r in first.rows()] == [0, 1, 2]
         assert [r.entry.call_id for r in second.rows()] == ["b0", "b1", "b2"]
-        assert first.verify() is None
-        assert second.verify() is None
+        assert first.verify()
+        assert second.verify()
         assert first.head() != second.head()
     finally:
         first.close()
@@ -160,7 +160,7 @@ def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: str) -> 
         [row] = append(sink, [entry("after")])  # ... and the next one reconnects
         assert row.index == 1
         assert [r.entry.call_id for r in sink.rows()] == ["before", "after"]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -215,13 +215,13 @@ async def test_a_store_and_an_audit_sink_share_one_database(pg_conninfo: str) ->
     try:
         assert call.id == "a"
         assert [r.entry.call_id for r in sink.rows()] == ["a"]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
     with psycopg.connect(pg_conninfo) as conn:
         store_versions = conn.execute("SELECT version FROM loopware.schema_migrations").fetchall()
         audit_versions = conn.execute("SELECT version FROM loopware.audit_migrations").fetchall()
-    assert (store_versions, audit_versions) == ([(1,), (2,), (3,), (4,)], [(1,), (2,), (3,)])
+    assert (store_versions, audit_versions) == ([(1,), (2,), (3,), (4,), (5,)], [(1,), (2,), (3,)])
 
 
 @tool
@@ -288,7 +288,7 @@ async def test_a_store_and_a_sink_on_one_database_commit_each_call_with_its_row(
         assert [(r.entry.kind, r.entry.call_id) for r in rows] == [
             ("tool_call", "a"), ("tool_call", "b"), ("turn", None)
         ]
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.head().count == 3
     finally:
         sink.close()
@@ -323,6 +323,6 @@ async def test_a_failed_store_transaction_on_the_shared_database_keeps_no_row(
         assert result.status == "failed"
         assert stored == ["a"]
         assert [r.entry.call_id for r in sink.rows() if r.entry.kind == "tool_call"] == ["a"]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()

@@ -81,7 +81,7 @@ def test_rows_are_chained_in_append_order(sinks: SinkBackend, tmp_path: Path) ->
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(rows))
     assert len({r.hash for r in rows}) == 5
     assert sink.head() == AuditHead(5, rows[-1].hash)
-    assert sink.verify() is None
+    assert sink.verify()
     sink.close()
     sink.close()  # idempotent
 
@@ -96,7 +96,7 @@ def test_concurrent_appends_form_one_chain(sinks: SinkBackend, tmp_path: Path) -
 
     batches = asyncio.run(go())
     assert [row.index for batch in batches for row in batch] == list(range(80))
-    assert sink.verify() is None
+    assert sink.verify()
     sink.close()
 
 
@@ -109,7 +109,7 @@ def test_reopened_sink_continues_the_chain(sinks: SinkBackend, tmp_path: Path) -
     [row] = append(second, [entry(9)])
     assert row.index == 3
     assert row.prev_hash == second.rows()[2].hash
-    assert second.verify() is None
+    assert second.verify()
     second.close()
 
 
@@ -132,8 +132,8 @@ def test_verify_with_a_saved_head_detects_a_rewritten_tail(
         (tmp_path / "audit.jsonl.head").write_text(json.dumps(
             {"count": 3, "hash": json.loads(lines[2])["hash"]}))
     reopened = sinks.open(tmp_path)
-    assert reopened.verify() is None  # consistent on its own
-    assert reopened.verify(head=saved) == 3
+    assert reopened.verify()  # consistent on its own
+    assert reopened.verify(head=saved).first_bad_row == 3
     reopened.close()
 
 
@@ -150,9 +150,9 @@ def test_truncated_log_stays_detectable_after_more_appends(
         path = tmp_path / "audit.jsonl"
         path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
     reopened = sinks.open(tmp_path)
-    assert reopened.verify() == 3
+    assert reopened.verify().first_bad_row == 3
     append(reopened, [entry(7)])
-    assert reopened.verify() == 3
+    assert reopened.verify().first_bad_row == 3
     reopened.close()
 
 
@@ -168,13 +168,13 @@ def test_a_torn_acknowledged_row_stays_reported_after_the_repair(tmp_path: Path)
     path = tmp_path / "audit.jsonl"
     path.write_bytes(path.read_bytes()[:-20])
     reopened = JsonlAuditSink(path, synchronous="normal")
-    assert reopened.verify() == 2
+    assert reopened.verify().first_bad_row == 2
     rows = reopened.rows()
     assert [(r.index, r.entry.kind) for r in rows] == [(0, "tool_call"), (1, "tool_call"),
                                                        (3, "repair")]
     [row] = append(reopened, [entry(5)])
     assert row.index == 4
-    assert reopened.verify() == 2
+    assert reopened.verify().first_bad_row == 2
     reopened.close()
 
 
@@ -302,7 +302,7 @@ def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
     folder = tmp_path_factory.mktemp("audit")
     sink = sinks.open(folder, key=key)
     write(sink, n)
-    assert sink.verify() is None
+    assert sink.verify()
     sink.close()
     if sinks.name != "jsonl":
         _tamper_sql(sinks, folder, op, k)
@@ -310,7 +310,7 @@ def test_any_edit_delete_reorder_or_insert_is_reported_at_its_row(
         _tamper_jsonl(folder / "audit.jsonl", op, k)
     reopened = sinks.open(folder, key=key)
     try:
-        assert reopened.verify() == k, (op, k, n)
+        assert reopened.verify().first_bad_row == k, (op, k, n)
     finally:
         reopened.close()
 
@@ -327,7 +327,7 @@ async def test_store_and_audit_sink_can_share_one_file(tmp_path: Path, store_fir
     call = ToolCall.completed(id="a", tool="x", args={}, results="r")
     await store.save_tool_call(None, "t", call)
     assert [c.id for c in await store.tool_calls_for_turn("t")] == ["a"]
-    assert sink.verify() is None
+    assert sink.verify()
     assert len(sink.rows()) == 1
     await store.aclose()
     sink.close()
@@ -351,8 +351,8 @@ async def test_two_sinks_on_one_file_keep_every_row(sinks: SinkBackend, tmp_path
     assert [row.call_id for row in (r.entry for r in first.rows())] == [
         f"call-{i}" for i in range(6)
     ]
-    assert first.verify() is None
-    assert second.verify() is None
+    assert first.verify()
+    assert second.verify()
     first.close()
     second.close()
 
@@ -375,8 +375,8 @@ def test_verify_with_a_saved_head_detects_a_rewritten_last_row(
         (tmp_path / "audit.jsonl.head").unlink()
     forger = sinks.open(tmp_path)
     append(forger, [entry(99)])  # a different row 2, correctly chained
-    assert forger.verify() is None  # consistent on its own
-    assert forger.verify(head=saved) == 2
+    assert forger.verify()  # consistent on its own
+    assert forger.verify(head=saved).first_bad_row == 2
     forger.close()
 
 
@@ -423,5 +423,5 @@ def test_text_with_lone_surrogates_is_kept_exactly(
     rows = append(sink, [odd, call])
     assert sink.rows() == rows
     assert [r.entry for r in sink.rows()] == [odd, call]
-    assert sink.verify() is None
+    assert sink.verify()
     sink.close()

@@ -65,7 +65,7 @@ async def test_the_head_is_the_last_row_and_moves_with_every_append(tmp_path: Pa
         ]
         assert sink.head() == AuditHead(3, sink.rows()[-1].hash)
         assert len(sink.rows()) == 3
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -82,7 +82,7 @@ async def test_a_one_row_append_writes_one_page(tmp_path: Path) -> None:
         frames = (os.path.getsize(f"{path}-wal") - before) / _FRAME
         # 100 frames, plus one or two more each time the rightmost page fills and splits.
         assert 100 <= frames <= 140, frames
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -116,9 +116,9 @@ async def test_rows_cut_from_the_end_are_reported_however_the_head_row_fares(
     tamper(path, *statements)
     reopened = SqliteAuditSink(path, synchronous="normal")
     try:
-        assert reopened.verify() == missing
+        assert reopened.verify().first_bad_row == missing
         await reopened.append([entry(9)])  # the next row does not hide the cut
-        assert reopened.verify() == missing
+        assert reopened.verify().first_bad_row == missing
     finally:
         reopened.close()
 
@@ -164,10 +164,10 @@ async def test_a_version_1_log_moves_its_head_into_the_rows(tmp_path: Path) -> N
         assert versions == [1, 2, 3, 4]
         assert table(path)[-1] == (4, None, 1, 4)
         assert sink.head() == AuditHead(4, hashes[-1])
-        assert sink.verify() is None
+        assert sink.verify()
         [row] = await sink.append([entry(4)])
         assert (row.index, row.prev_hash) == (4, hashes[-1])
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -180,10 +180,10 @@ async def test_a_cut_version_1_log_stays_cut_after_its_head_moves(tmp_path: Path
     tamper(path, "DELETE FROM audit_rows WHERE idx >= 3")
     sink = SqliteAuditSink(path, synchronous="normal")
     try:
-        assert sink.verify() == 3
+        assert sink.verify().first_bad_row == 3
         [row] = await sink.append([entry(7)])
         assert row.index == 5  # after the head, leaving the gap in sight
-        assert sink.verify() == 3
+        assert sink.verify().first_bad_row == 3
     finally:
         sink.close()
 
@@ -221,14 +221,14 @@ async def test_rows_written_in_a_stores_transaction_chain_after_the_head_and_sur
         await turn("a", "b").run("go")
         assert [row[:2] for row in table(path)] == [(0, "a"), (1, "b"), (2, None), (3, None)]
         assert sink.head().count == 3
-        assert sink.verify() is None
+        assert sink.verify()
         tamper(path, "INSERT INTO audit_rows (idx, kind, turn_id, prev_hash, hash, is_error) "
                      "VALUES (4, 'turn', 'forged', 'x', 'y', 0)")
         result = await turn("c").run("go")
         assert result.status == "completed"
         assert [c.id for c in await store.tool_calls_for_turn(result.turn_id)] == ["c"]
         assert [row[1] for row in table(path) if row[1] is not None] == ["a", "b", "c"]
-        assert sink.verify() == 3  # the forged row, out of place, is found
+        assert sink.verify().first_bad_row == 3  # the forged row, out of place, is found
     finally:
         store.close()
         sink.close()

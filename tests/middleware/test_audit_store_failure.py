@@ -67,7 +67,7 @@ async def test_a_call_whose_store_write_failed_keeps_one_record_and_one_row(
     try:
         result = await runner.run("go", conversation_id="chat")
         rows: list[Any] = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
     assert result.status == "failed"

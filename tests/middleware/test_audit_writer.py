@@ -339,17 +339,17 @@ async def test_a_chain_written_before_this_version_verifies_and_goes_on(
     )
     sink = open_sink(kind, tmp_path, synchronous)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         assert sink.head() == AuditHead(5, old[-1])
         assert [row.hash for row in sink.rows()] == old
         rows = await sink.append([entry(5), entry(6)])
         assert [(r.index, r.prev_hash) for r in rows] == [(5, old[-1]), (6, rows[0].hash)]
-        assert sink.verify() is None
+        assert sink.verify()
         assert call_ids(sink) == [f"call-{i}" for i in range(7)]
     finally:
         sink.close()
     reopened = open_sink(kind, tmp_path, synchronous)
-    assert reopened.verify() is None
+    assert reopened.verify()
     assert reopened.head() == AuditHead(7, rows[-1].hash)
     reopened.close()
 
@@ -397,7 +397,7 @@ async def test_a_full_jsonl_append_syncs_on_the_writer_thread(
         await asyncio.gather(*(sink.append([entry(i)]) for i in range(1, 4)))
         assert threads
         assert threading.get_ident() not in threads
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -409,7 +409,7 @@ async def test_a_full_sqlite_append_commits_on_the_writer_thread(tmp_path: Path)
         pending = sink.append([entry(0)])
         assert not pending.done()
         assert [r.index for r in await pending] == [0]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -459,7 +459,7 @@ async def test_a_normal_append_never_waits_for_another_writers_lock(
         third = await sink.append([entry(3)])  # and the loop writes at once again
         assert third[0].index == 3
         assert call_ids(sink) == [f"call-{i}" for i in range(4)]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -487,7 +487,7 @@ async def test_concurrent_turns_appends_are_chained_in_call_order(
             assert all(len(rows) == 1 for rows in written)
         assert call_ids(sink) == [f"call-{i}" for i in order]
         assert [r.index for r in sink.rows()] == list(range(80))
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -514,7 +514,7 @@ async def test_concurrent_appends_in_one_loop_turn_share_one_write(
         await asyncio.gather(*(turn(i) for i in range(30)))
         assert writes == [1, 29]
         assert call_ids(sink) == [f"call-{i}" for i in range(30)]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -536,7 +536,7 @@ async def test_rows_read_in_the_same_loop_turn_include_every_append_made(
         await asyncio.gather(*(turn(i) for i in range(6)))
         assert seen == [1, 2, 3, 4, 5, 6]
         assert sink.head().count == 6
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -559,7 +559,7 @@ async def test_a_read_from_another_thread_waits_for_the_gathered_appends(tmp_pat
         written = await asyncio.gather(*tasks)
         assert counts == [4]
         assert [rows[0].index for rows in written] == [0, 1, 2, 3]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -585,8 +585,8 @@ async def test_a_head_rewritten_under_an_open_sqlite_sink_is_followed_as_on_open
         rows = await sink.append([entry(3)])
         assert rows[0].index == 2
         assert call_ids(sink) == ["call-0", "call-1", "call-3"]
-        assert sink.verify() is None
-        assert sink.verify(head=saved) == 2
+        assert sink.verify()
+        assert sink.verify(head=saved).first_bad_row == 2
     finally:
         sink.close()
 
@@ -653,7 +653,7 @@ def test_an_append_queued_when_the_interpreter_exits_is_written(kind: str, tmp_p
     sink = open_sink(kind, tmp_path, "full")
     try:
         assert call_ids(sink) == [f"call-{i}" for i in range(20)]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -685,7 +685,7 @@ async def test_a_failed_write_fails_its_append_and_the_chain_goes_on(
         await sink.append([entry(2)])
         kinds = [(r.entry.kind, r.entry.call_id) for r in sink.rows()]
         assert kinds == [("tool_call", "call-0"), ("repair", None), ("tool_call", "call-2")]
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 
@@ -698,7 +698,7 @@ async def test_a_normal_sqlite_sink_keeps_its_wal_bounded(tmp_path: Path) -> Non
         for i in range(6000):
             await sink.append([entry(i)])
         wal = (tmp_path / "audit.sqlite-wal").stat().st_size
-        assert sink.verify() is None
+        assert sink.verify()
         # Without checkpoints, 6,000 one-row commits leave 30 MB (1.2 pages of 4 KiB each).
         # With them the log restarts after each complete one: 5-10 MB here, the top when the
         # writer thread starts its checkpoint late (a busy process), so the margin is wide.
@@ -760,7 +760,7 @@ async def test_processes_appending_to_one_log_at_once_form_one_chain(
         assert child.returncode == 0, err.decode()
     sink = open_sink(kind, tmp_path, synchronous)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         rows = sink.rows()
         assert sink.head().count == len(rows) == _PROCESSES * _APPENDS
     finally:
@@ -822,12 +822,12 @@ def test_every_acknowledged_row_survives_a_sigkill(
     assert acknowledged >= 60, errors.decode()
     sink = open_sink(kind, tmp_path, synchronous)
     try:
-        assert sink.verify() is None
+        assert sink.verify()
         ids = [r.entry.call_id for r in sink.rows() if r.entry.kind == "tool_call"]
         assert ids[:acknowledged] == [f"call-{i}" for i in range(acknowledged)]
         rows = await_append(sink, entry(10_000))
         assert rows[0].index == sink.head().count - 1
-        assert sink.verify() is None
+        assert sink.verify()
     finally:
         sink.close()
 

@@ -101,6 +101,7 @@ def _rewind_to_version_1(path: Path) -> None:
         conn.execute("ALTER TABLE tool_calls_v1 RENAME TO tool_calls")
         conn.execute("CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id)")
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
+        conn.execute("ALTER TABLE messages DROP COLUMN provider_state")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
         conn.execute("DROP TABLE counter_slots")  # version 6's
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tool_calls'").fetchone()

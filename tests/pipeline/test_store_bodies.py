@@ -203,6 +203,8 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         conn.execute("ALTER TABLE tool_call_results DROP COLUMN spool_key")
         for column in ("ran", "decisions", "duration_ms", "validated_checksum"):  # version 4's
             conn.execute(f"ALTER TABLE tool_calls DROP COLUMN {column}")
+        conn.execute("ALTER TABLE messages DROP COLUMN provider_state")  # added by version 7
+        conn.execute("ALTER TABLE tool_calls DROP COLUMN unparsed_args")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 3")
         conn.execute("DROP TABLE counter_slots")  # version 6's
         for call_id in ("small", "large"):
@@ -245,7 +247,7 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
         assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
-    assert versions == [1, 2, 3, 4, 5, 6]
+    assert versions == [1, 2, 3, 4, 5, 6, 7]
     [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
     assert moved.stat().st_size == size
 

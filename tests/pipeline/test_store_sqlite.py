@@ -49,7 +49,7 @@ def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,)]
+    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
     assert mode == "wal"
 
 
@@ -81,8 +81,10 @@ async def test_parts_stored_under_the_old_class_paths_read_back_as_their_class(
             "UPDATE tool_call_results SET artifact_class ="
             " replace(artifact_class, 'pipeline.artifacts:', 'pipeline:')"
         )
+        conn.execute("DROP TABLE counter_slots")  # added by version 6
+        conn.execute("ALTER TABLE messages DROP COLUMN provider_state")  # added by version 7
+        conn.execute("ALTER TABLE tool_calls DROP COLUMN unparsed_args")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 5")
-        conn.execute("DROP TABLE counter_slots")  # schema 6 came later
     conn.close()
     async with SqliteStore(path) as store:
         _, calls = await store.load_conversation("conv")

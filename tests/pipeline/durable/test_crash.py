@@ -89,7 +89,7 @@ def test_turns_killed_mid_way_finish_on_another_worker_with_each_handler_run_at_
             # every call ran (an interrupted one in the worker that died): each used a slot
             assert stash["limit"]["total"] == sum(c.ran for c in calls) == CALLS_PER_TURN
         assert interrupted < len(turns) * CALLS_PER_TURN
-        assert sink.verify() is None
+        assert sink.verify()
         rows = sink.rows()
         audited: dict[str, set[tuple[bool, str | None, bool | None]]] = {}
         for row in rows:

@@ -23,6 +23,8 @@ def test_a_gate_outlives_its_worker_and_an_approval_from_the_cli_finishes_the_tu
     try:
         turn = client.enqueue("refund A1", conversation_id="shop")
         first = workers.start()
+        started = workers.read_until(first, "turn started:")
+        assert started.startswith(f"turn started: {turn} conversation=shop queued=")
         gate_id = _gate_id(workers.read_until(first, "gate waiting:"))
         assert gate_id == f"{turn}:gate-1"
         workers.stop(first)
@@ -39,11 +41,20 @@ def test_a_gate_outlives_its_worker_and_an_approval_from_the_cli_finishes_the_tu
 
         second = workers.start()
         outcome = client.result(turn, timeout=60)
-        workers.stop(second)
+        lines = workers.stop(second).splitlines()
     finally:
         client.close()
     assert outcome["status"] == "completed"
     assert outcome["output"] == "refund: refunded A1"
+    # the second worker re-runs the turn past the gate approved meanwhile: it logs the turn
+    # and announces no gate
+    turn_lines = [line for line in lines if line.startswith("turn ")]
+    assert [line.split(" queued=")[0].split(" in ")[0] for line in turn_lines] == [
+        f"turn started: {turn} conversation=shop",
+        f"turn completed: {turn}",
+    ]
+    assert not [line for line in lines if "gate waiting" in line]
+    assert all(line.rsplit(" queued=", 1)[-1].isdigit() for line in turn_lines)
     assert workers.handler_runs() == {"refund A1": 1}
     store = SqliteStore(workers.store)
     sink = SqliteAuditSink(workers.audit)
@@ -51,7 +62,7 @@ def test_a_gate_outlives_its_worker_and_an_approval_from_the_cli_finishes_the_tu
         _, calls = asyncio.run(store.load_conversation("shop"))
         assert [(c.id, c.is_error, c.ran) for c in calls] == [(f"{turn}-r", False, True)]
         assert [d.action for d in calls[0].decisions] == ["approved"]
-        assert sink.verify() is None
+        assert sink.verify()
         rows = [r.entry for r in sink.rows() if r.entry.call_id == f"{turn}-r"]
         assert rows[-1].decision == "approved"
     finally:

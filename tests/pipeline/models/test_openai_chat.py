@@ -226,18 +226,19 @@ async def test_invalid_json_arguments_become_an_error_the_model_reads(
     serve: Serve, add_tool: Tool[BaseModel]
 ) -> None:
     """Arguments that are not JSON never reach the tool: the model reads the error on the
-    next request (the call is shown with ``{}``, what the record keeps)."""
+    next request, and its call is shown with the text it sent (``unparsed_args``), not ``{}``."""
     server = serve(calls(("call_bad", "add", '{"a": 1,')), answer("sorry"))
     result = await runner_for(server, [add_tool]).run("What is 1+2?")
     assert result.ok
     assert result.tool_calls[0].is_error
+    assert result.tool_calls[0].unparsed_args == '{"a": 1,'
     error = (
         "Error: E_INVALID_TOOL_ARGS: the arguments for 'add' are not valid JSON "
         "(Expecting property name enclosed "
         "in double quotes at line 1 column 9); send a JSON object."
     )
     assert server.bodies[1]["messages"][2:] == [
-        assistant_calls(("call_bad", "add", "{}")),
+        assistant_calls(("call_bad", "add", '{"a": 1,')),
         {"role": "tool", "tool_call_id": "call_bad", "content": envelope("add", {}, error)},
     ]
 

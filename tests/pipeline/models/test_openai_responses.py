@@ -152,7 +152,13 @@ async def test_plain_text_sends_instructions_input_and_store_false(serve: Serve)
     result = await runner_for(server, []).run("What is 1+2?")
     assert result.output == "Hello!"
     assert server.bodies == [
-        {"model": MODEL, "input": [USER], "instructions": "Be brief.", "store": False}
+        {
+            "model": MODEL,
+            "input": [USER],
+            "instructions": "Be brief.",
+            "store": False,
+            "include": ["reasoning.encrypted_content"],
+        }
     ]
     assert server.requests[0].url == "https://api.openai.com/v1/responses"
     assert result.usage == Usage(30, 8, 12, 3)
@@ -177,6 +183,7 @@ async def test_one_tool_call_sends_function_call_and_output_items(
         "instructions": "Be brief.",
         "tools": [ADD_TOOL],
         "store": False,
+        "include": ["reasoning.encrypted_content"],
     }
     assert second["input"] == [
         USER,
@@ -218,7 +225,8 @@ async def test_parallel_calls_after_text_keep_their_order(
 async def test_invalid_json_arguments_become_an_error_the_model_reads(
     serve: Serve, add_tool: Tool[BaseModel]
 ) -> None:
-    """Arguments that are not JSON become an error output the model reads next request."""
+    """Arguments that are not JSON become an error output the model reads next request; its
+    call is shown with the text it sent."""
     server = serve(
         json_reply(response([function_call("call_bad", "add", "{'a': 1}")])), answer("ok")
     )
@@ -231,7 +239,7 @@ async def test_invalid_json_arguments_become_an_error_the_model_reads(
         "in double quotes at line 1 column 2); send a JSON object."
     )
     assert server.bodies[1]["input"][1:] == [
-        call_item("call_bad", "add", "{}"),
+        call_item("call_bad", "add", "{'a': 1}"),
         output_item("call_bad", envelope("add", {}, error)),
     ]
 

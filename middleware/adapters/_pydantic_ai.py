@@ -1,0 +1,143 @@
+"""`LoopwareCapability`: loopware's stack as a pydantic-ai capability (docs/adapters.md).
+
+One pydantic-ai run is one hosted turn (`pipeline.hosted`): ``wrap_run`` begins and finishes
+it, ``prepare_tools`` (once per step, before the model call) closes the previous step's batch
+(``dispatch_output``), offers the agent's tools and leaves out the ones loopware hid or
+withdrew, and
+``wrap_tool_execute`` runs each call through the ``tool_call`` stage on its
+``tool_call_id``, pydantic-ai's validated arguments (defaults applied) being what the hooks
+read. A refused call raises ``ToolFailed`` (the model reads why; no retry budget is spent).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ToolFailed
+
+from pipeline.hosted import HostedRunner, HostedTurn, HostTool
+
+if TYPE_CHECKING:
+    from pydantic_ai import RunContext
+    from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.tools import ToolDefinition
+
+    from pipeline.stores import TurnStore
+
+__all__ = ["LoopwareCapability"]
+
+
+@dataclass(kw_only=True)
+class LoopwareCapability(AbstractCapability[Any]):
+    """Enforce a loopware middleware stack on a pydantic-ai agent's tool calls.
+
+    Example::
+
+        agent = Agent(model, capabilities=[LoopwareCapability(middleware=[
+            ToolPolicy(deny=["shell*"]), ToolCallLimit({"search": 3}), RepetitionDetector(),
+        ])])
+
+    Args:
+        middleware: The same list ``TurnRunner(middleware=[...])`` takes.
+        store: Where turns and calls are kept. Given one, the run's ``conversation_id`` is the
+            loopware conversation (earlier runs' calls count for repetition); without one,
+            each run is a turn of its own and nothing outlives it.
+    """
+
+    middleware: Sequence[object] = ()
+    """The loopware middleware, as a `TurnRunner` takes them."""
+    store: TurnStore | None = None
+    """Where turns and calls are kept (default: in memory)."""
+    _hosted: HostedRunner = field(init=False, repr=False, compare=False)
+    _turn: HostedTurn | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Compose the stack once (every run shares it)."""
+        self._hosted = HostedRunner(middleware=self.middleware, store=self.store)
+
+    @property
+    def hosted(self) -> HostedRunner:
+        """The loopware stack (subscribe to its events with ``hosted.runner.on(...)``)."""
+        return self._hosted
+
+    @property
+    def turn(self) -> HostedTurn | None:
+        """The run's loopware turn (on the per-run copy, while the run goes on)."""
+        return self._turn
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        """A per-run copy: each run is its own loopware turn over the shared stack."""
+        run = copy.copy(self)
+        run._turn = None
+        return run
+
+    async def wrap_run(
+        self, ctx: RunContext[Any], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        """Begin the run's turn, run, and finish the turn (aborted if the run fails)."""
+        prompt = ctx.prompt if isinstance(ctx.prompt, str) else ""
+        # pydantic-ai gives every run a conversation id; the default in-memory store would keep
+        # every one of them, so runs share a conversation only in a store the user gave
+        conversation = ctx.conversation_id if self.store is not None else None
+        turn = self._turn = await self._hosted.begin(prompt, conversation_id=conversation)
+        try:
+            result = await handler()
+        except BaseException as exc:
+            turn.abort(f"the pydantic-ai run raised {type(exc).__name__}")
+            await turn.finish()
+            raise
+        await turn.finish()
+        return result
+
+    async def prepare_tools(
+        self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        """Offer the step's tools to loopware; leave out those it hid or withdrew.
+
+        The previous step's batch is closed first (its ``dispatch_output`` may hide a tool).
+        """
+        turn = self._turn
+        if turn is None:
+            return tool_defs
+        await turn.end_batch()
+        turn.offer(
+            HostTool(t.name, t.description, t.parameters_json_schema)
+            for t in tool_defs
+            if not turn.knows(t.name)
+        )
+        hidden = turn.hidden()
+        return [t for t in tool_defs if t.name not in hidden] if hidden else tool_defs
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        """Run the call through loopware's ``tool_call`` stage on its ``tool_call_id``.
+
+        Raises:
+            ToolFailed: loopware refused the call (the model reads why).
+        """
+        turn = self._turn
+        if turn is None:
+            return await handler(args)
+        raw = call.args if call.args is not None else {}
+        hosted = await turn.call(call.tool_call_id, call.tool_name, raw, handler, validated=args)
+        if hosted.forwarded:
+            return hosted.value
+        if hosted.raises and hosted.host_error is not None:
+            raise hosted.host_error
+        raise ToolFailed(hosted.text)
+
+
+LoopwareCapability.__module__ = "middleware.adapters.pydantic_ai"

@@ -1,0 +1,175 @@
+"""`HostedCall`: one host call through loopware's ``tool_call`` stage, and what the host does next.
+
+The call's record says what loopware decided; the host needs one of three answers:
+
+* **forward** (`HostedCall.forwarded`): the host's handler ran and nothing withheld or replaced
+  its outcome: give the host its own value (`value`);
+* **raise** (`host_error`): the host's handler raised and nothing withheld it: re-raise the
+  host's own exception (a pydantic-ai ``ModelRetry`` stays the host's control flow);
+* **refuse**: anything else (denied, rejected, answered by a hook, invalid): the model reads
+  `text`, the way the host shows a failed call (``ToolFailed``, an error ``ToolMessage``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ..calls._toolcall import ToolCall
+    from ._tools import HostCentre
+
+__all__ = ["HostedCall"]
+
+_FORWARDED: Final = frozenset({"allowed", "approved", "warned"})
+"""Verdicts under which a call that ran keeps the host's own outcome."""
+_UNSET: Final[Any] = object()
+
+
+def _no_op() -> None:
+    return None
+
+
+class HostedCall:
+    """One host call: its arguments, the host's handler, and once run, its record and outcome.
+
+    Built by `HostedTurn.call`; the same object answers a host that asks again for the same call
+    id (a resumed run): loopware decides each call id once.
+    """
+
+    __slots__ = (
+        "_centre",
+        "_entered",
+        "_value",
+        "call_id",
+        "host_error",
+        "name",
+        "raw_args",
+        "record",
+        "validated",
+    )
+
+    def __init__(
+        self,
+        call_id: str,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        centre: HostCentre | None,
+        validated: Mapping[str, Any] | None = None,
+        entered: Callable[[], None] = _no_op,
+    ) -> None:
+        """Describe one host call (`HostedTurn.call` builds it)."""
+        self.call_id = call_id
+        """The host's (the provider's) id of the call."""
+        self.name = name
+        """The tool name the model called."""
+        raw: object = arguments
+        if isinstance(arguments, str):
+            try:
+                raw = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                raw = arguments  # loopware's parser refuses it with the usual message
+        self.raw_args: object = raw
+        """The arguments as the model sent them (parsed when they were JSON text)."""
+        self.validated = None if validated is None else dict(validated)
+        """The host's own validation of them (defaults applied), when the host gave it."""
+        self._centre = centre
+        self._entered = entered
+        self._value: Any = _UNSET
+        self.host_error: BaseException | None = None
+        """What the host's handler raised, if it ran and raised."""
+        self.record: ToolCall | None = None
+        """The call's stored record, once the ``tool_call`` stage has run."""
+
+    def __repr__(self) -> str:
+        """Show the call and its verdict so far."""
+        verdict = None if self.record is None else self.record.verdict
+        return f"HostedCall(call_id={self.call_id!r}, tool={self.name!r}, verdict={verdict!r})"
+
+    async def enter_centre(self, args: dict[str, Any]) -> str:
+        """Run the host's handler with ``args`` (the onion's centre); return its value as text.
+
+        The host's value is kept (`value`) for the host; loopware's record keeps the text.
+        """
+        self._entered()
+        centre = self._centre
+        if centre is None:  # a host tool called without its host's handler
+            raise RuntimeError(f"no host handler was given for the call to {self.name!r}")
+        try:
+            value = await centre(args)
+        except Exception as exc:
+            self.host_error = exc
+            raise
+        self._value = value
+        return _as_text(value)
+
+    @property
+    def ran(self) -> bool:
+        """True when the host's handler ran."""
+        return self.record is not None and self.record.ran
+
+    @property
+    def value(self) -> Any:
+        """The host's own return value (None when its handler did not return).
+
+        For a call without a host handler (a loopware `Tool` ran), the record's results.
+        """
+        if self._value is _UNSET:
+            record = self.record
+            return record.results if self._centre is None and record is not None else None
+        return self._value
+
+    @property
+    def forwarded(self) -> bool:
+        """Whether the host's own outcome stands.
+
+        Its handler ran and no decision replaced, withheld or refused it (the verdict is
+        allowed, approved or warned).
+        """
+        record = self.record
+        return (
+            record is not None
+            and record.ran
+            and record.verdict in _FORWARDED
+            and (self._value is not _UNSET or (self._centre is None and not record.is_error))
+        )
+
+    @property
+    def raises(self) -> bool:
+        """Whether the host's own exception stands (its handler raised, nothing replaced it)."""
+        record = self.record
+        return (
+            self.host_error is not None
+            and record is not None
+            and record.ran
+            and record.verdict in _FORWARDED
+        )
+
+    @property
+    def text(self) -> str:
+        """What the model reads for a call the host does not get its own outcome for."""
+        record = self.record
+        if record is None:
+            return "Error: the call was not run."
+        results = record.results
+        if isinstance(results, str):
+            return results
+        as_string = getattr(results, "as_string", None)
+        return as_string() if callable(as_string) else str(results)
+
+
+def _as_text(value: object) -> str:
+    """The host's value as the text loopware's record keeps."""
+    if isinstance(value, str):
+        return value
+    content = getattr(value, "content", None)
+    if isinstance(content, str):  # a host's message object (a LangChain ``ToolMessage``)
+        return content
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+HostedCall.__module__ = "pipeline.hosted"

@@ -1,0 +1,382 @@
+"""`HostedTurn`: one loopware turn driven by someone else's loop (a host's run).
+
+A host (pydantic-ai, LangChain, the OpenAI Agents SDK, ADK, an MCP client) runs its own model
+loop and its own tools. A hosted turn is an ordinary loopware turn (``turn_input``, dispatch
+iterations, ``turn_output``, the store, the record keepers) whose executor is the host: each
+iteration waits for the host's calls of one model step, and ends when the host closes the batch
+(`end_batch`) or the run (`finish`). The mapping (docs/adapters.md):
+
+* conversation = the host's thread or session (``conversation_id``), turn = one host run;
+* iteration = one model step and its tool batch (``dispatch_output`` runs at `end_batch`);
+* `ToolCall` = one host call id: `call` runs the ``tool_call`` stage around the host's handler
+  and stores one record; a call id is decided once (asking again returns the same `HostedCall`,
+  taking no second limit slot and no second repetition count).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .._tool_checks import is_tool_name
+from ..calls._run import unrun_record
+from ..errors import InvalidToolCallError
+from ._call import HostedCall
+from ._tools import CURRENT, HostCentre, HostTool, host_tool
+
+if TYPE_CHECKING:
+    from .._dispatch import DispatchContext
+    from .._result import TurnResult
+    from .._runner import TurnHandle
+    from ..calls._toolcall import ToolCall
+
+__all__ = ["DRIVER", "HostedTurn"]
+
+DRIVER: Final[contextvars.ContextVar[Callable[[DispatchContext], Awaitable[None]] | None]] = (
+    contextvars.ContextVar("loopware_hosted_driver", default=None)
+)
+"""The iteration server of the hosted turn whose task is being created (read by its executor)."""
+
+_INLINE: Final = sys.maxsize
+"""A hosted call's text stays inline: the host keeps its own value, nothing is spooled."""
+_HOSTED: Final = "loopware.hosted"
+
+
+class HostedTurn:
+    """One host run as a loopware turn; begin it with `HostedRunner.begin`.
+
+    Use from the host's hooks: `offer` the host's tools, `announce` a batch's call ids in
+    proposal order where the host runs a batch in varying order, `call` around each tool call,
+    `end_batch` before the next model step, `hidden` to filter the tools shown, `snapshot` and
+    `restore` the stash as plain data where the host persists state, `finish` at the run's end.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_dispatch",
+        "_ended",
+        "_handle",
+        "_next_slot",
+        "_open",
+        "_order",
+        "_passed",
+        "_ready",
+        "_result",
+        "_running",
+        "_signal",
+        "_waiters",
+        "conversation_id",
+    )
+
+    def __init__(self, conversation_id: str | None) -> None:
+        """Prepare a hosted turn (`HostedRunner.begin` starts it)."""
+        self.conversation_id = conversation_id
+        """The conversation (the host's thread or session) the turn belongs to, if any."""
+        loop = asyncio.get_running_loop()
+        self._handle: TurnHandle | None = None
+        self._ended: asyncio.Future[None] | None = None
+        self._dispatch: DispatchContext | None = None
+        self._ready: asyncio.Future[None] = loop.create_future()
+        self._signal: asyncio.Future[bool] | None = None
+        self._calls: dict[str, HostedCall] = {}
+        self._running: dict[str, asyncio.Future[None]] = {}
+        self._open = False
+        self._order: dict[str, int] = {}
+        self._passed: set[int] = set()
+        self._next_slot = 0
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._result: TurnResult | None = None
+
+    def __repr__(self) -> str:
+        """Show the turn and how many calls it ran."""
+        turn_id = None if self._handle is None else self._handle.turn_id
+        return f"HostedTurn(turn_id={turn_id!r}, calls={len(self._calls)}, ended={self.ended})"
+
+    # -- the turn's life -------------------------------------------------------------------------
+    async def start(self, handle_of: Callable[[], TurnHandle]) -> None:
+        """Start the turn (``handle_of`` starts it on the runner) and wait for its first step."""
+        token = DRIVER.set(self._serve)
+        try:
+            self._handle = handle_of()
+        finally:
+            DRIVER.reset(token)
+        # one waiter for the turn's end (never cancelled: that would cancel the turn's task)
+        self._ended = asyncio.ensure_future(_wait_handle(self._handle))
+        await self._until_ready()
+
+    async def _serve(self, ctx: DispatchContext) -> None:
+        """The executor of one iteration: wait for the host to close the batch or the run."""
+        self._dispatch = ctx
+        signal = self._signal = asyncio.get_running_loop().create_future()
+        if not self._ready.done():
+            self._ready.set_result(None)
+        finish = await signal
+        if finish and not ctx.is_signalled:
+            ctx.ack()
+
+    async def _until_ready(self) -> None:
+        """Wait until the turn serves an iteration, or has ended."""
+        ended = self._ended
+        if ended is None or self._ready.done():
+            return
+        await asyncio.wait((self._ready, ended), return_when=asyncio.FIRST_COMPLETED)
+
+    @property
+    def ended(self) -> bool:
+        """True once the turn has ended (finished, or a policy or error ended its dispatch)."""
+        handle = self._handle
+        return handle is not None and handle.done()
+
+    @property
+    def turn_id(self) -> str:
+        """The loopware turn's id."""
+        if self._handle is None:
+            raise RuntimeError("the hosted turn has not started")
+        return self._handle.turn_id
+
+    @property
+    def dispatch(self) -> DispatchContext | None:
+        """The turn's dispatch context (stash, registry, stored calls), once it serves."""
+        return self._dispatch
+
+    async def end_batch(self) -> None:
+        """Close the current model step's batch: ``dispatch_output`` runs, a new iteration starts.
+
+        A no-op when no call ran since the last one (the host may call it before every model
+        step). Calls announced but never made are dropped from the order.
+        """
+        self._release_all()
+        if not self._open or self.ended:
+            return
+        self._open = False
+        signal = self._signal
+        self._ready = asyncio.get_running_loop().create_future()
+        if signal is not None and not signal.done():
+            signal.set_result(False)
+        await self._until_ready()
+
+    async def finish(self) -> TurnResult:
+        """End the run: close the batch, ``turn_output``, and return the turn's `TurnResult`."""
+        if self._result is not None:
+            return self._result
+        handle = self._handle
+        if handle is None:
+            raise RuntimeError("the hosted turn has not started")
+        self._release_all()
+        await self._until_ready()
+        signal = self._signal
+        if signal is not None and not signal.done():
+            signal.set_result(True)
+        self._result = await handle
+        return self._result
+
+    def abort(self, reason: str | None = None) -> None:
+        """Abort the turn (the host's run was cancelled or failed); `finish` gives its result."""
+        if self._handle is not None:
+            self._handle.abort(reason)
+
+    # -- tools -----------------------------------------------------------------------------------
+    def offer(self, tools: Iterable[HostTool]) -> None:
+        """Register the host's tools in the turn's registry (those it does not hold yet).
+
+        A policy's admission check (``ToolPolicy``) may refuse one: it is then withdrawn and
+        listed by `hidden`.
+        """
+        d = self._dispatch
+        if d is None:
+            return
+        registry = d.tools
+        for spec in tools:
+            if registry.get(spec.name) is None and is_tool_name(spec.name):
+                registry.register(host_tool(spec))
+
+    def knows(self, name: str) -> bool:
+        """Whether the turn holds a tool of this name, or a decision withdrew it.
+
+        An adapter offers only the tools the turn does not know yet (describing a tool, its
+        JSON Schema, costs more than asking).
+        """
+        d = self._dispatch
+        if d is None:
+            return False
+        return d.tools.get(name) is not None or any(
+            decision.tool == name for decision in d.tool_decisions
+        )
+
+    def hidden(self) -> frozenset[str]:
+        """The tools the model must not be offered: hidden or withdrawn by a decision."""
+        d = self._dispatch
+        if d is None:
+            return frozenset()
+        names = {tool.name for tool in d.tools.hidden()}
+        names.update(
+            decision.tool for decision in d.tool_decisions if decision.action == "withdrawn"
+        )
+        return frozenset(names)
+
+    # -- calls -----------------------------------------------------------------------------------
+    def announce(self, call_ids: Sequence[str]) -> None:
+        """Name a batch's call ids in proposal order: they then pass the stage in that order.
+
+        For hosts that run a batch in varying order (LangChain's sync ``invoke`` runs it in a
+        thread pool): a limit of 3 then lets the first 3 proposed calls run, whatever order
+        their threads start in. Each call waits only until the calls before it reached their
+        handler or finished; the order is dropped at `end_batch`.
+        """
+        order = self._order
+        for call_id in call_ids:
+            if call_id not in order and call_id not in self._calls:
+                order[call_id] = len(order)
+
+    async def call(
+        self,
+        call_id: str,
+        name: str,
+        arguments: str | Mapping[str, Any],
+        centre: HostCentre | None = None,
+        *,
+        validated: Mapping[str, Any] | None = None,
+    ) -> HostedCall:
+        """Run one host call through the ``tool_call`` stage; store its record once.
+
+        Args:
+            call_id: The host's (the provider's) id of the call.
+            name: The tool name the model called.
+            arguments: The arguments as the model sent them (JSON text or an object).
+            centre: The host's handler of this call: called with the arguments the handler
+                should run with (a hook may have replaced them), unless a hook decided first.
+                None when the tool is a loopware `Tool` with its own handler (a registered
+                tool, as the MCP gateway's upstream tools are): that handler runs.
+            validated: The host's own validation of ``arguments`` (defaults applied), when it
+                has one: the hooks read it as the call's validated arguments.
+
+        Returns:
+            The `HostedCall`: its record, and whether the host forwards its own value
+            (`HostedCall.forwarded`), re-raises its own error (`HostedCall.raises`) or shows
+            the model `HostedCall.text`. The same object for a call id asked again.
+        """
+        known = self._calls.get(call_id)
+        if known is not None:
+            running = self._running.get(call_id)
+            if running is not None:  # the same call, still on its way: its one decision
+                await asyncio.shield(running)
+            return known
+        hosted = HostedCall(
+            call_id, name, arguments, centre, validated, lambda: self._release(call_id)
+        )
+        self._calls[call_id] = hosted
+        running = self._running[call_id] = asyncio.get_running_loop().create_future()
+        try:
+            await self._my_turn(call_id)
+            await self._until_ready()
+            d = self._dispatch
+            if d is None or self.ended:
+                hosted.record = _ended_record(d, call_id, name)
+                return hosted
+            if d.tools.get(name) is None and is_tool_name(name):
+                self.offer((HostTool(name),))
+            raw = hosted.raw_args
+            token = CURRENT.set(hosted)
+            try:
+                record = await d.run_tool(
+                    name,
+                    raw if isinstance(raw, dict) else arguments,
+                    call_id=call_id,
+                    inline_limit=_INLINE,
+                )
+            finally:
+                CURRENT.reset(token)
+            hosted.record = record
+            try:
+                await d.store_tool_call(record)
+            except InvalidToolCallError as exc:  # the id names a call of an earlier turn
+                d.report_error(exc, "executor")  # the host still gets its answer
+            self._open = True
+        finally:
+            self._release(call_id)
+            del self._running[call_id]
+            if not running.done():
+                running.set_result(None)
+        return hosted
+
+    def get(self, call_id: str) -> HostedCall | None:
+        """The call with this id, if the turn has run it (or is running it)."""
+        return self._calls.get(call_id)
+
+    # -- the batch's order -----------------------------------------------------------------------
+    async def _my_turn(self, call_id: str) -> None:
+        slot = self._order.get(call_id)
+        while slot is not None and self._next_slot < slot and call_id in self._order:
+            waiter = self._waiters.get(slot)
+            if waiter is None:
+                waiter = self._waiters[slot] = asyncio.get_running_loop().create_future()
+            await waiter
+
+    def _release(self, call_id: str) -> None:
+        slot = self._order.get(call_id)
+        if slot is None or slot in self._passed:
+            return
+        self._passed.add(slot)
+        while self._next_slot in self._passed:
+            self._next_slot += 1
+        for waiting in [s for s in self._waiters if s <= self._next_slot]:
+            waiter = self._waiters.pop(waiting)
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _release_all(self) -> None:
+        self._order.clear()
+        self._passed.clear()
+        self._next_slot = 0
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    # -- the stash as plain data -----------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The stash as plain data (a deep copy), for the host's persisted state."""
+        d = self._dispatch
+        return {} if d is None else d.stash.all()
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Replace the stash's contents with a `snapshot` (after the host resumed a run).
+
+        Raises:
+            InvalidStashValueError: the snapshot is not plain data.
+        """
+        d = self._dispatch
+        if d is None:
+            return
+        stash = d.stash
+        for key in list(snapshot):
+            stash.set(key, snapshot[key])
+        for top in {path.split(".", 1)[0] for path in stash.keys()}:  # noqa: SIM118
+            if top not in snapshot:
+                stash.delete(top)
+
+
+async def _wait_handle(handle: TurnHandle) -> None:
+    with contextlib.suppress(BaseException):  # its outcome is read by `finish`
+        await handle
+
+
+def _ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
+    reason = "the loopware turn has ended"
+    if d is not None and d.nack_error is not None:
+        reason = f"{reason} ({d.nack_error})"
+    return unrun_record(
+        call_id,
+        name,
+        policy=_HOSTED,
+        action="denied",
+        reason=reason,
+        text=f"Error: {reason}; the call was not run.",
+    )
+
+
+HostedTurn.__module__ = "pipeline.hosted"
