@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 from pipeline import DispatchContext, Stash, StashKey, TurnContext
 from pipeline.calls import ToolCall
-from pipeline.stages import CallNext
 
 from ._keys import CountKeys, bump
 from ._options import check_namespace
@@ -60,25 +59,22 @@ class ToolCallCounter:
         return self._namespace
 
     @turn_input
-    async def start(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def start(self, ctx: TurnContext) -> None:
         """Make the totals present (0) from the start of the turn."""
         stash = ctx.stash
         for key in (self._total_completed, self._total_failed):
             if key not in stash:
                 stash[key] = 0
-        await call_next()
 
     @dispatch_output
-    async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def count(self, ctx: DispatchContext) -> None:
         """Count the calls stored in this iteration (and any stored earlier not yet counted)."""
         self._count(ctx.stash, ctx.unseen_tool_calls(self))
-        await call_next()
 
     @turn_output
-    async def count_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def count_late(self, ctx: TurnContext) -> None:
         """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
         self._count(ctx.stash, ctx.unseen_tool_calls(self))
-        await call_next()
 
     def _count(self, stash: Stash, calls: Sequence[ToolCall]) -> None:
         for call in calls:

@@ -11,7 +11,7 @@ from typing import Literal
 from pipeline import DispatchContext, StashKey, TurnContext
 from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
-from pipeline.stages import CallNext, MiddlewareSpec
+from pipeline.stages import MiddlewareSpec
 
 from ._keys import CountKeys, bump
 from ._options import check_choice, check_int, check_namespace
@@ -243,13 +243,12 @@ class ToolCallLimit:
         return ran and (self._count == "runs" or not is_error)
 
     @dispatch_input
-    async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def keep_hidden(self, ctx: DispatchContext) -> None:
         """Hide tools that first appeared after the total limit hid every tool (forged ones)."""
         total = self._total
         if total is not None and ctx.stash[self._total_key] >= total:
             for tool in ctx.tools.visible():
                 self._hide(ctx, tool.name, None, self._total_reason(total))
-        await call_next()
 
     @tool_call(order=-100)
     async def reserve(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
@@ -339,16 +338,14 @@ class ToolCallLimit:
             )
 
     @dispatch_output
-    async def tally(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def tally(self, ctx: DispatchContext) -> None:
         """Count the calls stored this iteration (and any missed); hide tools at their limit."""
         self._tally(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     @turn_output
-    async def tally_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def tally_late(self, ctx: TurnContext) -> None:
         """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
         self._tally(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     def _tally(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         """Count stored calls that used a slot and hide tools whose limit is used up.

@@ -162,8 +162,8 @@ class Turn:
             if state.aborted:
                 reached = False
             else:
-                run = StageRun(fns, onion.names, ctx, state)
-                await fns[0](ctx, run)
+                run = StageRun(onion, ctx, state)
+                await run()
                 reached = run.reached_end
         except TurnAbortedError as exc:
             state.abort(exc.message)

@@ -19,6 +19,7 @@ the record carries them with ``ran`` and ``duration_ms``. See docs/architecture.
 
 from __future__ import annotations
 
+from inspect import isawaitable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -112,47 +113,63 @@ class CallRun(ToolCallContext):
 
         A layer that raises (or awaits ``call_next`` twice) fails the call, reported as a
         ``tool_call`` stage error; a layer that returns without ``call_next`` and without
-        deciding (`deny`, `respond`) fails it with `PipelineShortCircuitedError`.
+        deciding (`deny`, `respond`) fails it with `PipelineShortCircuitedError`. Checks
+        (one-argument hooks, `Onion.checks`) run in line, without a layer of their own.
         """
         self._onion = onion
-        self._pos = 0
+        self._pos = -1
         self._called: int = 0
         self._layer = onion.names[0]
         self._failing: str | None = None
         self._locked = False
         self._vjson: dict[str, Any] | None = None
         try:
-            await onion.fns[0](self, self._next)
+            await self._next()
         except TurnAbortedError:
             raise
         except Exception as exc:
             self._hook_failed(exc)
-            return
-        self._check_decided(0)
 
     async def _next(self) -> None:
-        """The ``call_next`` of every layer: enter the next layer, or the handler at the centre."""
+        """The ``call_next`` of every layer: the checks in line, then the next layer or the centre.
+
+        ``_pos`` is -1 before the outermost layer is entered.
+        """
         i = self._pos
         onion = self._onion
-        if self._called & (1 << i):
-            name = onion.names[i]
-            raise NextCalledTwiceError(
-                f"middleware {name!r} awaited call_next() twice", middleware=name
-            )
-        self._called |= 1 << i
+        names = onion.names
+        if i >= 0:
+            if self._called & (1 << i):
+                name = names[i]
+                raise NextCalledTwiceError(
+                    f"middleware {name!r} awaited call_next() twice", middleware=name
+                )
+            self._called |= 1 << i
         j = i + 1
-        if j == len(onion.fns) or self._message is not None or self._output is not NOTHING:
-            await self._handle()
-            return
-        self._pos, self._layer = j, onion.names[j]
+        checks = onion.checks
+        end = len(checks)
         try:
+            while j < end and self._message is None and self._output is NOTHING:
+                check = checks[j]
+                if check is None:
+                    break
+                self._pos, self._layer = j, names[j]
+                result = check(self)
+                if result is not None and isawaitable(result):
+                    await result
+                j += 1
+            if j == end or self._message is not None or self._output is not NOTHING:
+                self._pos, self._layer = i, names[max(i, 0)]
+                await self._handle()
+                return
+            self._pos, self._layer = j, names[j]
             await onion.fns[j](self, self._next)
         except Exception:
-            if self._failing is None:  # the innermost layer the exception left
-                self._failing = onion.names[j]
+            if self._failing is None:  # the innermost layer (or check) the exception left
+                self._failing = names[max(self._pos, 0)]
             raise
         finally:
-            self._pos, self._layer = i, onion.names[i]
+            self._pos, self._layer = i, names[max(i, 0)]
         self._check_decided(j)
 
     def _check_decided(self, j: int) -> None:
@@ -169,7 +186,7 @@ class CallRun(ToolCallContext):
         self._fail(name, error)
 
     def _hook_failed(self, exc: Exception) -> None:
-        name = self._failing or self._onion.names[self._pos]
+        name = self._failing or self._onion.names[max(self._pos, 0)]
         if isinstance(exc, LoopError):
             error = exc
         else:
