@@ -60,7 +60,7 @@ class Stash:
     caller can change the store except through its methods.
     """
 
-    __slots__ = ("_data", "_ended")
+    __slots__ = ("_counters", "_data", "_ended")
 
     def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
         """Build a stash, optionally seeded with a deep copy of ``initial``.
@@ -74,6 +74,10 @@ class Stash:
         """
         self._ended = False
         """True once `finish` ran: every write checks it first and raises."""
+        self._counters: dict[object, _Counter] = {}
+        """Per key `increment` was given (typed or a path): the dict that holds its value,
+        the last segment, the default and the path's segments. One lookup reads a count; a
+        write that replaces or removes a dict forgets the counters under it (`_forget`)."""
         if initial is None:
             self._data: dict[str, Any] = {}
         elif not isinstance(initial, Mapping):
@@ -118,6 +122,8 @@ class Stash:
         for position, segment in enumerate(parts):
             if type(node) is dict:
                 if position == last:
+                    if type(node.get(segment)) is dict:
+                        self._forget(parts)  # a dict replaced: counters under it moved
                     node[segment] = stored
                     return
                 child = node.get(segment, MISSING)
@@ -180,6 +186,8 @@ class Stash:
         stored = to_plain(value, path)
         parent = self._parent(parts)
         if parent is not None:
+            if type(parent.get(parts[-1])) is dict:
+                self._forget(parts)  # a dict replaced: counters under it moved
             parent[parts[-1]] = stored
         else:
             self._assign(parts, stored, path)
@@ -203,10 +211,17 @@ class Stash:
         """
         if self._ended:
             _refuse_write()
-        parts = split_path(path)
-        parent = self._lookup(parts[:-1])
+        parts = cached_split(path) if type(path) is str else None
+        if parts is None:
+            parts = split_path(path)
+        parent = self._parent(parts)  # dicts all the way: the common case, one short walk
+        if parent is None:
+            parent = self._lookup(parts[:-1])
         if type(parent) is dict:
-            return parent.pop(parts[-1], MISSING) is not MISSING
+            removed = parent.pop(parts[-1], MISSING)
+            if type(removed) is dict:
+                self._forget(parts)  # counters under it are gone
+            return removed is not MISSING
         if type(parent) is list:
             index = _list_index(parts[-1], parent)
             if index is not None:
@@ -241,40 +256,87 @@ class Stash:
         """
         if self._ended:
             _refuse_write()
-        parts: tuple[str, ...] | None
-        if isinstance(key, StashKey):
-            parts, path, start = key.spec  # an int default needs no copy
-        else:
-            parts = cached_split(key) if type(key) is str else None
-            path, start = key, MISSING
-        if parts is None:
-            parts = split_path(key)
+        try:
+            counter = self._counters.get(key)
+        except TypeError:  # unhashable: not a path, which `_counter` reports
+            counter = None
+        if counter is None:
+            counter = self._counter(key)
         if type(by) is not int:
-            raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
-        node: Any = self._data
-        for segment in parts[:-1]:
-            child = node.get(segment, MISSING) if type(node) is dict else MISSING
-            if type(child) is not dict:
-                current = self._lookup(parts)  # lists, missing parents: the general path
-                value = (0 if start is MISSING else start) if current is MISSING else current
-                if type(value) is not int:
-                    raise InvalidStashValueError(
-                        f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
-                    )
-                self._assign(parts, value + by, path)
-                return int(value + by)
-            node = child
-        last = parts[-1]
-        value = node.get(last, MISSING)
+            raise InvalidStashValueError(
+                f"increment step must be an int, got {by!r}", path=_path_of(key)
+            )
+        if counter is None:
+            return self._increment_elsewhere(key, by)
+        parent, last, start, _ = counter
+        value = parent.get(last, MISSING)
         if value is MISSING:
             value = 0 if start is MISSING else start
         if type(value) is not int:
             raise InvalidStashValueError(
-                f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+                f"cannot increment {_path_of(key)!r}: it holds {type(value).__name__}",
+                path=_path_of(key),
             )
         value += by
-        node[last] = value
+        parent[last] = value
         return value
+
+    def _forget(self, parts: Sequence[str]) -> None:
+        """Forget the counters at or under ``parts`` (a dict there is replaced or removed).
+
+        Counters are reached through dicts only, and the stash copies every value it takes,
+        so a dict has one path: the counters it held are exactly those under that path.
+        """
+        counters = self._counters
+        if counters:
+            n, under = len(parts), tuple(parts)
+            for key in [k for k, c in counters.items() if c[3][:n] == under]:
+                del counters[key]
+
+    def _counter(self, key: StashKey[int] | str) -> _Counter | None:
+        """Find (creating missing dicts) and remember the dict that holds a counter.
+
+        None when the path runs through a list or a value that is not a container: `increment`
+        then takes the general path.
+        """
+        parts: tuple[str, ...] | None
+        if isinstance(key, StashKey):
+            parts, _, start = key.spec  # an int default needs no copy
+        else:
+            parts = cached_split(key) if type(key) is str else None
+            start = MISSING
+        if parts is None:
+            parts = split_path(key)
+        if start is not MISSING and type(start) is not int:
+            return None  # the general path reports it
+        node: Any = self._data  # the root, and each child below, is checked to be a dict
+        for segment in parts[:-1]:
+            child = node.get(segment, MISSING)
+            if child is MISSING:
+                child = node[segment] = {}
+            elif type(child) is not dict:
+                return None
+            node = child
+        counter = (node, parts[-1], start, parts)
+        if len(self._counters) >= _MAX_COUNTERS:
+            self._counters.clear()
+        self._counters[key] = counter
+        return counter
+
+    def _increment_elsewhere(self, key: StashKey[int] | str, by: int) -> int:
+        """`increment` at a path through a list (or a non-container, which raises)."""
+        if isinstance(key, StashKey):
+            parts, path, start = key.spec
+        else:
+            parts, path, start = split_path(key), key, MISSING
+        current = self._lookup(parts)
+        value = (0 if start is MISSING else start) if current is MISSING else current
+        if type(value) is not int:
+            raise InvalidStashValueError(
+                f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+            )
+        self._assign(parts, value + by, path)
+        return int(value + by)
 
     def append(self, path: str, value: Any) -> int:
         """Append a copy of ``value`` to the list at ``path`` (created when absent).
@@ -344,6 +406,8 @@ class Stash:
             if current is MISSING:
                 current = default
             elif type(current) in CONTAINERS:
+                if type(current) is dict:
+                    self._forget(parts)  # about to be replaced: counters under it move
                 current = clone(current)
             new = fn(current)
             parent[last] = new if type(new) in SCALARS else to_plain(new, path)
@@ -428,6 +492,16 @@ class Stash:
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
         return f"Stash({short_repr(self._data)})"
+
+
+_Counter = tuple[dict[str, Any], str, Any, tuple[str, ...]]
+"""What `Stash.increment` remembers of a key: parent dict, last segment, default, segments."""
+_MAX_COUNTERS = 4096
+"""How many counters a stash remembers (`Stash._counters`) before it starts again."""
+
+
+def _path_of(key: object) -> str:
+    return key.path if isinstance(key, StashKey) else str(key)
 
 
 def _refuse_write() -> NoReturn:

@@ -718,3 +718,28 @@ def test_a_finished_stash_refuses_every_write_and_still_reads(
     assert stash.get("counts.n") == 1
     assert stash[_COUNT] == 1
     assert type(stash) is Stash
+
+
+def test_increment_follows_the_parents_that_writes_replace_or_remove() -> None:
+    """A counter's remembered parent never outlives it: after its dict is deleted, replaced by
+    `set` or `update`, or turned into a scalar, increments count in what the stash holds now."""
+    stash = Stash()
+    key = StashKey[int]("a.b.count", default=0)
+    assert stash.increment(key) == 1
+    assert stash.increment("a.b.other") == 1
+    stash.delete("a.b")
+    assert stash.increment(key) == 1
+    assert stash.get("a") == {"b": {"count": 1}}
+    stash.set("a", {"b": {"count": 10}})
+    assert stash.increment(key) == 11
+    assert stash.increment("a.b.other") == 1
+    stash.update("a.b", lambda b: {**b, "count": 20})
+    assert stash.increment(key) == 21
+    stash[StashKey[dict[str, int]]("a.b")] = {"count": 5}
+    assert stash.increment(key) == 6
+    stash.set("a.b", 3)
+    with pytest.raises(InvalidStashValueError):
+        stash.increment(key)
+    stash.set("a", {"b": {}})
+    assert stash.increment(key, 2) == 2
+    assert stash.all() == {"a": {"b": {"count": 2}}}
