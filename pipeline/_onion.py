@@ -60,36 +60,37 @@ class StageRun:
     async def __call__(self) -> None:
         """Run the rest of the stage: the checks in line, then the next layer (or the end)."""
         i = self.pos
-        if i >= 0:
-            bit = 1 << i
-            if self.called & bit:
-                raise NextCalledTwiceError(
-                    f"middleware {self.names[i]!r} awaited call_next() twice",
-                    middleware=self.names[i],
-                )
-            self.called |= bit
         j = i + 1
-        checks, ctx, turn, last = self.checks, self.ctx, self.turn, self.last
-        while True:
-            if j > last:
-                self.reached_end = True
-                return
-            if turn.aborted:
-                return  # an abort skips every middleware that has not started yet
-            check = checks[j]
-            if check is None:
-                break
-            self.pos = j
-            try:
-                result = check(ctx)
+        bit = 1 << j  # bit j: layer j - 1 (or, for bit 0, the run itself) went on
+        if self.called & bit:
+            raise NextCalledTwiceError(
+                f"middleware {self.names[i]!r} awaited call_next() twice",
+                middleware=self.names[i],
+            )
+        self.called |= bit
+        if j > self.last:
+            self.reached_end = True
+            return
+        if self.turn.aborted:
+            return  # an abort skips every middleware that has not started yet
+        checks = self.checks
+        if checks[j] is not None:
+            ctx, turn, last = self.ctx, self.turn, self.last
+            while True:
+                result = checks[j](ctx)  # type: ignore[misc]  # checked not None
                 if result is not None and isawaitable(result):
                     await result
-            finally:
-                self.pos = i
-            j += 1
+                j += 1
+                if j > last:
+                    self.reached_end = True
+                    return
+                if turn.aborted:
+                    return
+                if checks[j] is None:
+                    break
         self.pos = j
         try:
-            await self.fns[j](ctx, self)
+            await self.fns[j](self.ctx, self)
         finally:
             self.pos = i
 
@@ -112,11 +113,12 @@ class Onion:
         """
         self.fns = tuple(fns)
         self.names = tuple(names)
-        self.checks: tuple[Check | None, ...] = (
-            (None,) * len(self.fns) if checks is None else tuple(checks)
-        )
-        if len(self.checks) != len(self.fns):
+        given = (None,) * len(self.fns) if checks is None else tuple(checks)
+        if len(given) != len(self.fns):
             raise ValueError("an onion needs one entry of checks per layer")
+        self.checks: tuple[Check | None, ...] = (*given, None)
+        """Per layer, its check (or None), and a None past the last: a run reads
+        ``checks[j]`` for the layer after the last without a bounds check."""
 
     def __repr__(self) -> str:
         """List the middleware names in order."""

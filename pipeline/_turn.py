@@ -163,7 +163,11 @@ class Turn:
                 reached = False
             else:
                 run = StageRun(onion, ctx, state)
-                await run()
+                if onion.checks[0] is None:  # a real outermost layer: entered directly
+                    run.pos = 0
+                    await fns[0](ctx, run)
+                else:
+                    await run()
                 reached = run.reached_end
         except TurnAbortedError as exc:
             state.abort(exc.message)

@@ -124,7 +124,12 @@ class CallRun(ToolCallContext):
         self._locked = False
         self._vjson: dict[str, Any] | None = None
         try:
-            await self._next()
+            if onion.checks[0] is None:  # a real outermost layer: entered directly
+                self._pos = 0
+                await onion.fns[0](self, self._next)
+                self._check_decided(0)
+            else:
+                await self._next()
         except TurnAbortedError:
             raise
         except Exception as exc:
@@ -133,48 +138,54 @@ class CallRun(ToolCallContext):
     async def _next(self) -> None:
         """The ``call_next`` of every layer: the checks in line, then the next layer or the centre.
 
-        ``_pos`` is -1 before the outermost layer is entered.
+        ``_pos`` is -1 before the outermost layer is entered; bit ``j`` of ``_called`` says
+        that layer ``j - 1`` (bit 0: the run itself) went on.
         """
         i = self._pos
-        onion = self._onion
-        names = onion.names
-        if i >= 0:
-            if self._called & (1 << i):
-                name = names[i]
-                raise NextCalledTwiceError(
-                    f"middleware {name!r} awaited call_next() twice", middleware=name
-                )
-            self._called |= 1 << i
         j = i + 1
+        onion = self._onion
+        if self._called & (1 << j):
+            name = onion.names[i]
+            raise NextCalledTwiceError(
+                f"middleware {name!r} awaited call_next() twice", middleware=name
+            )
+        self._called |= 1 << j
+        layer = self._layer
         checks = onion.checks
-        end = len(checks)
+        end = len(onion.fns)
+        if checks[j] is not None and self._message is None:  # ends with a None: no IndexError
+            try:
+                while self._output is NOTHING:
+                    self._pos, self._layer = j, onion.names[j]
+                    result = checks[j](self)  # type: ignore[misc]  # checked not None
+                    if result is not None and isawaitable(result):
+                        await result
+                    j += 1
+                    if j == end or checks[j] is None or self._message is not None:
+                        break
+            except Exception:
+                if self._failing is None:  # the check the exception left
+                    self._failing = self._layer
+                raise
+            finally:
+                self._pos, self._layer = i, layer
+        if j == end or self._message is not None or self._output is not NOTHING:
+            await self._handle()
+            return
+        self._pos, self._layer = j, onion.names[j]
         try:
-            while j < end and self._message is None and self._output is NOTHING:
-                check = checks[j]
-                if check is None:
-                    break
-                self._pos, self._layer = j, names[j]
-                result = check(self)
-                if result is not None and isawaitable(result):
-                    await result
-                j += 1
-            if j == end or self._message is not None or self._output is not NOTHING:
-                self._pos, self._layer = i, names[max(i, 0)]
-                await self._handle()
-                return
-            self._pos, self._layer = j, names[j]
             await onion.fns[j](self, self._next)
         except Exception:
-            if self._failing is None:  # the innermost layer (or check) the exception left
-                self._failing = names[max(self._pos, 0)]
+            if self._failing is None:  # the innermost layer the exception left
+                self._failing = onion.names[j]
             raise
         finally:
-            self._pos, self._layer = i, names[max(i, 0)]
+            self._pos, self._layer = i, layer
         self._check_decided(j)
 
     def _check_decided(self, j: int) -> None:
         """After layer ``j`` returned: fail the call if it neither went on nor decided."""
-        if self._called & (1 << j) or self._message is not None or self._output is not NOTHING:
+        if self._called & (2 << j) or self._message is not None or self._output is not NOTHING:
             return
         name = self._onion.names[j]
         error = PipelineShortCircuitedError(
