@@ -430,6 +430,11 @@ class Stash:
         """
         if not isinstance(key, StashKey):
             raise TypeError(_not_a_key(key, "get"))
+        counter = self._counters.get(key)
+        if counter is not None:  # a counter: one lookup
+            node = counter[0].get(counter[1], MISSING)
+            if node is not MISSING:
+                return node  # type: ignore[no-any-return]  # see below
         parts, path, default = key.spec
         node = self._lookup(parts)
         if node is MISSING:
