@@ -161,8 +161,12 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        parts = cached_split(path) if type(path) is str else None
-        node = self._lookup(split_path(path) if parts is None else parts)
+        known = self._counters.get(path) if type(path) is str else None
+        if known is not None:  # a path written before: one lookup
+            node = known[0].get(known[1], MISSING)
+        else:
+            parts = cached_split(path) if type(path) is str else None
+            node = self._lookup(split_path(path) if parts is None else parts)
         if node is MISSING:
             return default
         return clone(node) if type(node) in CONTAINERS else node
@@ -211,6 +215,12 @@ class Stash:
         """
         if self._ended:
             _refuse_write()
+        known = self._counters.get(path) if type(path) is str else None
+        if known is not None:  # a path written before: one lookup
+            removed = known[0].pop(known[1], MISSING)
+            if type(removed) is dict:
+                self._forget(known[3])  # counters under it are gone
+            return removed is not MISSING
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
@@ -350,22 +360,29 @@ class Stash:
         """
         if self._ended:
             _refuse_write()
-        parts = cached_split(path) if type(path) is str else None
-        if parts is None:
-            parts = split_path(path)
+        known = self._counters.get(path) if type(path) is str else None
+        parts: tuple[str, ...] | None = ()
+        if known is None:
+            parts = cached_split(path) if type(path) is str else None
+            if parts is None:
+                parts = split_path(path)
         stored = to_plain(value, path)
-        parent = self._parent(parts)
-        if parent is not None:  # the common case: one walk, no second lookup
-            current = parent.get(parts[-1], MISSING)
+        if known is None:
+            known = self._counter(path)  # dicts all the way (created): remembered
+        if known is not None:  # the common case: one lookup, no second walk
+            parent, last = known[0], known[1]
+            current = parent.get(last, MISSING)
             if type(current) is list:
                 current.append(stored)
                 return len(current)
             if current is MISSING:
-                parent[parts[-1]] = [stored]
+                parent[last] = [stored]
                 return 1
         else:
+            assert parts is not None  # split above: nothing was known of the path
             current = self._lookup(parts)
         if current is MISSING:
+            assert parts is not None
             self._assign(parts, [stored], path)
             return 1
         if type(current) is not list:

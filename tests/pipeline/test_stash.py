@@ -743,3 +743,26 @@ def test_increment_follows_the_parents_that_writes_replace_or_remove() -> None:
     stash.set("a", {"b": {}})
     assert stash.increment(key, 2) == 2
     assert stash.all() == {"a": {"b": {"count": 2}}}
+
+
+def test_remembered_paths_read_append_and_delete_what_the_stash_holds_now() -> None:
+    """`get`, `append` and `delete` on a path written before see every later write above it:
+    a list appended to, deleted, its parent replaced, then turned into a scalar."""
+    stash = Stash()
+    assert stash.append("x.items", 1) == 1
+    assert stash.append("x.items", 2) == 2
+    assert stash.get("x.items") == [1, 2]
+    assert stash.delete("x.items")
+    assert not stash.delete("x.items")
+    assert stash.get("x.items") is None
+    assert stash.append("x.items", 3) == 1
+    stash.set("x", {"items": [9]})
+    assert stash.append("x.items", 4) == 2
+    assert stash.get("x.items") == [9, 4]
+    stash.delete("x")
+    assert stash.get("x.items", "gone") == "gone"
+    assert stash.append("x.items", 5) == 1
+    stash.set("x.items", "text")
+    with pytest.raises(InvalidStashValueError):
+        stash.append("x.items", 6)
+    assert stash.all() == {"x": {"items": "text"}}
