@@ -239,21 +239,24 @@ class RepetitionDetector:
         d = ctx.dispatch
         vchecksum = ctx.validated_checksum
         entry = f"{tool}:{vchecksum}"
-        # [entry, call_id] of the calls let through this iteration; once stored, a call is
-        # counted by validated_call_count, so only those not stored yet are added. A call that
-        # triggered "hide" or "nack" adds [entry, call_id, action, reason, *tools]: the calls
-        # after it in the iteration (a batch) are refused, not run past the threshold.
-        inflight: list[list[str]] | None = stash.get(self._inflight)
+        # "<entry> <call_id>" for each call let through this iteration (an entry holds no
+        # space); once stored, a call is counted by validated_call_count, so only those not
+        # stored yet are added. A call that triggered "hide" or "nack" adds [entry, call_id,
+        # action, reason, *tools]: the calls after it in the iteration (a batch) are refused,
+        # not run past the threshold.
+        inflight: list[str | list[str]] | None = stash.get(self._inflight)
         count = d.validated_call_count(vchecksum) + 1
         if inflight:
             stored = d.get_tool_call
             for item in inflight:
-                if len(item) > 2:
+                if type(item) is list:
                     if item[2] == "nack" or tool in item[4:]:
                         ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
                         return None
-                elif item[0] == entry and stored(item[1]) is None:
-                    count += 1
+                else:
+                    seen, _, call_id = item.partition(" ")  # type: ignore[union-attr]
+                    if seen == entry and stored(call_id) is None:
+                        count += 1
         reason = None
         oscillated = False
         tools: tuple[str, ...] = (tool,)
@@ -274,7 +277,7 @@ class RepetitionDetector:
         if reason is not None and action == "block":
             ctx.deny(reason, policy=self._namespace)
             return None
-        stash.append(self._inflight, [entry, ctx.call_id])
+        stash.append(self._inflight, f"{entry} {ctx.call_id}")
         if oscillated:
             stash.set(self._recent, [])  # the same alternation must recur in full to trigger
         elif window is not None:
