@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pipeline import DispatchContext, Stash, StashKey, TurnContext
 from pipeline.calls import ToolCall
 
-from ._keys import CountKeys, bump
+from ._keys import CountKeys
 from ._options import check_namespace
 from ._registration import dispatch_output, turn_input, turn_output
 
@@ -79,11 +79,11 @@ class ToolCallCounter:
     def _count(self, stash: Stash, calls: Sequence[ToolCall]) -> None:
         for call in calls:
             if call.is_error:
-                bump(stash, self._failed(call.tool))
-                bump(stash, self._total_failed)
+                stash.increment(self._failed(call.tool))
+                stash.increment(self._total_failed)
             else:
-                bump(stash, self._completed(call.tool))
-                bump(stash, self._total_completed)
+                stash.increment(self._completed(call.tool))
+                stash.increment(self._total_completed)
 
 
 ToolCallCounter.__module__ = "middleware"

@@ -13,7 +13,7 @@ from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.stages import MiddlewareSpec
 
-from ._keys import CountKeys, bump
+from ._keys import CountKeys
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
 from ._scope import (
@@ -362,13 +362,13 @@ class ToolCallLimit:
             tool = call.tool
             limit = limits.get(tool)
             if limit is not None:
-                used = bump(stash, self._used(tool))
+                used = stash.increment(self._used(tool))
                 _settle(stash, self._pending(tool))
                 if used >= limit and hide:
                     reason = f"its limit of {_runs(limit)} per turn is used up"
                     self._hide(ctx, tool, call.id, reason)
             if total_limit is not None:
-                total = bump(stash, self._total_key)
+                total = stash.increment(self._total_key)
                 _settle(stash, self._pending_total)
                 if total >= total_limit and hide:
                     for other in ctx.tools.visible():
