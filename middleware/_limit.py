@@ -281,7 +281,7 @@ class ToolCallLimit:
         try:
             await call_next()
         finally:
-            if not self._uses(ctx.ran, ctx.is_error):  # never ran (or failed): give it back
+            if not ctx.ran or (self._count == "successes" and ctx.is_error):  # give it back
                 if limit is not None:
                     stash.increment(self._pending(tool), -1)
                 if total_limit is not None:
