@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 from pipeline import DispatchContext, Stash, StashKey, TurnContext
 from pipeline.calls import ToolCall
-from pipeline.stages import CallNext
 
-from ._keys import CountKeys, bump
+from ._keys import CountKeys
 from ._options import check_namespace
 from ._registration import dispatch_output, turn_input, turn_output
 
@@ -60,34 +59,31 @@ class ToolCallCounter:
         return self._namespace
 
     @turn_input
-    async def start(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def start(self, ctx: TurnContext) -> None:
         """Make the totals present (0) from the start of the turn."""
         stash = ctx.stash
         for key in (self._total_completed, self._total_failed):
             if key not in stash:
                 stash[key] = 0
-        await call_next()
 
     @dispatch_output
-    async def count(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def count(self, ctx: DispatchContext) -> None:
         """Count the calls stored in this iteration (and any stored earlier not yet counted)."""
         self._count(ctx.stash, ctx.unseen_tool_calls(self))
-        await call_next()
 
     @turn_output
-    async def count_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def count_late(self, ctx: TurnContext) -> None:
         """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
         self._count(ctx.stash, ctx.unseen_tool_calls(self))
-        await call_next()
 
     def _count(self, stash: Stash, calls: Sequence[ToolCall]) -> None:
         for call in calls:
             if call.is_error:
-                bump(stash, self._failed(call.tool))
-                bump(stash, self._total_failed)
+                stash.increment(self._failed(call.tool))
+                stash.increment(self._total_failed)
             else:
-                bump(stash, self._completed(call.tool))
-                bump(stash, self._total_completed)
+                stash.increment(self._completed(call.tool))
+                stash.increment(self._total_completed)
 
 
 ToolCallCounter.__module__ = "middleware"

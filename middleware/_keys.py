@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline import Stash, StashKey, is_tool_name
+from pipeline import StashKey, is_tool_name
 
-__all__ = ["INVALID_NAME", "CountKeys", "bump"]
+__all__ = ["INVALID_NAME", "CountKeys"]
 
 INVALID_NAME = "(invalid name)"
 """The path segment that stands for every name no tool could have (see `CountKeys`)."""
@@ -44,7 +44,3 @@ class CountKeys:
             key = self._keys[name] = StashKey[int](path, default=0)
         return key
 
-
-def bump(stash: Stash, key: StashKey[int]) -> int:
-    """Add one to the count at ``key`` and return the new count."""
-    return stash.increment(key)

@@ -8,12 +8,12 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from pipeline import DispatchContext, StashKey, TurnContext
+from pipeline import DispatchContext, Stash, StashKey, TurnContext
 from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
-from pipeline.stages import CallNext, MiddlewareSpec
+from pipeline.stages import MiddlewareSpec
 
-from ._keys import CountKeys, bump
+from ._keys import CountKeys
 from ._options import check_choice, check_int, check_namespace
 from ._registration import dispatch_input, dispatch_output, tool_call, turn_output
 from ._scope import (
@@ -66,8 +66,8 @@ class ToolCallLimit:
 
     Stash layout under ``namespace`` (default ``loopware.limit``): ``used.<tool>`` for each
     tool with a limit, ``total`` (calls of every tool, kept when ``total`` is set),
-    ``pending.<tool>`` and ``pending_total`` (slots reserved by calls of the current iteration
-    not yet counted). Calls stored without
+    ``pending.<tool>`` and ``pending_total`` (slots reserved by calls not stored yet; when a
+    call is stored its reservation moves to ``used``). Calls stored without
     passing the stage (a custom executor that builds its own records) are still counted after
     the fact in ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did
     not run (an executor that stored calls and acked at once) in ``turn_output``.
@@ -104,7 +104,6 @@ class ToolCallLimit:
         "_namespace",
         "_on_exceed",
         "_pending",
-        "_pending_prefix",
         "_pending_total",
         "_scope",
         "_slots",
@@ -153,7 +152,6 @@ class ToolCallLimit:
         self._namespace = check_namespace(owner, namespace)
         self._used = CountKeys(f"{namespace}.used.")
         self._pending = CountKeys(f"{namespace}.pending.")
-        self._pending_prefix = f"{namespace}.pending"
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
         self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
         self._scope = check_scope(owner, scope)
@@ -243,13 +241,12 @@ class ToolCallLimit:
         return ran and (self._count == "runs" or not is_error)
 
     @dispatch_input
-    async def keep_hidden(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def keep_hidden(self, ctx: DispatchContext) -> None:
         """Hide tools that first appeared after the total limit hid every tool (forged ones)."""
         total = self._total
         if total is not None and ctx.stash[self._total_key] >= total:
             for tool in ctx.tools.visible():
                 self._hide(ctx, tool.name, None, self._total_reason(total))
-        await call_next()
 
     @tool_call(order=-100)
     async def reserve(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
@@ -284,7 +281,7 @@ class ToolCallLimit:
         try:
             await call_next()
         finally:
-            if not self._uses(ctx.ran, ctx.is_error):  # never ran (or failed): give it back
+            if not ctx.ran or (self._count == "successes" and ctx.is_error):  # give it back
                 if limit is not None:
                     stash.increment(self._pending(tool), -1)
                 if total_limit is not None:
@@ -339,21 +336,21 @@ class ToolCallLimit:
             )
 
     @dispatch_output
-    async def tally(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def tally(self, ctx: DispatchContext) -> None:
         """Count the calls stored this iteration (and any missed); hide tools at their limit."""
         self._tally(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     @turn_output
-    async def tally_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def tally_late(self, ctx: TurnContext) -> None:
         """Count calls stored after the last ``dispatch_output`` (an acking executor's)."""
         self._tally(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     def _tally(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         """Count stored calls that used a slot and hide tools whose limit is used up.
 
-        The iteration's reservations are dropped: each is now a stored, counted call.
+        A stored call's reservation (``pending``), if it passed the stage, becomes a count
+        (``used``): the two move together, so nothing is deleted and the counts stay where one
+        lookup reads them. A call stored without passing the stage held no reservation.
         """
         stash = ctx.stash
         limits = self._limits
@@ -365,19 +362,17 @@ class ToolCallLimit:
             tool = call.tool
             limit = limits.get(tool)
             if limit is not None:
-                used = bump(stash, self._used(tool))
+                used = stash.increment(self._used(tool))
+                _settle(stash, self._pending(tool))
                 if used >= limit and hide:
                     reason = f"its limit of {_runs(limit)} per turn is used up"
                     self._hide(ctx, tool, call.id, reason)
             if total_limit is not None:
-                total = bump(stash, self._total_key)
+                total = stash.increment(self._total_key)
+                _settle(stash, self._pending_total)
                 if total >= total_limit and hide:
                     for other in ctx.tools.visible():
                         self._hide(ctx, other.name, call.id, self._total_reason(total_limit))
-        if limits:
-            stash.delete(self._pending_prefix)
-        if total_limit is not None:
-            stash.delete(self._pending_total.path)
 
     def _hide(
         self, ctx: TurnContext | DispatchContext, tool: str, call_id: str | None, reason: str
@@ -389,6 +384,12 @@ class ToolCallLimit:
                 tool=tool, policy=self._namespace, action="hidden", reason=reason, call_id=call_id
             )
         )
+
+
+def _settle(stash: Stash, pending: StashKey[int]) -> None:
+    """Turn one reservation into a count: take it back from ``pending`` (none: a bypass)."""
+    if stash.increment(pending, -1) < 0:
+        stash.increment(pending)  # the call held none: it was stored without the stage
 
 
 def _runs(n: int, what: str = "run") -> str:

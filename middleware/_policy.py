@@ -7,9 +7,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from pipeline import DispatchContext, Tool, TurnContext
-from pipeline.calls import ToolCall, ToolCallContext, ToolCallNext, ToolDecision
+from pipeline.calls import ToolCall, ToolCallContext, ToolDecision
 from pipeline.errors import PolicyViolationError
-from pipeline.stages import CallNext
 
 from ._options import check_names, check_namespace
 from ._registration import dispatch_output, tool_call, turn_input, turn_output
@@ -113,7 +112,7 @@ class ToolPolicy:
         return None
 
     @turn_input
-    async def restrict(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def restrict(self, ctx: TurnContext) -> None:
         """Remove every tool the policy does not permit, now and for the rest of the turn.
 
         The check is installed on the turn's registry (`ToolRegistry.restrict`), so tools
@@ -133,40 +132,36 @@ class ToolPolicy:
             return False
 
         ctx.tools.restrict(admit)
-        await call_next()
 
     @tool_call(order=-110)
-    async def deny_call(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+    def deny_call(self, ctx: ToolCallContext) -> None:
         """Deny, before it runs, a call to a tool the policy does not permit.
 
         Admission checks keep denied tools out of the registry; this catches what slips past
         them (a tool put back by ``ctx.tools = ...``, a registry edited by other middleware).
+        A check (a one-argument hook): the call crosses no layer of its own.
         """
         reason = self.refusal(ctx.tool_name)
-        if reason is None:
-            await call_next()
-            return
-        ctx.deny(reason, policy=self._namespace)
+        if reason is not None:
+            ctx.deny(reason, policy=self._namespace)
 
     @dispatch_output
-    async def enforce(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def enforce(self, ctx: DispatchContext) -> None:
         """Nack when a stored call to a tool not permitted ran (from any executor).
 
         Calls the ``tool_call`` stage denied never ran; this catches records stored without
         passing the stage (a custom executor's own records).
         """
         self._enforce(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     @turn_output
-    async def enforce_late(self, ctx: TurnContext, call_next: CallNext) -> None:
+    def enforce_late(self, ctx: TurnContext) -> None:
         """Check calls stored after the last ``dispatch_output`` (an acking executor's).
 
         Raises:
             PolicyViolationError: one of them is a call to a tool not permitted that ran.
         """
         self._enforce(ctx, ctx.unseen_tool_calls(self))
-        await call_next()
 
     def _enforce(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         """Nack (or fail the turn) when a stored call to a tool not permitted ran."""

@@ -109,7 +109,14 @@ class Registration:
             timing=(name, self.stage) if self.timed else None,
         )
         bound = unbound.__get__(instance, type(instance))
-        return MiddlewareSpec(stage=self.stage, name=name, fn=bound, order=self.order)
+        check = fn.__get__(instance, type(instance)) if self._inline(shape) else None
+        return MiddlewareSpec(
+            stage=self.stage, name=name, fn=bound, order=self.order, check=check
+        )
+
+    def _inline(self, shape: Shape) -> bool:
+        """Whether the function is a plain hook, which stages run in line (`Onion.checks`)."""
+        return shape.hook and self.tools is None and not self.timed
 
     def to_spec(self, default_name: str) -> MiddlewareSpec:
         """Return the spec of this function, named ``default_name`` unless ``name=`` was given."""
@@ -122,7 +129,8 @@ class Registration:
             tools=self.tools,
             timing=(name, self.stage) if self.timed else None,
         )
-        return MiddlewareSpec(stage=self.stage, name=name, fn=fn, order=self.order)
+        check = self.fn if self._inline(self.shape) else None
+        return MiddlewareSpec(stage=self.stage, name=name, fn=fn, order=self.order, check=check)
 
 
 def function_name(fn: object) -> str:

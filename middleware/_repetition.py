@@ -10,7 +10,7 @@ from typing import Final, Literal
 from pipeline import DispatchContext
 from pipeline.calls import ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import PolicyViolationError
-from pipeline.stages import CallNext
+from pipeline.stages import MiddlewareSpec
 
 from ._options import check_choice, check_int, check_names, check_namespace
 from ._registration import dispatch_output, tool_call
@@ -160,32 +160,103 @@ class RepetitionDetector:
         """True when ``tool`` matches an ``exempt`` glob (a plain name matches only itself)."""
         return self._exempt_match is not None and self._exempt_match(tool) is not None
 
+    def middleware_specs(self) -> list[MiddlewareSpec]:
+        """This instance's stage middleware (``pipeline.stages.MiddlewareProvider``).
+
+        With ``"block"`` or ``"warn"`` everything is decided before the call runs, so the
+        ``tool_call`` hook is `watch`, a check the call crosses in line; ``"hide"`` and
+        ``"nack"`` act after the call that triggered them, so theirs is `watch_around`, which
+        wraps it.
+        """
+        around = self._on_repeat in ("hide", "nack")
+        methods = (
+            RepetitionDetector.watch_around if around else RepetitionDetector.watch,
+            RepetitionDetector.settle,
+        )
+        return [
+            registration.bind(self)
+            for method in methods
+            for registration in getattr(method, "__loopware_registrations__", ())
+        ]
+
     @tool_call(order=-90)
-    async def watch(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
-        """Judge a call before it runs: a repeat or an oscillation triggers ``on_repeat``."""
+    def watch(self, ctx: ToolCallContext) -> None:
+        """Judge a call before it runs: a repeat or an oscillation triggers ``on_repeat``.
+
+        The whole of ``"block"`` and ``"warn"``, and the first half of `watch_around`.
+        """
+        self._judge(ctx)
+
+    @tool_call(order=-90)
+    async def watch_around(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        """Judge a call (`watch`); after one that triggered ``"hide"`` or ``"nack"``, act."""
+        trigger = self._judge(ctx)
+        if ctx.denied is not None:
+            return
+        await call_next()
+        if trigger is None:
+            return
+        reason, tools = trigger
+        d = ctx.dispatch
+        if self._on_repeat == "hide":
+            for name in tools:
+                if not d.tools.is_hidden(name):
+                    d.decide_tool(
+                        ToolDecision(
+                            tool=name,
+                            policy=self._namespace,
+                            action="hidden",
+                            reason=reason,
+                            call_id=ctx.call_id,
+                        )
+                    )
+        elif self._on_repeat == "nack" and not d.is_signalled:
+            d.nack(
+                PolicyViolationError(
+                    f"{self._namespace}: {ctx.tool_name}: {reason}",
+                    policy=self._namespace,
+                    details={
+                        "tool": ctx.tool_name,
+                        "checksum": ctx.checksum,
+                        "validated_checksum": ctx.validated_checksum,
+                        "call_id": ctx.call_id,
+                        "tools": list(tools),
+                        "reason": reason,
+                    },
+                )
+            )
+
+    def _judge(self, ctx: ToolCallContext) -> tuple[str, tuple[str, ...]] | None:
+        """Deny, warn about or let through one call; return what ``hide``/``nack`` act on.
+
+        Returns the reason and the tools of a trigger whose action comes after the call runs
+        (``"hide"``, ``"nack"``), else None.
+        """
         tool = ctx.tool_name
         if self._is_exempt(tool):
-            await call_next()
-            return
+            return None
         stash = ctx.stash
         d = ctx.dispatch
         vchecksum = ctx.validated_checksum
         entry = f"{tool}:{vchecksum}"
-        # [entry, call_id] of the calls let through this iteration; once stored, a call is
-        # counted by validated_call_count, so only those not stored yet are added. A call that
-        # triggered "hide" or "nack" adds [entry, call_id, action, reason, *tools]: the calls
-        # after it in the iteration (a batch) are refused, not run past the threshold.
-        inflight: list[list[str]] | None = stash.get(self._inflight)
+        # "<entry> <call_id>" for each call let through this iteration (an entry holds no
+        # space); once stored, a call is counted by validated_call_count, so only those not
+        # stored yet are added. A call that triggered "hide" or "nack" adds [entry, call_id,
+        # action, reason, *tools]: the calls after it in the iteration (a batch) are refused,
+        # not run past the threshold.
+        inflight: list[str | list[str]] | None = stash.get(self._inflight)
         count = d.validated_call_count(vchecksum) + 1
         if inflight:
             stored = d.get_tool_call
             for item in inflight:
-                if len(item) > 2:
+                if type(item) is list:
                     if item[2] == "nack" or tool in item[4:]:
                         ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
-                        return
-                elif item[0] == entry and stored(item[1]) is None:
-                    count += 1
+                        return None
+                else:
+                    seen, _, call_id = item.partition(" ")  # type: ignore[union-attr]
+                    if seen == entry and stored(call_id) is None:
+                        count += 1
         reason = None
         oscillated = False
         tools: tuple[str, ...] = (tool,)
@@ -205,47 +276,20 @@ class RepetitionDetector:
         action = self._on_repeat
         if reason is not None and action == "block":
             ctx.deny(reason, policy=self._namespace)
-            return
-        stash.append(self._inflight, [entry, ctx.call_id])
+            return None
+        stash.append(self._inflight, f"{entry} {ctx.call_id}")
         if oscillated:
             stash.set(self._recent, [])  # the same alternation must recur in full to trigger
         elif window is not None:
             self._remember(ctx, entry, window)
         if reason is None:
-            await call_next()
-            return
+            return None
         if action == "warn":
             ctx.warn(reason, policy=self._namespace)
-        else:  # it runs; "hide" and "nack" act after it (a tool decision, the nack error)
-            stash.append(self._inflight, [entry, ctx.call_id, action, reason, *tools])
-        await call_next()
-        if action == "hide":
-            for name in tools:
-                if not d.tools.is_hidden(name):
-                    d.decide_tool(
-                        ToolDecision(
-                            tool=name,
-                            policy=self._namespace,
-                            action="hidden",
-                            reason=reason,
-                            call_id=ctx.call_id,
-                        )
-                    )
-        elif action == "nack" and not d.is_signalled:
-            d.nack(
-                PolicyViolationError(
-                    f"{self._namespace}: {tool}: {reason}",
-                    policy=self._namespace,
-                    details={
-                        "tool": tool,
-                        "checksum": ctx.checksum,
-                        "validated_checksum": vchecksum,
-                        "call_id": ctx.call_id,
-                        "tools": list(tools),
-                        "reason": reason,
-                    },
-                )
-            )
+            return None
+        # it runs; "hide" and "nack" act after it (a tool decision, the nack error)
+        stash.append(self._inflight, [entry, ctx.call_id, action, reason, *tools])
+        return reason, tools
 
     def _remember(self, ctx: ToolCallContext, entry: str, window: int) -> None:
         """Add a call let through to the oscillation window."""
@@ -269,10 +313,9 @@ class RepetitionDetector:
         return f"oscillating between {what} within the last {window} calls"
 
     @dispatch_output
-    async def settle(self, ctx: DispatchContext, call_next: CallNext) -> None:
+    def settle(self, ctx: DispatchContext) -> None:
         """Forget the iteration's calls in flight: stored now, they are counted as stored."""
         ctx.stash.delete(self._inflight)
-        await call_next()
 
 
 RepetitionDetector.__module__ = "middleware"

@@ -51,7 +51,14 @@ def _valid_spec(spec: object) -> bool:
     name: object = spec.name
     order: object = spec.order
     fn: object = spec.fn
-    return stage in STAGES and isinstance(name, str) and callable(fn) and type(order) is int
+    check: object = spec.check
+    return (
+        stage in STAGES
+        and isinstance(name, str)
+        and callable(fn)
+        and type(order) is int
+        and (check is None or callable(check))
+    )
 
 
 def build_onions(resolved: Sequence[Sequence[MiddlewareSpec]]) -> dict[Stage, Onion]:
@@ -66,5 +73,8 @@ def build_onions(resolved: Sequence[Sequence[MiddlewareSpec]]) -> dict[Stage, On
     onions: dict[Stage, Onion] = {}
     for stage, entries in ranked.items():
         entries.sort(key=lambda e: (e[0], e[1], e[2]))
-        onions[stage] = Onion([e[3].fn for e in entries], [e[3].name for e in entries])
+        ordered = [e[3] for e in entries]
+        onions[stage] = Onion(
+            [s.fn for s in ordered], [s.name for s in ordered], [s.check for s in ordered]
+        )
     return onions

@@ -81,6 +81,10 @@ class MiddlewareSpec:
     """The two-argument async callable (already adapted from hooks or sync functions)."""
     order: int = 0
     """Lower runs outer; ties keep list position, then registration order."""
+    check: Callable[[Any], object] | None = None
+    """The one-argument hook ``fn`` adapts, when ``fn`` is only "run the hook, then
+    ``call_next``": the stage then runs it in line, without a layer of its own (what the hook
+    returns, if awaitable, is awaited). ``fn`` must do the same; None for a real layer."""
 
 
 @runtime_checkable

@@ -23,33 +23,26 @@ Choices made here:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from ._plain import CONTAINERS, MISSING, SCALARS, clone, to_plain
 from ._stash_key import StashKey, cached_split, short_repr, split_path
+from ._stash_tree import (
+    Remembered,
+    forget,
+    leaves,
+    list_index,
+    lookup,
+    not_a_key,
+    path_of,
+    refuse_write,
+    remember,
+)
 from .errors import InvalidStashValueError
 
 __all__ = ["Stash", "StashKey"]
 
 T = TypeVar("T")
-
-
-def _list_index(segment: str, container: list[Any]) -> int | None:
-    if segment.isascii() and segment.isdigit():
-        index = int(segment)
-        if index < len(container):
-            return index
-    return None
-
-
-def _leaves(node: dict[str, Any] | list[Any], prefix: str, out: list[str]) -> None:
-    items = node.items() if type(node) is dict else enumerate(node)
-    for key, item in items:
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if type(item) in CONTAINERS:
-            _leaves(item, path, out)
-        else:
-            out.append(path)
 
 
 class Stash:
@@ -60,7 +53,7 @@ class Stash:
     caller can change the store except through its methods.
     """
 
-    __slots__ = ("_data", "_ended")
+    __slots__ = ("_counters", "_data", "_ended")
 
     def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
         """Build a stash, optionally seeded with a deep copy of ``initial``.
@@ -74,6 +67,10 @@ class Stash:
         """
         self._ended = False
         """True once `finish` ran: every write checks it first and raises."""
+        self._counters: dict[object, Remembered] = {}
+        """Per key `increment` was given (typed or a path): the dict that holds its value,
+        the last segment, the default and the path's segments. One lookup reads a count; a
+        write that replaces or removes a dict forgets the counters under it (`_forget`)."""
         if initial is None:
             self._data: dict[str, Any] = {}
         elif not isinstance(initial, Mapping):
@@ -82,22 +79,6 @@ class Stash:
             )
         else:
             self._data = to_plain(initial, "")
-
-    def _lookup(self, parts: Sequence[str]) -> Any:
-        node: Any = self._data
-        for segment in parts:
-            if type(node) is dict:
-                node = node.get(segment, MISSING)
-                if node is MISSING:
-                    return MISSING
-            elif type(node) is list:
-                index = _list_index(segment, node)
-                if index is None:
-                    return MISSING
-                node = node[index]
-            else:
-                return MISSING
-        return node
 
     def _parent(self, parts: Sequence[str]) -> dict[str, Any] | None:
         """The dict that holds the last segment, when every segment before it names a dict.
@@ -118,13 +99,15 @@ class Stash:
         for position, segment in enumerate(parts):
             if type(node) is dict:
                 if position == last:
+                    if type(node.get(segment)) is dict:
+                        forget(self._counters, parts)  # a dict replaced: counters under it moved
                     node[segment] = stored
                     return
                 child = node.get(segment, MISSING)
                 if child is MISSING:
                     child = node[segment] = {}
             else:  # the root is a dict and every child walked through is checked below
-                index = _list_index(segment, node)
+                index = list_index(segment, node)
                 if index is None:
                     where = ".".join(parts[:position])
                     raise InvalidStashValueError(
@@ -155,8 +138,12 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        parts = cached_split(path) if type(path) is str else None
-        node = self._lookup(split_path(path) if parts is None else parts)
+        known = self._counters.get(path) if type(path) is str else None
+        if known is not None:  # a path written before: one lookup
+            node = known[0].get(known[1], MISSING)
+        else:
+            parts = cached_split(path) if type(path) is str else None
+            node = lookup(self._data, split_path(path) if parts is None else parts)
         if node is MISSING:
             return default
         return clone(node) if type(node) in CONTAINERS else node
@@ -173,13 +160,15 @@ class Stash:
                 container, or ``value`` is not plain data. The store is left unchanged.
         """
         if self._ended:
-            _refuse_write()
+            refuse_write()
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
         stored = to_plain(value, path)
         parent = self._parent(parts)
         if parent is not None:
+            if type(parent.get(parts[-1])) is dict:
+                forget(self._counters, parts)  # a dict replaced: counters under it moved
             parent[parts[-1]] = stored
         else:
             self._assign(parts, stored, path)
@@ -190,7 +179,7 @@ class Stash:
         Raises:
             InvalidStashValueError: ``path`` is malformed.
         """
-        return self._lookup(split_path(path)) is not MISSING
+        return lookup(self._data, split_path(path)) is not MISSING
 
     def delete(self, path: str) -> bool:
         """Remove the value at ``path`` (a list item is removed, shifting later items).
@@ -202,13 +191,26 @@ class Stash:
             InvalidStashValueError: ``path`` is malformed.
         """
         if self._ended:
-            _refuse_write()
-        parts = split_path(path)
-        parent = self._lookup(parts[:-1])
+            refuse_write()
+        known = self._counters.get(path) if type(path) is str else None
+        if known is not None:  # a path written before: one lookup
+            removed = known[0].pop(known[1], MISSING)
+            if type(removed) is dict:
+                forget(self._counters, known[3])  # counters under it are gone
+            return removed is not MISSING
+        parts = cached_split(path) if type(path) is str else None
+        if parts is None:
+            parts = split_path(path)
+        parent = self._parent(parts)  # dicts all the way: the common case, one short walk
+        if parent is None:
+            parent = lookup(self._data, parts[:-1])
         if type(parent) is dict:
-            return parent.pop(parts[-1], MISSING) is not MISSING
+            removed = parent.pop(parts[-1], MISSING)
+            if type(removed) is dict:
+                forget(self._counters, parts)  # counters under it are gone
+            return removed is not MISSING
         if type(parent) is list:
-            index = _list_index(parts[-1], parent)
+            index = list_index(parts[-1], parent)
             if index is not None:
                 del parent[index]
                 return True
@@ -220,7 +222,7 @@ class Stash:
         Empty dicts and lists are not leaves, so they contribute no path.
         """
         out: list[str] = []
-        _leaves(self._data, "", out)
+        leaves(self._data, "", out)
         return out
 
     def all(self) -> dict[str, Any]:
@@ -240,41 +242,46 @@ class Stash:
                 the stored value is not an int.
         """
         if self._ended:
-            _refuse_write()
-        parts: tuple[str, ...] | None
-        if isinstance(key, StashKey):
-            parts, path, start = key.spec  # an int default needs no copy
-        else:
-            parts = cached_split(key) if type(key) is str else None
-            path, start = key, MISSING
-        if parts is None:
-            parts = split_path(key)
+            refuse_write()
+        try:
+            counter = self._counters.get(key)
+        except TypeError:  # unhashable: not a path, which `_counter` reports
+            counter = None
+        if counter is None:
+            counter = remember(self._data, self._counters, key)
         if type(by) is not int:
-            raise InvalidStashValueError(f"increment step must be an int, got {by!r}", path=path)
-        node: Any = self._data
-        for segment in parts[:-1]:
-            child = node.get(segment, MISSING) if type(node) is dict else MISSING
-            if type(child) is not dict:
-                current = self._lookup(parts)  # lists, missing parents: the general path
-                value = (0 if start is MISSING else start) if current is MISSING else current
-                if type(value) is not int:
-                    raise InvalidStashValueError(
-                        f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
-                    )
-                self._assign(parts, value + by, path)
-                return int(value + by)
-            node = child
-        last = parts[-1]
-        value = node.get(last, MISSING)
+            raise InvalidStashValueError(
+                f"increment step must be an int, got {by!r}", path=path_of(key)
+            )
+        if counter is None:
+            return self._increment_elsewhere(key, by)
+        parent, last, start, _ = counter
+        value = parent.get(last, MISSING)
         if value is MISSING:
             value = 0 if start is MISSING else start
         if type(value) is not int:
             raise InvalidStashValueError(
-                f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+                f"cannot increment {path_of(key)!r}: it holds {type(value).__name__}",
+                path=path_of(key),
             )
         value += by
-        node[last] = value
+        parent[last] = value
         return value
+
+    def _increment_elsewhere(self, key: StashKey[int] | str, by: int) -> int:
+        """`increment` at a path through a list (or a non-container, which raises)."""
+        if isinstance(key, StashKey):
+            parts, path, start = key.spec
+        else:
+            parts, path, start = split_path(key), key, MISSING
+        current = lookup(self._data, parts)
+        value = (0 if start is MISSING else start) if current is MISSING else current
+        if type(value) is not int:
+            raise InvalidStashValueError(
+                f"cannot increment {path!r}: it holds {type(value).__name__}", path=path
+            )
+        self._assign(parts, value + by, path)
+        return int(value + by)
 
     def append(self, path: str, value: Any) -> int:
         """Append a copy of ``value`` to the list at ``path`` (created when absent).
@@ -287,23 +294,30 @@ class Stash:
                 or ``value`` is not plain data.
         """
         if self._ended:
-            _refuse_write()
-        parts = cached_split(path) if type(path) is str else None
-        if parts is None:
-            parts = split_path(path)
+            refuse_write()
+        known = self._counters.get(path) if type(path) is str else None
+        parts: tuple[str, ...] | None = ()
+        if known is None:
+            parts = cached_split(path) if type(path) is str else None
+            if parts is None:
+                parts = split_path(path)
         stored = to_plain(value, path)
-        parent = self._parent(parts)
-        if parent is not None:  # the common case: one walk, no second lookup
-            current = parent.get(parts[-1], MISSING)
+        if known is None:
+            known = remember(self._data, self._counters, path)  # parents created
+        if known is not None:  # the common case: one lookup, no second walk
+            parent, last = known[0], known[1]
+            current = parent.get(last, MISSING)
             if type(current) is list:
                 current.append(stored)
                 return len(current)
             if current is MISSING:
-                parent[parts[-1]] = [stored]
+                parent[last] = [stored]
                 return 1
         else:
-            current = self._lookup(parts)
+            assert parts is not None  # split above: nothing was known of the path
+            current = lookup(self._data, parts)
         if current is MISSING:
+            assert parts is not None
             self._assign(parts, [stored], path)
             return 1
         if type(current) is not list:
@@ -333,7 +347,7 @@ class Stash:
             InvalidStashValueError: As for `set`; if ``fn`` raises, the store is unchanged.
         """
         if self._ended:
-            _refuse_write()
+            refuse_write()
         parts = cached_split(path) if type(path) is str else None
         if parts is None:
             parts = split_path(path)
@@ -344,11 +358,13 @@ class Stash:
             if current is MISSING:
                 current = default
             elif type(current) in CONTAINERS:
+                if type(current) is dict:
+                    forget(self._counters, parts)  # about to be replaced: counters under it move
                 current = clone(current)
             new = fn(current)
             parent[last] = new if type(new) in SCALARS else to_plain(new, path)
             return new
-        current = self._lookup(parts)
+        current = lookup(self._data, parts)
         if current is MISSING:
             current = default
         elif type(current) in CONTAINERS:
@@ -365,9 +381,14 @@ class Stash:
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `get`).
         """
         if not isinstance(key, StashKey):
-            raise TypeError(_not_a_key(key, "get"))
+            raise TypeError(not_a_key(key, "get"))
+        counter = self._counters.get(key)
+        if counter is not None:  # a counter: one lookup
+            node = counter[0].get(counter[1], MISSING)
+            if node is not MISSING:
+                return node  # type: ignore[no-any-return]  # see below
         parts, path, default = key.spec
-        node = self._lookup(parts)
+        node = lookup(self._data, parts)
         if node is MISSING:
             if default is MISSING:
                 raise KeyError(path)
@@ -383,9 +404,9 @@ class Stash:
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `set`).
         """
         if self._ended:
-            _refuse_write()
+            refuse_write()
         if not isinstance(key, StashKey):
-            raise TypeError(_not_a_key(key, "set"))
+            raise TypeError(not_a_key(key, "set"))
         self._assign(key.parts, to_plain(value, key.path), key.path)
 
     def __delitem__(self, key: StashKey[Any]) -> None:
@@ -396,9 +417,9 @@ class Stash:
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `delete`).
         """
         if self._ended:
-            _refuse_write()
+            refuse_write()
         if not isinstance(key, StashKey):
-            raise TypeError(_not_a_key(key, "delete"))
+            raise TypeError(not_a_key(key, "delete"))
         if not self.delete(key.path):
             raise KeyError(key.path)
 
@@ -409,8 +430,8 @@ class Stash:
             TypeError: ``key`` is not a `StashKey` (a string path belongs to `has`).
         """
         if not isinstance(key, StashKey):
-            raise TypeError(_not_a_key(key, "has"))
-        return self._lookup(key.parts) is not MISSING
+            raise TypeError(not_a_key(key, "has"))
+        return lookup(self._data, key.parts) is not MISSING
 
     __iter__ = None
     """A stash is not iterable (it is not a dict): use `keys` or `all`."""
@@ -428,19 +449,6 @@ class Stash:
     def __repr__(self) -> str:
         """Return ``Stash({...})`` with the stored data, abbreviated when large."""
         return f"Stash({short_repr(self._data)})"
-
-
-def _refuse_write() -> NoReturn:
-    raise InvalidStashValueError(
-        "the turn has ended: its stash is read-only (read the result's stash instead)", path=""
-    )
-
-
-def _not_a_key(key: object, method: str) -> str:
-    if isinstance(key, str):
-        call = f"stash.{method}({key!r}, value)" if method == "set" else f"stash.{method}({key!r})"
-        return f"a Stash is not a dict: instead of stash[{key!r}] use {call}, or a StashKey"
-    return f"Stash indices must be StashKey objects, not {type(key).__name__}; use stash.{method}()"
 
 
 Stash.__module__ = "pipeline"

@@ -165,8 +165,12 @@ class Turn:
             if state.aborted:
                 reached = False
             else:
-                run = StageRun(fns, onion.names, ctx, state)
-                await fns[0](ctx, run)
+                run = StageRun(onion, ctx, state)
+                if onion.checks[0] is None:  # a real outermost layer: entered directly
+                    run.pos = 0
+                    await fns[0](ctx, run)
+                else:
+                    await run()
                 reached = run.reached_end
         except TurnAbortedError as exc:
             state.abort(exc.message)

@@ -19,6 +19,7 @@ the record carries them with ``ran`` and ``duration_ms``. See docs/architecture.
 
 from __future__ import annotations
 
+from inspect import isawaitable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -112,36 +113,63 @@ class CallRun(ToolCallContext):
 
         A layer that raises (or awaits ``call_next`` twice) fails the call, reported as a
         ``tool_call`` stage error; a layer that returns without ``call_next`` and without
-        deciding (`deny`, `respond`) fails it with `PipelineShortCircuitedError`.
+        deciding (`deny`, `respond`) fails it with `PipelineShortCircuitedError`. Checks
+        (one-argument hooks, `Onion.checks`) run in line, without a layer of their own.
         """
         self._onion = onion
-        self._pos = 0
+        self._pos = -1
         self._called: int = 0
         self._layer = onion.names[0]
         self._failing: str | None = None
         self._locked = False
         self._vjson: dict[str, Any] | None = None
         try:
-            await onion.fns[0](self, self._next)
+            if onion.checks[0] is None:  # a real outermost layer: entered directly
+                self._pos = 0
+                await onion.fns[0](self, self._next)
+                self._check_decided(0)
+            else:
+                await self._next()
         except TurnAbortedError:
             raise
         except Exception as exc:
             self._hook_failed(exc)
-            return
-        self._check_decided(0)
 
     async def _next(self) -> None:
-        """The ``call_next`` of every layer: enter the next layer, or the handler at the centre."""
+        """The ``call_next`` of every layer: the checks in line, then the next layer or the centre.
+
+        ``_pos`` is -1 before the outermost layer is entered; bit ``j`` of ``_called`` says
+        that layer ``j - 1`` (bit 0: the run itself) went on.
+        """
         i = self._pos
+        j = i + 1
         onion = self._onion
-        if self._called & (1 << i):
+        if self._called & (1 << j):
             name = onion.names[i]
             raise NextCalledTwiceError(
                 f"middleware {name!r} awaited call_next() twice", middleware=name
             )
-        self._called |= 1 << i
-        j = i + 1
-        if j == len(onion.fns) or self._message is not None or self._output is not NOTHING:
+        self._called |= 1 << j
+        layer = self._layer
+        checks = onion.checks
+        end = len(onion.fns)
+        if checks[j] is not None and self._message is None:  # ends with a None: no IndexError
+            try:
+                while self._output is NOTHING:
+                    self._pos, self._layer = j, onion.names[j]
+                    result = checks[j](self)  # type: ignore[misc]  # checked not None
+                    if result is not None and isawaitable(result):
+                        await result
+                    j += 1
+                    if j == end or checks[j] is None or self._message is not None:
+                        break
+            except Exception:
+                if self._failing is None:  # the check the exception left
+                    self._failing = self._layer
+                raise
+            finally:
+                self._pos, self._layer = i, layer
+        if j == end or self._message is not None or self._output is not NOTHING:
             await self._handle()
             return
         self._pos, self._layer = j, onion.names[j]
@@ -152,12 +180,12 @@ class CallRun(ToolCallContext):
                 self._failing = onion.names[j]
             raise
         finally:
-            self._pos, self._layer = i, onion.names[i]
+            self._pos, self._layer = i, layer
         self._check_decided(j)
 
     def _check_decided(self, j: int) -> None:
         """After layer ``j`` returned: fail the call if it neither went on nor decided."""
-        if self._called & (1 << j) or self._message is not None or self._output is not NOTHING:
+        if self._called & (2 << j) or self._message is not None or self._output is not NOTHING:
             return
         name = self._onion.names[j]
         error = PipelineShortCircuitedError(
@@ -169,7 +197,7 @@ class CallRun(ToolCallContext):
         self._fail(name, error)
 
     def _hook_failed(self, exc: Exception) -> None:
-        name = self._failing or self._onion.names[self._pos]
+        name = self._failing or self._onion.names[max(self._pos, 0)]
         if isinstance(exc, LoopError):
             error = exc
         else:

@@ -153,7 +153,7 @@ async def test_tools_registered_after_turn_input_are_refused_as_they_arrive() ->
         return query
 
     ctx = make_dispatch_context()
-    await ToolPolicy(deny=["shell*"]).restrict(ctx.turn, end)
+    ToolPolicy(deny=["shell*"]).restrict(ctx.turn)
     assert ctx.tools.register(shell_late) is False
     assert ctx.tools.register(search_late) is True
     assert [t.name for t in ctx.tools.all()] == ["search_late"]
@@ -190,7 +190,7 @@ async def test_a_denied_call_that_ran_nacks_the_dispatch(call: Callable[..., Too
     """A completed call to a denied tool means the policy was bypassed: the dispatch nacks."""
     ran = call("shell_exec", {"cmd": "ls"})
     ctx = make_dispatch_context(tool_calls=[ran])
-    await ToolPolicy(deny=["shell*"]).enforce(ctx, end)
+    ToolPolicy(deny=["shell*"]).enforce(ctx)
     error = ctx.nack_error
     assert isinstance(error, PolicyViolationError)
     assert error.policy == "loopware.policy"
@@ -203,7 +203,7 @@ async def test_a_call_to_a_denied_tool_that_never_ran_does_not_nack(
 ) -> None:
     """A record that says its handler never ran (the executor refused it) bypassed nothing."""
     ctx = make_dispatch_context(tool_calls=[call("shell_exec", is_error=True)])
-    await ToolPolicy(deny=["shell*"]).enforce(ctx, end)
+    ToolPolicy(deny=["shell*"]).enforce(ctx)
     assert not ctx.is_signalled
 
 

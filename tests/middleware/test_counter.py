@@ -18,7 +18,7 @@ async def run_output(counter: ToolCallCounter, ctx: Any) -> None:
     async def end() -> None:
         return None
 
-    await counter.count(ctx, end)
+    counter.count(ctx)
 
 
 async def test_counts_completed_and_failed_per_tool_and_in_total(

@@ -99,7 +99,7 @@ async def test_total_keeps_tools_registered_later_hidden(call: Callable[..., Too
     async def end() -> None:
         return None
 
-    await limit.keep_hidden(ctx, end)
+    limit.keep_hidden(ctx)
     assert [t.name for t in ctx.tools.hidden()] == ["later"]
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from middleware import Middleware
-from pipeline import DispatchContext, Tool, ToolLoopExecutor, TurnRunner
+from pipeline import DispatchContext, Tool, ToolLoopExecutor, TurnRunner, tool
 from pipeline.errors import DispatchPipelineError, NextCalledTwiceError, PolicyViolationError
 from pipeline.events import Event, IterationEnd
 from pipeline.models import Message, ModelResponse, ProposedToolCall
@@ -409,3 +409,110 @@ def test_onion_order_property(stage: str, n: int, fail: st.DataObject) -> None:
     result = runner.run_sync("go")
     assert log == expected_log(n, fail_at)
     assert result.status == ("completed" if fail_at is None else "failed")
+
+
+async def test_hooks_run_in_line_between_the_layers_around_them() -> None:
+    """One-argument hooks (checks) run in order between real layers, without layers of their
+    own: a dispatch stage and the tool_call stage see hooks and layers in registration order,
+    sync and async hooks alike."""
+    log: list[str] = []
+    stack = Middleware("stack")
+
+    @stack.tool_call
+    def first(ctx: Any) -> None:
+        log.append("check first")
+
+    @stack.tool_call
+    async def around(ctx: Any, call_next: CallNext) -> None:
+        log.append("enter around")
+        await call_next()
+        log.append("exit around")
+
+    @stack.tool_call
+    async def last(ctx: Any) -> None:
+        log.append("check last")
+
+    @stack.dispatch_output
+    def seen(ctx: DispatchContext) -> None:
+        log.append(f"output {len(ctx.new_tool_calls)}")
+
+    @stack.dispatch_output
+    async def ends(ctx: DispatchContext) -> None:
+        log.append("output end")
+
+    specs = stack.middleware_specs()
+    assert [spec.check is not None for spec in specs] == [True, False, True, True, True]
+
+    @tool(name="echo")
+    def echo(text: str) -> str:
+        """Echo."""
+        log.append("handler")
+        return text
+
+    model = ScriptedModel([echo_call(0), ModelResponse(text="done")])
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo], middleware=[stack])
+    result = await runner.run("go")
+    assert result.status == "completed"
+    assert log[:7] == [
+        "check first",
+        "enter around",
+        "check last",
+        "handler",
+        "exit around",
+        "output 1",
+        "output end",
+    ]
+
+
+async def test_a_hook_that_denies_keeps_the_inner_layers_and_handler_from_running() -> None:
+    """A check that denies the call ends its way in: later checks, layers and the handler do
+    not run, and the record names the check's decision."""
+    log: list[str] = []
+    stack = Middleware("stack")
+
+    @stack.tool_call
+    def refuse(ctx: Any) -> None:
+        ctx.deny("not today")
+
+    @stack.tool_call
+    def later(ctx: Any) -> None:
+        log.append("later")
+
+    @tool(name="echo")
+    def echo(text: str) -> str:
+        """Echo."""
+        log.append("handler")
+        return text
+
+    model = ScriptedModel([echo_call(0), ModelResponse(text="done")])
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo], middleware=[stack])
+    result = await runner.run("go")
+    (call,) = result.tool_calls
+    assert log == []
+    assert not call.ran
+    assert [d.policy for d in call.decisions] == ["stack.refuse"]
+
+
+async def test_a_hook_that_raises_fails_the_call_under_its_own_name() -> None:
+    """A check that raises fails its call as a tool_call stage error naming that check."""
+    stack = Middleware("stack")
+
+    @stack.tool_call
+    async def around(ctx: Any, call_next: CallNext) -> None:
+        await call_next()
+
+    @stack.tool_call
+    def broken(ctx: Any) -> None:
+        raise RuntimeError("boom")
+
+    @tool(name="echo")
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    model = ScriptedModel([echo_call(0), ModelResponse(text="done")])
+    runner = TurnRunner(executor=ToolLoopExecutor(model), tools=[echo], middleware=[stack])
+    result = await runner.run("go")
+    (call,) = result.tool_calls
+    assert not call.ran
+    assert [(d.policy, d.action) for d in call.decisions] == [("stack.broken", "failed")]

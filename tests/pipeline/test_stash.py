@@ -718,3 +718,51 @@ def test_a_finished_stash_refuses_every_write_and_still_reads(
     assert stash.get("counts.n") == 1
     assert stash[_COUNT] == 1
     assert type(stash) is Stash
+
+
+def test_increment_follows_the_parents_that_writes_replace_or_remove() -> None:
+    """A counter's remembered parent never outlives it: after its dict is deleted, replaced by
+    `set` or `update`, or turned into a scalar, increments count in what the stash holds now."""
+    stash = Stash()
+    key = StashKey[int]("a.b.count", default=0)
+    assert stash.increment(key) == 1
+    assert stash.increment("a.b.other") == 1
+    stash.delete("a.b")
+    assert stash.increment(key) == 1
+    assert stash.get("a") == {"b": {"count": 1}}
+    stash.set("a", {"b": {"count": 10}})
+    assert stash.increment(key) == 11
+    assert stash.increment("a.b.other") == 1
+    stash.update("a.b", lambda b: {**b, "count": 20})
+    assert stash.increment(key) == 21
+    stash[StashKey[dict[str, int]]("a.b")] = {"count": 5}
+    assert stash.increment(key) == 6
+    stash.set("a.b", 3)
+    with pytest.raises(InvalidStashValueError):
+        stash.increment(key)
+    stash.set("a", {"b": {}})
+    assert stash.increment(key, 2) == 2
+    assert stash.all() == {"a": {"b": {"count": 2}}}
+
+
+def test_remembered_paths_read_append_and_delete_what_the_stash_holds_now() -> None:
+    """`get`, `append` and `delete` on a path written before see every later write above it:
+    a list appended to, deleted, its parent replaced, then turned into a scalar."""
+    stash = Stash()
+    assert stash.append("x.items", 1) == 1
+    assert stash.append("x.items", 2) == 2
+    assert stash.get("x.items") == [1, 2]
+    assert stash.delete("x.items")
+    assert not stash.delete("x.items")
+    assert stash.get("x.items") is None
+    assert stash.append("x.items", 3) == 1
+    stash.set("x", {"items": [9]})
+    assert stash.append("x.items", 4) == 2
+    assert stash.get("x.items") == [9, 4]
+    stash.delete("x")
+    assert stash.get("x.items", "gone") == "gone"
+    assert stash.append("x.items", 5) == 1
+    stash.set("x.items", "text")
+    with pytest.raises(InvalidStashValueError):
+        stash.append("x.items", 6)
+    assert stash.all() == {"x": {"items": "text"}}
