@@ -20,10 +20,8 @@ from ._scope import (
     DEFAULT_TTL,
     Clock,
     Scope,
-    ScopedCounts,
-    check_scope,
-    check_turn_window,
     default_clock,
+    scoped_counts,
 )
 from ._scoped_slots import ScopedCallSlots
 
@@ -154,19 +152,17 @@ class ToolCallLimit:
         self._pending = CountKeys(f"{namespace}.pending.")
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
         self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
-        self._scope = check_scope(owner, scope)
+        self._scope, counts = scoped_counts(
+            owner,
+            namespace,
+            scope,
+            window=window,
+            clock=clock,
+            reservation_ttl=reservation_ttl,
+            scope_name=scope_name,
+        )
         self._slots: ScopedCallSlots | None = None
-        check_turn_window(owner, self._scope, window)
-        if self._scope != "turn":
-            counts = ScopedCounts(
-                owner,
-                namespace,
-                self._scope,
-                window=window,
-                clock=clock,
-                reservation_ttl=reservation_ttl,
-                scope_name=scope_name,
-            )
+        if counts is not None:
             self._slots = ScopedCallSlots(
                 counts,
                 self._limits,
@@ -315,9 +311,7 @@ class ToolCallLimit:
         call_id = error.details.get("call_id")
         return call_id if isinstance(call_id, str) else None
 
-    def _refuse(
-        self, ctx: ToolCallContext, reason: str, limit: LimitReading | None = None
-    ) -> None:
+    def _refuse(self, ctx: ToolCallContext, reason: str, limit: LimitReading | None = None) -> None:
         tool = ctx.tool_name
         ctx.deny(reason, policy=self._namespace, limit=limit)
         d = ctx.dispatch

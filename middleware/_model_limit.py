@@ -16,10 +16,8 @@ from ._scope import (
     DEFAULT_TTL,
     Clock,
     Scope,
-    ScopedCounts,
-    check_scope,
-    check_turn_window,
     default_clock,
+    scoped_counts,
 )
 
 __all__ = ["ModelCallLimit"]
@@ -71,20 +69,16 @@ class ModelCallLimit:
         owner = "ModelCallLimit"
         self._max_calls = check_int(owner, "max_calls", max_calls, minimum=1)
         self._namespace = check_namespace(owner, namespace)
-        self._scope = check_scope(owner, scope)
         self._calls = StashKey[int](f"{namespace}.calls", default=0)
-        self._counts: ScopedCounts | None = None
-        check_turn_window(owner, self._scope, window)
-        if self._scope != "turn":
-            self._counts = ScopedCounts(
-                owner,
-                namespace,
-                self._scope,
-                window=window,
-                clock=clock,
-                reservation_ttl=DEFAULT_TTL,
-                scope_name=scope_name,
-            )
+        self._scope, self._counts = scoped_counts(
+            owner,
+            namespace,
+            scope,
+            window=window,
+            clock=clock,
+            reservation_ttl=DEFAULT_TTL,
+            scope_name=scope_name,
+        )
 
     def __repr__(self) -> str:
         """Show the configuration."""

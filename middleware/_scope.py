@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 from pipeline import TurnContext
 from pipeline.errors import InvalidMiddlewareConfigError
@@ -27,10 +27,9 @@ __all__ = [
     "Scope",
     "ScopeKey",
     "ScopedCounts",
-    "check_scope",
-    "check_turn_window",
     "default_clock",
     "describe_window",
+    "scoped_counts",
 ]
 
 Scope: TypeAlias = Literal["turn", "conversation"] | Callable[[TurnContext], str]
@@ -239,33 +238,50 @@ def _seconds(owner: str, option: str, value: object) -> float:
     return value.total_seconds()
 
 
-def check_scope(owner: str, scope: object) -> Scope:
-    """Return ``scope`` if it is ``"turn"``, ``"conversation"`` or a callable.
+def scoped_counts(
+    owner: str,
+    namespace: str,
+    scope: object,
+    *,
+    window: timedelta | None,
+    clock: Clock,
+    reservation_ttl: timedelta,
+    scope_name: str,
+) -> tuple[Scope, ScopedCounts | None]:
+    """Check a policy's ``scope`` and ``window``; return the scope and its store side.
+
+    The store side is None for the turn scope (its counts live in the stash). Every counting
+    policy checks its scope options here, the one place.
 
     Raises:
-        InvalidMiddlewareConfigError: otherwise.
+        InvalidMiddlewareConfigError: ``scope`` is not ``"turn"``, ``"conversation"`` or a
+            callable; a ``window`` on the turn scope; another bad option (`ScopedCounts`).
     """
-    if scope in ("turn", "conversation") or (callable(scope) and not isinstance(scope, str)):
-        return scope
-    raise InvalidMiddlewareConfigError(
-        f"{owner}: scope must be 'turn', 'conversation' or a callable (TurnContext) -> str, "
-        f"got {scope!r}",
-        option="scope",
-    )
-
-
-def check_turn_window(owner: str, scope: Scope, window: object) -> None:
-    """Refuse a ``window`` on the turn scope (a turn's count lives only as long as the turn).
-
-    Raises:
-        InvalidMiddlewareConfigError: ``scope`` is ``"turn"`` and ``window`` is given.
-    """
-    if scope == "turn" and window is not None:
+    if not (scope in ("turn", "conversation") or (callable(scope) and not isinstance(scope, str))):
         raise InvalidMiddlewareConfigError(
-            f"{owner}: window= needs scope='conversation' or a key callable "
-            "(a turn-scoped count lives only as long as its turn)",
-            option="window",
+            f"{owner}: scope must be 'turn', 'conversation' or a callable (TurnContext) -> str, "
+            f"got {scope!r}",
+            option="scope",
         )
+    checked = cast("Scope", scope)
+    if checked == "turn":
+        if window is not None:
+            raise InvalidMiddlewareConfigError(
+                f"{owner}: window= needs scope='conversation' or a key callable "
+                "(a turn-scoped count lives only as long as its turn)",
+                option="window",
+            )
+        return checked, None
+    counts = ScopedCounts(
+        owner,
+        namespace,
+        checked,
+        window=window,
+        clock=clock,
+        reservation_ttl=reservation_ttl,
+        scope_name=scope_name,
+    )
+    return checked, counts
 
 
 def default_clock() -> float:

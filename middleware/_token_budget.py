@@ -17,9 +17,8 @@ from ._scope import (
     Clock,
     Scope,
     ScopedCounts,
-    check_scope,
-    check_turn_window,
     default_clock,
+    scoped_counts,
 )
 
 __all__ = ["TokenBudget"]
@@ -91,19 +90,15 @@ class TokenBudget:
                 option="max_total_tokens",
             )
         self._namespace = check_namespace(owner, namespace)
-        self._scope = check_scope(owner, scope)
-        check_turn_window(owner, self._scope, window)
-        self._counts: ScopedCounts | None = None
-        if self._scope != "turn":
-            self._counts = ScopedCounts(
-                owner,
-                namespace,
-                self._scope,
-                window=window,
-                clock=clock,
-                reservation_ttl=DEFAULT_TTL,
-                scope_name=scope_name,
-            )
+        self._scope, self._counts = scoped_counts(
+            owner,
+            namespace,
+            scope,
+            window=window,
+            clock=clock,
+            reservation_ttl=DEFAULT_TTL,
+            scope_name=scope_name,
+        )
         self._recorded = {
             name: StashKey[int](f"{namespace}.recorded.{name}", default=0) for name in _USED
         }
@@ -111,8 +106,10 @@ class TokenBudget:
     def __repr__(self) -> str:
         """Show the configuration."""
         limits = ", ".join(f"{name}={value}" for name, value in self._limits.items())
-        scope = "" if self._scope == "turn" else ", scope=" + repr(
-            self._scope if isinstance(self._scope, str) else "<key>"
+        scope = (
+            ""
+            if self._scope == "turn"
+            else ", scope=" + repr(self._scope if isinstance(self._scope, str) else "<key>")
         )
         return f"TokenBudget({limits}, namespace={self._namespace!r}{scope})"
 
