@@ -174,7 +174,9 @@ class RepetitionDetector:
         # [entry, call_id] of the calls let through this iteration; once stored, a call is
         # counted by validated_call_count, so only those not stored yet are added. A call that
         # triggered "hide" or "nack" adds [entry, call_id, action, reason, *tools]: the calls
-        # after it in the iteration (a batch) are refused, not run past the threshold.
+        # after it in the iteration (a batch) are refused, not run past the threshold. The call's
+        # own entry is skipped: a call deferred at an approval gate and resumed (a hosted host's
+        # pause, pipeline/hosted/_deferral.py) is counted once, not once per visit.
         inflight: list[list[str]] | None = stash.get(self._inflight)
         count = d.validated_call_count(vchecksum) + 1
         if inflight:
@@ -184,7 +186,7 @@ class RepetitionDetector:
                     if item[2] == "nack" or tool in item[4:]:
                         ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
                         return
-                elif item[0] == entry and stored(item[1]) is None:
+                elif item[0] == entry and item[1] != ctx.call_id and stored(item[1]) is None:
                     count += 1
         reason = None
         oscillated = False
