@@ -6,7 +6,9 @@ agent itself: `Loopware.run` begins a hosted turn (`pipeline.hosted`), runs
 finishes the turn. A wrapped tool's ``on_invoke_tool`` runs the ``tool_call`` stage on
 ``ToolContext.tool_call_id``; a refused call returns loopware's text (the model reads it as the
 tool's output, the SDK's way of reporting a failed call); its ``is_enabled`` closes the previous
-step's batch and leaves out the tools loopware hid or withdrew.
+step's batch, and the agent's model is shown only the tools loopware did not hide or withdraw
+(`ShownTools`: they stay known to the run, so a call made anyway reaches loopware and is
+refused with an audit row).
 
 With ``defer_approvals=True`` an `middleware.ApprovalGate` maps onto the SDK's
 ``needs_approval``: a wrapped tool the gate matches asks for approval (`Loopware.needs_approval`),
@@ -29,9 +31,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, RunResult, RunState
+from agents.models.interface import Model
+from agents.models.multi_provider import MultiProvider
 
 from middleware import ApprovalGate
 from pipeline.hosted import HostedRunner, HostedTurn, HostTool
+
+from ._openai_agents_model import ShownTools
 
 if TYPE_CHECKING:
     from agents.tool_context import ToolContext
@@ -120,13 +126,22 @@ class Loopware:
             for t in tools
         ]
 
-    def agent(self, agent: Agent[Any]) -> Agent[Any]:
+    def agent(self, agent: Agent[Any], run_config: RunConfig | None = None) -> Agent[Any]:
         """A copy of ``agent`` with its function tools wrapped (tools already wrapped stay).
 
-        Load a paused run's state with it, ``RunState.from_json(loopware.agent(agent), data)``:
-        the SDK resumes on the state's own agent, whose tools must go through loopware.
+        Its model (resolved through ``run_config``'s provider when it is a name) is shown only
+        the tools loopware did not hide (`ShownTools`). Load a paused run's state with it,
+        ``RunState.from_json(loopware.agent(agent), data)``: the SDK resumes on the state's own
+        agent, whose tools must go through loopware.
         """
-        return agent.clone(tools=self.wrap_tools(agent.tools))
+        tools = self.wrap_tools(agent.tools)
+        model = agent.model
+        if isinstance(model, ShownTools):
+            return agent.clone(tools=tools)
+        if not isinstance(model, Model):
+            provider = run_config.model_provider if run_config is not None else MultiProvider()
+            model = provider.get_model(model)
+        return agent.clone(tools=tools, model=ShownTools(model, _hidden))
 
     async def needs_approval(
         self, run: RunContextWrapper[Any], params: dict[str, Any], call_id: str, tool: str = ""
@@ -167,9 +182,9 @@ class Loopware:
         turn.offer(_described(t) for t in agent.tools if isinstance(t, FunctionTool))
         token = _ACTIVE.set(_Run(turn, self._defer))
         try:
-            wrapped = self.agent(agent)
             if "run_config" not in kwargs:
                 kwargs["run_config"] = RunConfig(tool_not_found_behavior="return_error_to_model")
+            wrapped = self.agent(agent, kwargs["run_config"])
             result = await Runner.run(wrapped, input, **kwargs)
             if self._defer:
                 await _record_rejected(turn, result)
@@ -218,6 +233,12 @@ async def _never_runs(args: dict[str, Any]) -> object:
     raise RuntimeError("a call rejected by the SDK does not run")
 
 
+def _hidden() -> frozenset[str]:
+    """The tools the running turn hid or withdrew (none outside `Loopware.run`)."""
+    run = _ACTIVE.get()
+    return frozenset() if run is None else run.turn.hidden()
+
+
 def _described(tool: FunctionTool) -> HostTool:
     return HostTool(tool.name, tool.description, tool.params_json_schema)
 
@@ -258,8 +279,7 @@ def _wrapped(tool: FunctionTool, owner: Loopware) -> FunctionTool:
         if active is not None:
             turn = active.turn
             await turn.end_batch()  # the tools are prepared for the next model call
-            if name in turn.hidden():
-                return False
+            # a hidden tool stays enabled (known to the run): `ShownTools` hides it from the model
         if callable(enabled):
             answer = enabled(run, agent)
             return bool(await answer) if inspect.isawaitable(answer) else bool(answer)

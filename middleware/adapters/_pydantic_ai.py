@@ -2,8 +2,9 @@
 
 One pydantic-ai run is one hosted turn (`pipeline.hosted`): ``wrap_run`` begins and finishes
 it, ``prepare_tools`` (once per step, before the model call) closes the previous step's batch
-(``dispatch_output``), offers the agent's tools and leaves out the ones loopware hid or
-withdrew, and
+(``dispatch_output``) and offers the agent's tools, ``before_model_request`` leaves the ones
+loopware hid or withdrew out of what the model is shown (they stay registered, so a call made
+anyway reaches loopware and is refused with an audit row), and
 ``wrap_tool_execute`` runs each call through the ``tool_call`` stage on its
 ``tool_call_id``, pydantic-ai's validated arguments (defaults applied) being what the hooks
 read. A refused call raises ``ToolFailed`` (the model reads why; no retry budget is spent).
@@ -20,6 +21,7 @@ as rejected at the run's end (its handler never runs).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,7 @@ from pipeline.hosted import HostedRunner, HostedTurn, HostTool
 if TYPE_CHECKING:
     from pydantic_ai import RunContext
     from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
+    from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import ToolDefinition
 
@@ -148,9 +151,9 @@ class LoopwareCapability(AbstractCapability[Any]):
     async def prepare_tools(
         self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]
     ) -> list[ToolDefinition]:
-        """Offer the step's tools to loopware; leave out those it hid or withdrew.
+        """Offer the step's tools to loopware (the previous step's batch is closed first).
 
-        The previous step's batch is closed first (its ``dispatch_output`` may hide a tool).
+        Its ``dispatch_output`` may hide a tool: `before_model_request` leaves it out.
         """
         turn = self._turn
         if turn is None:
@@ -161,8 +164,29 @@ class LoopwareCapability(AbstractCapability[Any]):
             for t in tool_defs
             if not turn.knows(t.name)
         )
+        return tool_defs  # hidden ones stay known to pydantic-ai (`before_model_request`)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Leave the tools loopware hid or withdrew out of what the model is shown.
+
+        They stay registered with pydantic-ai, so a call to one made anyway reaches
+        `wrap_tool_execute`, and loopware refuses it with an audit row (pydantic-ai would
+        answer a call to a tool it does not know itself).
+        """
+        turn = self._turn
+        if turn is None:
+            return request_context
         hidden = turn.hidden()
-        return [t for t in tool_defs if t.name not in hidden] if hidden else tool_defs
+        parameters = request_context.model_request_parameters
+        if not hidden or not any(t.name in hidden for t in parameters.function_tools):
+            return request_context
+        shown = [t for t in parameters.function_tools if t.name not in hidden]
+        request_context.model_request_parameters = dataclasses.replace(
+            parameters, function_tools=shown
+        )
+        return request_context
 
     async def wrap_tool_execute(
         self,
