@@ -27,7 +27,7 @@ import dataclasses
 import inspect
 import json
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, RunResult, RunState
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from pipeline.stores import TurnStore
 
 __all__ = ["Loopware"]
+
+NeedsApproval = Callable[[RunContextWrapper[Any], dict[str, Any], str], Awaitable[bool]]
+"""The SDK's per-call ``needs_approval`` policy: (run context, arguments, call id) -> bool."""
 
 _WRAPPED: Final[weakref.WeakSet[Any]] = weakref.WeakSet()
 """The ``on_invoke_tool`` functions of wrapped tools (a tool is wrapped once)."""
@@ -143,17 +146,19 @@ class Loopware:
             model = provider.get_model(model)
         return agent.clone(tools=tools, model=ShownTools(model, _hidden))
 
-    async def needs_approval(
-        self, run: RunContextWrapper[Any], params: dict[str, Any], call_id: str, tool: str = ""
-    ) -> bool:
-        """Whether the SDK pauses the call for approval: an `ApprovalGate` of the stack matches.
+    def needs_approval(self, tool: str) -> NeedsApproval:
+        """The ``needs_approval`` policy of the tool named ``tool``.
 
-        Used as a wrapped tool's ``needs_approval`` when ``defer_approvals`` is on; a call
-        whose approval is already given or refused does not ask again.
+        A call pauses for approval when an `ApprovalGate` of the stack matches the tool and no
+        decision was given for its call id yet. `wrap_tools` sets it on each wrapped tool when
+        ``defer_approvals`` is on.
         """
-        if not any(gate.matches(tool) for gate in self._gates):
-            return False
-        return run.is_tool_approved(tool, call_id) is None
+        matched = any(gate.matches(tool) for gate in self._gates)
+
+        async def needs(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+            return matched and run.is_tool_approved(tool, call_id) is None
+
+        return needs
 
     async def run(
         self,
@@ -285,14 +290,14 @@ def _wrapped(tool: FunctionTool, owner: Loopware) -> FunctionTool:
             return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
         return bool(enabled)
 
-    async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], cid: str) -> bool:
-        return await owner.needs_approval(run, params, cid, name)
-
     _WRAPPED.add(on_invoke_tool)
     if not owner.defers:
         return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, is_enabled=is_enabled)
     return dataclasses.replace(
-        tool, on_invoke_tool=on_invoke_tool, is_enabled=is_enabled, needs_approval=needs_approval
+        tool,
+        on_invoke_tool=on_invoke_tool,
+        is_enabled=is_enabled,
+        needs_approval=owner.needs_approval(name),
     )
 
 
