@@ -22,12 +22,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..calls._run import unrun_record
+
 if TYPE_CHECKING:
+    from .._dispatch import DispatchContext
     from .._gate import Gate
     from ..calls._toolcall import ToolCall
     from ._tools import HostCentre
 
-__all__ = ["HostedCall"]
+__all__ = ["HostedCall", "ended_record"]
+
+_HOSTED: Final = "loopware.hosted"
+"""The policy name of a decision the hosted seam takes itself."""
 
 _FORWARDED: Final = frozenset({"allowed", "approved", "warned"})
 """Verdicts under which a call that ran keeps the host's own outcome."""
@@ -212,6 +218,21 @@ def _as_text(value: object) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
+    """The record of a call asked of a turn that has ended: denied, not run."""
+    reason = "the loopware turn has ended"
+    if d is not None and d.nack_error is not None:
+        reason = f"{reason} ({d.nack_error})"
+    return unrun_record(
+        call_id,
+        name,
+        policy=_HOSTED,
+        action="denied",
+        reason=reason,
+        text=f"Error: {reason}; the call was not run.",
+    )
 
 
 HostedCall.__module__ = "pipeline.hosted"

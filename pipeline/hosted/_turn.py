@@ -23,9 +23,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._tool_checks import is_tool_name
-from ..calls._run import unrun_record
 from ..errors import InvalidToolCallError
-from ._call import HostedCall
+from ._call import HostedCall, ended_record
 from ._deferral import until_decided
 from ._tools import CURRENT, HostCentre, HostTool, host_tool
 
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from .._dispatch import DispatchContext
     from .._result import TurnResult
     from .._runner import TurnHandle
-    from ..calls._toolcall import ToolCall
 
 __all__ = ["DRIVER", "HostedTurn"]
 
@@ -44,7 +42,6 @@ DRIVER: Final[contextvars.ContextVar[Callable[[DispatchContext], Awaitable[None]
 
 _INLINE: Final = sys.maxsize
 """A hosted call's text stays inline: the host keeps its own value, nothing is spooled."""
-_HOSTED: Final = "loopware.hosted"
 
 
 class HostedTurn:
@@ -298,7 +295,7 @@ class HostedTurn:
             await self._until_ready()
             d = self._dispatch
             if d is None or self.ended:
-                hosted.record = _ended_record(d, call_id, name)
+                hosted.record = ended_record(d, call_id, name)
                 return hosted
             if d.tools.get(name) is None and is_tool_name(name):
                 self.offer((HostTool(name),))
@@ -396,20 +393,6 @@ class HostedTurn:
 async def _wait_handle(handle: TurnHandle) -> None:
     with contextlib.suppress(BaseException):  # its outcome is read by `finish`
         await handle
-
-
-def _ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
-    reason = "the loopware turn has ended"
-    if d is not None and d.nack_error is not None:
-        reason = f"{reason} ({d.nack_error})"
-    return unrun_record(
-        call_id,
-        name,
-        policy=_HOSTED,
-        action="denied",
-        reason=reason,
-        text=f"Error: {reason}; the call was not run.",
-    )
 
 
 HostedTurn.__module__ = "pipeline.hosted"
