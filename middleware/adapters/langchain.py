@@ -25,7 +25,9 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith(("langchain", "langgraph")):
             raise
-        raise ImportError(f"{name} needs LangChain: pip install 'loopware[langchain]'") from exc
+        raise ImportError(
+            f"{name} needs LangChain: pip install 'loopware[langchain]'"
+        ) from exc
     value = getattr(module, name)
     globals()[name] = value
     return value

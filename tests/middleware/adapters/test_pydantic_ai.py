@@ -100,7 +100,9 @@ async def test_a_repeat_that_spells_out_a_default_is_blocked() -> None:
     """pydantic-ai's validated arguments (defaults applied) are what repetition compares: the
     same search with ``limit=10`` spelled out is a repeat, and its handler never runs."""
     runs: list[str] = []
-    model = Hostile([[("a", "search", {"q": "x"})], [("b", "search", {"q": "x", "limit": 10})]])
+    model = Hostile(
+        [[("a", "search", {"q": "x"})], [("b", "search", {"q": "x", "limit": 10})]]
+    )
     capability = LoopwareCapability(middleware=[RepetitionDetector(threshold=2)])
     result = await _agent(model, capability, runs).run("go")
     assert runs == ["search:x:10"]
