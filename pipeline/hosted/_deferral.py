@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ._tools import CURRENT
 
@@ -37,9 +38,13 @@ def on_gate_opened(event: GateOpened) -> None:
 
 
 async def until_decided(
-    stage: asyncio.Future[ToolCall], parked: asyncio.Future[None]
+    run: Coroutine[Any, Any, ToolCall], parked: asyncio.Future[None]
 ) -> ToolCall | None:
-    """The stage's record, or None once the call was deferred (its stage is then cancelled)."""
+    """The stage's record, or None once the call was deferred (its stage is then cancelled).
+
+    The stage runs in a task of its own (created here, in the caller's context).
+    """
+    stage = asyncio.ensure_future(run)
     try:
         await asyncio.wait((stage, parked), return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # the host's task was cancelled: cancel the call's stage with it

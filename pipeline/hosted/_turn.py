@@ -302,17 +302,16 @@ class HostedTurn:
             raw = hosted.raw_args
             token = CURRENT.set(hosted)
             try:
-                stage = asyncio.ensure_future(
-                    d.run_tool(
-                        name,
-                        raw if isinstance(raw, dict) else arguments,
-                        call_id=call_id,
-                        inline_limit=_INLINE,
-                    )
+                stage = d.run_tool(
+                    name,
+                    raw if isinstance(raw, dict) else arguments,
+                    call_id=call_id,
+                    inline_limit=_INLINE,
                 )
+                # only a deferrable call runs its stage in a task of its own (to stop it there)
+                record = await (until_decided(stage, parked) if defer else stage)
             finally:
                 CURRENT.reset(token)
-            record = await until_decided(stage, parked)
             if record is None:  # deferred at its gate: nothing ran, nothing is stored
                 return hosted
             hosted.record = record
