@@ -243,7 +243,9 @@ class RepetitionDetector:
         # space); once stored, a call is counted by validated_call_count, so only those not
         # stored yet are added. A call that triggered "hide" or "nack" adds [entry, call_id,
         # action, reason, *tools]: the calls after it in the iteration (a batch) are refused,
-        # not run past the threshold.
+        # not run past the threshold. The call's own entry is skipped: a call deferred at an
+        # approval gate and resumed (a hosted host's pause, pipeline/hosted/_deferral.py) is
+        # counted once, not once per visit.
         inflight: list[str | list[str]] | None = stash.get(self._inflight)
         count = d.validated_call_count(vchecksum) + 1
         if inflight:
@@ -255,7 +257,7 @@ class RepetitionDetector:
                         return None
                 else:
                     seen, _, call_id = item.partition(" ")  # type: ignore[union-attr]
-                    if seen == entry and stored(call_id) is None:
+                    if seen == entry and call_id != ctx.call_id and stored(call_id) is None:
                         count += 1
         reason = None
         oscillated = False

@@ -12,6 +12,14 @@ skips the tool) or reaches its centre (it returns None, with any replaced argume
 ``tool_args``, and ADK runs the tool); ``after_tool_callback`` (or ``on_tool_error_callback``)
 hands the tool's outcome to the waiting centre and returns what the stage made of it. A plugin
 that answers skips every later plugin: register this one first.
+
+With ``defer_approvals=True`` an `middleware.ApprovalGate` maps onto ADK's tool confirmation: a
+gated call defers (`pipeline.hosted`: nothing runs, nothing is stored), the plugin calls
+``tool_context.request_confirmation`` and writes the stash as plain data into the session state
+(``state["loopware"]``), and the invocation pauses. Resumed with the confirmation's function
+response in any process sharing the session store, ADK runs ``before_tool_callback`` again with
+``tool_context.tool_confirmation``: the stash is restored and the call is decided once,
+``confirmed`` settling its gate (a rejected call never runs).
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ if TYPE_CHECKING:
     from pipeline.stores import TurnStore
 
 __all__ = ["LoopwarePlugin"]
+
+_KEY = "loopware"
+"""The session state key of loopware's plain-data state (the stash of a paused invocation)."""
 
 
 class _Pending:
@@ -64,6 +75,8 @@ class LoopwarePlugin(BasePlugin):
             conversation (earlier invocations' calls count for repetition); without one, each
             invocation is a turn of its own and nothing outlives it.
         name: The plugin's name (ADK's plugin registry).
+        defer_approvals: Pause the invocation at an `middleware.ApprovalGate` with
+            ``request_confirmation`` (see the module docstring).
     """
 
     def __init__(
@@ -72,10 +85,13 @@ class LoopwarePlugin(BasePlugin):
         middleware: Sequence[object] = (),
         store: TurnStore | None = None,
         name: str = "loopware",
+        defer_approvals: bool = False,
     ) -> None:
         """Compose the stack once (every invocation shares it)."""
         super().__init__(name=name)
         self._hosted = HostedRunner(middleware=middleware, store=store)
+        self._defer = defer_approvals
+        self._restored: set[str] = set()  # invocations whose stash a resumed call restored
         self._keeps = store is not None
         self._turns: dict[str, HostedTurn] = {}
         self._pending: dict[str, _Pending] = {}
@@ -99,6 +115,7 @@ class LoopwarePlugin(BasePlugin):
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         """Finish the invocation's turn (``turn_output``)."""
         turn = self._turns.pop(invocation_context.invocation_id, None)
+        self._restored.discard(invocation_context.invocation_id)
         if turn is not None:
             await turn.finish()
 
@@ -147,15 +164,39 @@ class LoopwarePlugin(BasePlugin):
             entered.set_result(None)
             return await outcome
 
+        approval = self._approval(turn, tool_context)
         validated = _validated(tool, tool_args)
         run = asyncio.ensure_future(
-            turn.call(call_id, tool.name, dict(tool_args), centre, validated=validated)
+            turn.call(
+                call_id,
+                tool.name,
+                dict(tool_args),
+                centre,
+                validated=validated,
+                approval=approval,
+                defer=self._defer,
+            )
         )
         await asyncio.wait((entered, run), return_when=asyncio.FIRST_COMPLETED)
         if not entered.done():  # decided before the centre: ADK skips the tool
-            return _refusal(run.result())
+            hosted = run.result()
+            return _paused(turn, hosted, tool_context) if hosted.deferred else _refusal(hosted)
         self._pending[call_id] = _Pending(run, outcome)
         return None
+
+    def _approval(self, turn: HostedTurn, tool_context: ToolContext) -> bool | None:
+        """The confirmation of a resumed call (restoring the paused invocation's stash once)."""
+        confirmation = tool_context.tool_confirmation
+        if not self._defer or confirmation is None:
+            return None
+        invocation = tool_context.invocation_id
+        saved = tool_context.state.get(_KEY)
+        if invocation not in self._restored and isinstance(saved, dict):
+            stash = saved.get("stash")
+            if isinstance(stash, dict):
+                turn.restore(stash)
+            self._restored.add(invocation)
+        return confirmation.confirmed is True
 
     async def after_tool_callback(
         self,
@@ -197,6 +238,17 @@ def _declared(llm_request: LlmRequest) -> list[types.Tool]:
 
 def _refusal(hosted: HostedCall) -> dict[str, Any]:
     return {"error": hosted.text}
+
+
+def _paused(turn: HostedTurn, hosted: HostedCall, tool_context: ToolContext) -> dict[str, Any]:
+    """Ask ADK for the call's confirmation; keep the stash in the session state."""
+    tool_context.request_confirmation(
+        hint=f"loopware: the call to {hosted.name!r} needs approval",
+        payload={"loopware": "approval", "call_id": hosted.call_id, "tool": hosted.name},
+    )
+    tool_context.actions.skip_summarization = True  # the pause is not a result to summarize
+    tool_context.state[_KEY] = {"stash": turn.snapshot()}
+    return {"error": "This tool call requires confirmation, please approve or reject."}
 
 
 def _schema(declaration: Any) -> dict[str, Any] | None:

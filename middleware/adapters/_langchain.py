@@ -15,6 +15,16 @@ thread of their own, each worker thread waits for its call's decision there, and
 runs back in the worker thread (its context, callbacks and config intact). Because the calls were
 announced as the model answered, a limit of 3 lets the first 3 proposed calls run, whichever
 thread starts first.
+
+With ``defer_approvals=True`` an `middleware.ApprovalGate` maps onto LangGraph's ``interrupt()``
+and the graph's checkpointer: a gated call defers (`pipeline.hosted`: nothing runs, nothing is
+stored) and interrupts with ``{"loopware": "approval", "call_id", "tool", "args"}``; each call
+that completes writes the stash as plain data into the ``loopware`` state key (a reducer keeps
+the newest of parallel writes). Resumed with ``Command(resume=True | False | {"approve": ...})``
+in any process with the same checkpointer and ``thread_id``, the call is decided once with that
+decision. The turn of an invocation that stops at ``interrupt()`` (or raises in the model call)
+never reaches ``after_agent``: it is parked and finished when its thread is invoked again, or by
+`LoopwareMiddleware.aclose`; a model call that raises aborts and finishes it.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
@@ -30,15 +41,29 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypeVar
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, PrivateStateAttr
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.channels.untracked_value import UntrackedValue
-from pydantic import BaseModel
+from langgraph.types import Command, interrupt
 
-from pipeline.hosted import HostedCall, HostedRunner, HostedTurn, HostTool
+from pipeline.hosted import HostedCall, HostedRunner, HostedTurn
+
+from ._langchain_parts import (
+    _announce,
+    _answer,
+    _approved,
+    _described,
+    _input_of,
+    _LoopThread,
+    _now,
+    _thread_id,
+    _tool_name,
+    _validated,
+    _with_args,
+    newest_snapshot,
+)
 
 if TYPE_CHECKING:
     from langchain.agents.middleware.types import ModelRequest, ModelResponse
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
-    from langgraph.types import Command
 
     from pipeline.stores import TurnStore
 
@@ -49,30 +74,14 @@ _KEY = "loopware_turn"
 
 
 class LoopwareState(AgentState[Any]):
-    """The agent state `LoopwareMiddleware` adds: the invocation's loopware turn (untracked)."""
+    """The agent state `LoopwareMiddleware` adds.
+
+    ``loopware_turn``: the invocation's loopware turn (untracked); ``loopware``: the stash as
+    plain data (``{"at", "stash"}``, checkpointed) when ``defer_approvals`` is on.
+    """
 
     loopware_turn: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
-
-
-class _LoopThread:
-    """An event loop in a daemon thread, for the turns of sync invocations."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="loopware-langchain", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, work: Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(_awaited(work), self.loop).result()
-
-    def submit(self, work: Awaitable[T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(_awaited(work), self.loop)
-
-
-async def _awaited(work: Awaitable[T]) -> T:
-    return await work
+    loopware: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, newest_snapshot]]
 
 
 class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
@@ -88,17 +97,25 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         middleware: The same list ``TurnRunner(middleware=[...])`` takes.
         store: Where turns and calls are kept (default: in memory); the invocation's
             ``thread_id`` (when the config has one) is the loopware conversation.
+        defer_approvals: Pause at an `middleware.ApprovalGate` with ``interrupt()`` (the
+            graph needs a checkpointer; see the module docstring).
     """
 
     state_schema = LoopwareState
 
     def __init__(
-        self, *, middleware: Sequence[object] = (), store: TurnStore | None = None
+        self,
+        *,
+        middleware: Sequence[object] = (),
+        store: TurnStore | None = None,
+        defer_approvals: bool = False,
     ) -> None:
         """Compose the stack once (every invocation shares it)."""
         super().__init__()
         self._hosted = HostedRunner(middleware=middleware, store=store)
+        self._defer = defer_approvals
         self._turns: dict[str, HostedTurn] = {}
+        self._threads: dict[str, str] = {}  # thread id -> the key of its parked or resumed turn
         self._thread: _LoopThread | None = None
         self._lock = threading.Lock()
 
@@ -113,22 +130,76 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
                 self._thread = _LoopThread()
             return self._thread
 
-    def _turn(self, state: Any) -> HostedTurn | None:
+    def _turn(self, state: Any, thread: str | None = None) -> HostedTurn | None:
         key = state.get(_KEY) if isinstance(state, dict) else getattr(state, _KEY, None)
+        if key is None and self._defer:  # a run resumed after interrupt(): its thread's turn
+            key = self._threads.get(thread or _thread_id() or "")
         return None if key is None else self._turns.get(key)
 
     # -- the invocation ---------------------------------------------------------------------------
-    async def _begin(self, state: Any, conversation_id: str | None) -> dict[str, Any]:
-        turn = await self._hosted.begin(_input_of(state), conversation_id=conversation_id)
+    async def _begin(
+        self, state: Any, conversation_id: str | None, stash: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        await self._finish_thread(conversation_id)
+        turn = await self._hosted.begin(
+            _input_of(state), conversation_id=conversation_id, stash=stash
+        )
         key = uuid.uuid4().hex
         self._turns[key] = turn
         return {_KEY: key}
 
-    async def _finish(self, state: Any) -> None:
+    async def _finish(self, state: Any, thread: str | None) -> None:
         key = state.get(_KEY) if isinstance(state, dict) else None
+        if key is None and self._defer:
+            key = self._threads.pop(thread or "", None)
         turn = None if key is None else self._turns.pop(key, None)
         if turn is not None:
             await turn.finish()
+
+    async def _finish_thread(self, thread: str | None) -> None:
+        """Finish the turn parked (or resumed) on ``thread`` before a new one begins on it."""
+        key = None if thread is None else self._threads.pop(thread, None)
+        turn = None if key is None else self._turns.pop(key, None)
+        if turn is not None:
+            await turn.finish()
+
+    async def _resumed(self, state: Any, thread: str | None) -> HostedTurn | None:
+        """The turn of a run resumed after ``interrupt()`` (``before_agent`` did not run)."""
+        turn = self._turn(state, thread)
+        if turn is not None or not self._defer:
+            return turn
+        saved = state.get("loopware") if isinstance(state, dict) else None
+        stash = saved.get("stash") if isinstance(saved, dict) else None
+        update = await self._begin(state, thread, stash if isinstance(stash, dict) else None)
+        if thread is not None:
+            self._threads[thread] = update[_KEY]
+        return self._turns[update[_KEY]]
+
+    def _park(self, turn: HostedTurn) -> None:
+        """Keep the turn of an invocation that stopped at ``interrupt()`` for its thread."""
+        thread = _thread_id()
+        for key, known in self._turns.items():
+            if known is turn and thread is not None:
+                self._threads[thread] = key
+
+    async def _fail(self, state: Any, reason: str) -> None:
+        """Abort and finish the turn of an invocation whose model call raised."""
+        key = state.get(_KEY) if isinstance(state, dict) else None
+        turn = None if key is None else self._turns.pop(key, None)
+        if turn is not None:
+            turn.abort(reason)
+            await turn.finish()
+
+    async def aclose(self) -> None:
+        """Finish every turn still open (parked at ``interrupt()``, or left by a failed run)."""
+        self._threads.clear()
+        turns, self._turns = list(self._turns.values()), {}
+        for turn in turns:
+            await turn.finish()
+
+    def close(self) -> None:
+        """`aclose` for sync callers (the turns of sync invocations live on their own loop)."""
+        self._loop_thread().run(self.aclose())
 
     def before_agent(self, state: LoopwareState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Begin the invocation's turn (sync invocations: on the adapter's loop thread)."""
@@ -142,14 +213,14 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
 
     def after_agent(self, state: LoopwareState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Finish the invocation's turn (``turn_output``)."""
-        self._loop_thread().run(self._finish(state))
+        self._loop_thread().run(self._finish(state, _thread_id()))
         return None
 
     async def aafter_agent(
         self, state: LoopwareState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Finish the invocation's turn (``turn_output``)."""
-        await self._finish(state)
+        await self._finish(state, _thread_id())
         return None
 
     # -- model steps ---------------------------------------------------------------------------
@@ -167,7 +238,11 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
             return handler(request)
         thread = self._loop_thread()
         thread.run(turn.end_batch())
-        response = handler(thread.run(_now(self._filtered, request)))
+        try:
+            response = handler(thread.run(_now(self._filtered, request)))
+        except Exception as exc:
+            thread.run(self._fail(request.state, f"the model call raised {type(exc).__name__}"))
+            raise
         thread.run(_now(_announce(turn), response))
         return response
 
@@ -181,7 +256,11 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         if turn is None:
             return await handler(request)
         await turn.end_batch()
-        response = await handler(self._filtered(request))
+        try:
+            response = await handler(self._filtered(request))
+        except Exception as exc:
+            await self._fail(request.state, f"the model call raised {type(exc).__name__}")
+            raise
         _announce(turn)(response)
         return response
 
@@ -203,9 +282,22 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """Run the call through loopware's ``tool_call`` stage; the tool runs in this thread."""
-        turn = self._turn(request.state)
+        turn = self._loop_thread().run(self._resumed(request.state, _thread_id()))
         if turn is None:
             return handler(request)
+        hosted = self._decide_sync(turn, request, handler, None)
+        if hosted.deferred:
+            approval = self._interrupt(turn, hosted)  # raises GraphInterrupt the first time
+            hosted = self._decide_sync(turn, request, handler, approval)
+        return self._answered(turn, hosted, request)
+
+    def _decide_sync(
+        self,
+        turn: HostedTurn,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+        approval: bool | None,
+    ) -> HostedCall:
         asks: queue.Queue[tuple[dict[str, Any], Future[object]] | None] = queue.Queue()
 
         async def centre(args: dict[str, Any]) -> object:
@@ -221,6 +313,8 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
                 call["args"],
                 centre,
                 validated=_validated(request),
+                approval=approval,
+                defer=self._defer,
             )
         )
         done.add_done_callback(lambda _: asks.put(None))
@@ -230,7 +324,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
                 answer.set_result(handler(_with_args(request, args)))
             except BaseException as exc:
                 answer.set_exception(exc)
-        return _answer(done.result(), request)
+        return done.result()
 
     async def awrap_tool_call(
         self,
@@ -238,7 +332,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Run the call through loopware's ``tool_call`` stage on its ``tool_call["id"]``."""
-        turn = self._turn(request.state)
+        turn = await self._resumed(request.state, _thread_id())
         if turn is None:
             return await handler(request)
 
@@ -247,102 +341,40 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
 
         call = request.tool_call
         hosted = await turn.call(
-            str(call["id"]), call["name"], call["args"], centre, validated=_validated(request)
+            str(call["id"]),
+            call["name"],
+            call["args"],
+            centre,
+            validated=_validated(request),
+            defer=self._defer,
         )
-        return _answer(hosted, request)
+        if hosted.deferred:
+            approval = self._interrupt(turn, hosted)  # raises GraphInterrupt the first time
+            hosted = await turn.call(
+                str(call["id"]), call["name"], call["args"], centre, approval=approval
+            )
+        return self._answered(turn, hosted, request)
 
+    def _interrupt(self, turn: HostedTurn, hosted: HostedCall) -> bool:
+        """Pause the graph for the call's approval; return the decision it resumes with."""
+        self._park(turn)
+        payload = {
+            "loopware": "approval",
+            "call_id": hosted.call_id,
+            "tool": hosted.name,
+            "args": hosted.raw_args,
+        }
+        return _approved(interrupt(payload))
 
-def _announce(turn: HostedTurn) -> Callable[[Any], None]:
-    """Announce a model response's tool calls in proposal order (they take slots in it)."""
-
-    def announce(response: Any) -> None:
-        messages = response.result if hasattr(response, "result") else [response]
-        for message in messages:
-            if isinstance(message, AIMessage):
-                ids = [str(call["id"]) for call in message.tool_calls if call.get("id")]
-                if ids:
-                    turn.announce(ids)
-
-    return announce
-
-
-async def _now(fn: Callable[[Any], T], arg: Any) -> T:
-    """Run ``fn(arg)`` on the loop that owns the turns of sync invocations."""
-    return fn(arg)
-
-
-def _answer(hosted: HostedCall, request: ToolCallRequest) -> ToolMessage | Command[Any]:
-    """The host's own outcome when it stands, else an error ``ToolMessage`` with loopware's text."""
-    if hosted.forwarded:
-        value: ToolMessage | Command[Any] = hosted.value
-        return value
-    if hosted.raises and hosted.host_error is not None:
-        raise hosted.host_error
-    call = request.tool_call
-    return ToolMessage(
-        content=hosted.text, tool_call_id=str(call["id"]), name=call["name"], status="error"
-    )
-
-
-def _with_args(request: ToolCallRequest, args: dict[str, Any]) -> ToolCallRequest:
-    if args == request.tool_call["args"]:
-        return request
-    return request.override(tool_call={**request.tool_call, "args": args})
-
-
-def _validated(request: ToolCallRequest) -> dict[str, Any] | None:
-    """The tool's own validation of the call's arguments (defaults applied), when it has one."""
-    tool = request.tool
-    schema = getattr(tool, "tool_call_schema", None) if tool is not None else None
-    if not isinstance(schema, type) or not issubclass(schema, BaseModel):
-        return None
-    try:
-        dumped: dict[str, Any] = schema.model_validate(request.tool_call["args"]).model_dump(
-            mode="json"
-        )
-    except Exception:  # the tool reports its own validation errors when it runs
-        return None
-    return dumped
-
-
-def _tool_name(tool: Any) -> str:
-    return str(tool.get("name", "")) if isinstance(tool, dict) else str(tool.name)
-
-
-def _described(tool: Any) -> HostTool:
-    if isinstance(tool, dict):
-        return HostTool(_tool_name(tool), tool.get("description"), tool.get("parameters"))
-    schema: dict[str, Any] | None
-    try:
-        call_schema = tool.tool_call_schema
-        schema = (
-            call_schema.model_json_schema()
-            if isinstance(call_schema, type) and issubclass(call_schema, BaseModel)
-            else dict(call_schema)
-        )
-    except Exception:  # a tool whose schema cannot be rendered: any object
-        schema = None
-    return HostTool(tool.name, tool.description, schema)
-
-
-def _input_of(state: Any) -> str:
-    messages = state.get("messages", []) if isinstance(state, dict) else []
-    for message in reversed(messages):
-        if getattr(message, "type", None) == "human":
-            content = message.content
-            return content if isinstance(content, str) else ""
-    return ""
-
-
-def _thread_id() -> str | None:
-    from langgraph.config import get_config
-
-    try:
-        configurable = get_config().get("configurable", {})
-    except RuntimeError:  # outside a runnable context
-        return None
-    thread = configurable.get("thread_id")
-    return str(thread) if thread is not None else None
+    def _answered(
+        self, turn: HostedTurn, hosted: HostedCall, request: ToolCallRequest
+    ) -> ToolMessage | Command[Any]:
+        """The call's answer; with ``defer_approvals``, with the stash written into the state."""
+        answer = _answer(hosted, request)
+        if not self._defer or not isinstance(answer, ToolMessage):
+            return answer
+        saved = {"at": time.time_ns(), "stash": turn.snapshot()}
+        return Command(update={"messages": [answer], "loopware": saved})
 
 
 for _cls in (LoopwareMiddleware, LoopwareState):

@@ -8,6 +8,12 @@ The call's record says what loopware decided; the host needs one of three answer
   host's own exception (a pydantic-ai ``ModelRetry`` stays the host's control flow);
 * **refuse**: anything else (denied, rejected, answered by a hook, invalid): the model reads
   `text`, the way the host shows a failed call (``ToolFailed``, an error ``ToolMessage``).
+
+A fourth state belongs to hosts that pause a run for an approval across processes: a call made
+with ``defer=True`` that reached an approval gate with no decision given is **deferred**
+(`HostedCall.deferred`): nothing ran and nothing was stored; the host pauses the run (raises
+``ApprovalRequired``, interrupts) and, resumed later, asks again for the same call id with
+``approval=True`` or ``False`` (`HostedTurn.call`).
 """
 
 from __future__ import annotations
@@ -16,11 +22,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..calls._run import unrun_record
+
 if TYPE_CHECKING:
+    from .._dispatch import DispatchContext
+    from .._gate import Gate
     from ..calls._toolcall import ToolCall
     from ._tools import HostCentre
 
-__all__ = ["HostedCall"]
+__all__ = ["HostedCall", "ended_record"]
+
+_HOSTED: Final = "loopware.hosted"
+"""The policy name of a decision the hosted seam takes itself."""
 
 _FORWARDED: Final = frozenset({"allowed", "approved", "warned"})
 """Verdicts under which a call that ran keeps the host's own outcome."""
@@ -41,8 +54,12 @@ class HostedCall:
     __slots__ = (
         "_centre",
         "_entered",
+        "_parked",
         "_value",
+        "approval",
         "call_id",
+        "defer",
+        "deferred",
         "host_error",
         "name",
         "raw_args",
@@ -58,6 +75,10 @@ class HostedCall:
         centre: HostCentre | None,
         validated: Mapping[str, Any] | None = None,
         entered: Callable[[], None] = _no_op,
+        *,
+        approval: bool | None = None,
+        defer: bool = False,
+        parked: Callable[[], None] = _no_op,
     ) -> None:
         """Describe one host call (`HostedTurn.call` builds it)."""
         self.call_id = call_id
@@ -76,15 +97,25 @@ class HostedCall:
         """The host's own validation of them (defaults applied), when the host gave it."""
         self._centre = centre
         self._entered = entered
+        self._parked = parked
         self._value: Any = _UNSET
         self.host_error: BaseException | None = None
         """What the host's handler raised, if it ran and raised."""
         self.record: ToolCall | None = None
         """The call's stored record, once the ``tool_call`` stage has run."""
+        self.approval = approval
+        """The host's decision on the call's approval gate (a resumed call), if it gave one."""
+        self.defer = defer
+        """Whether a gate with no decision defers the call (the host pauses) instead of waiting."""
+        self.deferred = False
+        """True when the call stopped at an approval gate for the host to pause: nothing ran,
+        nothing was stored, and the host resumes it later with a decision."""
 
     def __repr__(self) -> str:
         """Show the call and its verdict so far."""
-        verdict = None if self.record is None else self.record.verdict
+        verdict: str | None = None if self.record is None else self.record.verdict
+        if self.deferred:
+            verdict = "deferred"
         return f"HostedCall(call_id={self.call_id!r}, tool={self.name!r}, verdict={verdict!r})"
 
     async def enter_centre(self, args: dict[str, Any]) -> str:
@@ -103,6 +134,21 @@ class HostedCall:
             raise
         self._value = value
         return _as_text(value)
+
+    def gate_opened(self, gate: Gate[Any]) -> None:
+        """An approval gate opened for this call: settle it as the host decided, or defer it.
+
+        With the host's decision (`approval`) the gate is settled at once (``True`` approves,
+        ``False`` rejects); without one, a call made with ``defer=True`` is marked `deferred`
+        and its stage is stopped (`HostedTurn.call`); otherwise the gate waits as usual.
+        """
+        if self.approval is True:
+            gate.resolve(True)
+        elif self.approval is False:
+            gate.reject("the call was rejected by the host's approver")
+        elif self.defer and not self.deferred:
+            self.deferred = True
+            self._parked()
 
     @property
     def ran(self) -> bool:
@@ -151,6 +197,8 @@ class HostedCall:
         """What the model reads for a call the host does not get its own outcome for."""
         record = self.record
         if record is None:
+            if self.deferred:
+                return "The call waits for an approval; it was not run."
             return "Error: the call was not run."
         results = record.results
         if isinstance(results, str):
@@ -170,6 +218,21 @@ def _as_text(value: object) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
+    """The record of a call asked of a turn that has ended: denied, not run."""
+    reason = "the loopware turn has ended"
+    if d is not None and d.nack_error is not None:
+        reason = f"{reason} ({d.nack_error})"
+    return unrun_record(
+        call_id,
+        name,
+        policy=_HOSTED,
+        action="denied",
+        reason=reason,
+        text=f"Error: {reason}; the call was not run.",
+    )
 
 
 HostedCall.__module__ = "pipeline.hosted"

@@ -23,16 +23,15 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._tool_checks import is_tool_name
-from ..calls._run import unrun_record
 from ..errors import InvalidToolCallError
-from ._call import HostedCall
+from ._call import HostedCall, ended_record
+from ._deferral import until_decided
 from ._tools import CURRENT, HostCentre, HostTool, host_tool
 
 if TYPE_CHECKING:
     from .._dispatch import DispatchContext
     from .._result import TurnResult
     from .._runner import TurnHandle
-    from ..calls._toolcall import ToolCall
 
 __all__ = ["DRIVER", "HostedTurn"]
 
@@ -43,7 +42,6 @@ DRIVER: Final[contextvars.ContextVar[Callable[[DispatchContext], Awaitable[None]
 
 _INLINE: Final = sys.maxsize
 """A hosted call's text stays inline: the host keeps its own value, nothing is spooled."""
-_HOSTED: Final = "loopware.hosted"
 
 
 class HostedTurn:
@@ -240,6 +238,8 @@ class HostedTurn:
         centre: HostCentre | None = None,
         *,
         validated: Mapping[str, Any] | None = None,
+        approval: bool | None = None,
+        defer: bool = False,
     ) -> HostedCall:
         """Run one host call through the ``tool_call`` stage; store its record once.
 
@@ -253,6 +253,13 @@ class HostedTurn:
                 tool, as the MCP gateway's upstream tools are): that handler runs.
             validated: The host's own validation of ``arguments`` (defaults applied), when it
                 has one: the hooks read it as the call's validated arguments.
+            approval: The host's decision for a call it resumed after pausing for an approval
+                (``True`` approved, ``False`` rejected): an approval gate the call reaches is
+                settled with it at once. A call deferred earlier in this turn runs again.
+            defer: When the call reaches an approval gate and no ``approval`` was given, stop
+                it there instead of waiting: the stage is unwound (a limit gives its slot
+                back), nothing runs and nothing is stored, and `HostedCall.deferred` is True
+                (the host pauses its run; it is listed in `deferred`).
 
         Returns:
             The `HostedCall`: its record, and whether the host forwards its own value
@@ -260,36 +267,53 @@ class HostedTurn:
             the model `HostedCall.text`. The same object for a call id asked again.
         """
         known = self._calls.get(call_id)
+        if known is not None and known.deferred and approval is not None:
+            known = None  # a deferred call resumed with the host's decision: decide it now
+            self._calls.pop(call_id)
         if known is not None:
             running = self._running.get(call_id)
             if running is not None:  # the same call, still on its way: its one decision
                 await asyncio.shield(running)
             return known
+        loop = asyncio.get_running_loop()
+        parked: asyncio.Future[None] = loop.create_future()
         hosted = HostedCall(
-            call_id, name, arguments, centre, validated, lambda: self._release(call_id)
+            call_id,
+            name,
+            arguments,
+            centre,
+            validated,
+            lambda: self._release(call_id),
+            approval=approval,
+            defer=defer,
+            parked=lambda: None if parked.done() else parked.set_result(None),
         )
         self._calls[call_id] = hosted
-        running = self._running[call_id] = asyncio.get_running_loop().create_future()
+        running = self._running[call_id] = loop.create_future()
         try:
             await self._my_turn(call_id)
             await self._until_ready()
             d = self._dispatch
             if d is None or self.ended:
-                hosted.record = _ended_record(d, call_id, name)
+                hosted.record = ended_record(d, call_id, name)
                 return hosted
             if d.tools.get(name) is None and is_tool_name(name):
                 self.offer((HostTool(name),))
             raw = hosted.raw_args
             token = CURRENT.set(hosted)
             try:
-                record = await d.run_tool(
+                stage = d.run_tool(
                     name,
                     raw if isinstance(raw, dict) else arguments,
                     call_id=call_id,
                     inline_limit=_INLINE,
                 )
+                # only a deferrable call runs its stage in a task of its own (to stop it there)
+                record = await (until_decided(stage, parked) if defer else stage)
             finally:
                 CURRENT.reset(token)
+            if record is None:  # deferred at its gate: nothing ran, nothing is stored
+                return hosted
             hosted.record = record
             try:
                 await d.store_tool_call(record)
@@ -306,6 +330,11 @@ class HostedTurn:
     def get(self, call_id: str) -> HostedCall | None:
         """The call with this id, if the turn has run it (or is running it)."""
         return self._calls.get(call_id)
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """The ids of the calls deferred at an approval gate in this turn (proposal order)."""
+        return tuple(cid for cid, call in self._calls.items() if call.deferred)
 
     # -- the batch's order -----------------------------------------------------------------------
     async def _my_turn(self, call_id: str) -> None:
@@ -363,20 +392,6 @@ class HostedTurn:
 async def _wait_handle(handle: TurnHandle) -> None:
     with contextlib.suppress(BaseException):  # its outcome is read by `finish`
         await handle
-
-
-def _ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
-    reason = "the loopware turn has ended"
-    if d is not None and d.nack_error is not None:
-        reason = f"{reason} ({d.nack_error})"
-    return unrun_record(
-        call_id,
-        name,
-        policy=_HOSTED,
-        action="denied",
-        reason=reason,
-        text=f"Error: {reason}; the call was not run.",
-    )
 
 
 HostedTurn.__module__ = "pipeline.hosted"
