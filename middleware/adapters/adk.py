@@ -6,8 +6,9 @@ invocation, its model steps and tool calls onto loopware's turn, iterations and 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._host import lazy_host as _lazy_host
 
 if TYPE_CHECKING:
     from ._adk import LoopwarePlugin as LoopwarePlugin
@@ -15,19 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["LoopwarePlugin"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        module = importlib.import_module("middleware.adapters._adk")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not exc.name.startswith("google"):
-            raise
-        raise ImportError(f"{name} needs Google ADK: pip install 'loopware[adk]'") from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_host(
+    __name__, "middleware.adapters._adk", __all__, hosts=("google",), extra="adk"
+)

@@ -7,8 +7,9 @@ iterations and `ToolCall`s.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._host import lazy_host as _lazy_host
 
 if TYPE_CHECKING:
     from ._langchain import LoopwareMiddleware as LoopwareMiddleware
@@ -17,21 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["LoopwareMiddleware", "LoopwareState"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        module = importlib.import_module("middleware.adapters._langchain")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not exc.name.startswith(("langchain", "langgraph")):
-            raise
-        raise ImportError(
-            f"{name} needs LangChain: pip install 'loopware[langchain]'"
-        ) from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_host(
+    __name__,
+    "middleware.adapters._langchain",
+    __all__,
+    hosts=("langchain", "langgraph"),
+    extra="langchain",
+)

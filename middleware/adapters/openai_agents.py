@@ -6,8 +6,9 @@ run, its model steps and function-tool calls onto loopware's turn, iterations an
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._host import lazy_host as _lazy_host
 
 if TYPE_CHECKING:
     from ._openai_agents import Loopware as Loopware
@@ -15,21 +16,10 @@ if TYPE_CHECKING:
 __all__ = ["Loopware"]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        module = importlib.import_module("middleware.adapters._openai_agents")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not exc.name.startswith("agents"):
-            raise
-        raise ImportError(
-            f"{name} needs the OpenAI Agents SDK: pip install 'loopware[openai-agents]'"
-        ) from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_host(
+    __name__,
+    "middleware.adapters._openai_agents",
+    __all__,
+    hosts=("agents",),
+    extra="openai-agents",
+)

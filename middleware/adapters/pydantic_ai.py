@@ -6,8 +6,9 @@ maps pydantic-ai's run, steps and calls onto loopware's turn, iterations and `To
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._host import lazy_host as _lazy_host
 
 if TYPE_CHECKING:
     from ._pydantic_ai import LoopwareCapability as LoopwareCapability
@@ -15,21 +16,10 @@ if TYPE_CHECKING:
 __all__ = ["LoopwareCapability"]
 
 
-def __getattr__(name: str) -> Any:
-    if name != "LoopwareCapability":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
-        module = importlib.import_module("middleware.adapters._pydantic_ai")
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not exc.name.startswith("pydantic_ai"):
-            raise
-        raise ImportError(
-            "LoopwareCapability needs pydantic-ai: pip install 'loopware[pydantic-ai]'"
-        ) from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy_host(
+    __name__,
+    "middleware.adapters._pydantic_ai",
+    __all__,
+    hosts=("pydantic_ai",),
+    extra="pydantic-ai",
+)
