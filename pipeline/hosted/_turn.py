@@ -250,7 +250,9 @@ class HostedTurn:
             centre: The host's handler of this call: called with the arguments the handler
                 should run with (a hook may have replaced them), unless a hook decided first.
                 None when the tool is a loopware `Tool` with its own handler (a registered
-                tool, as the MCP gateway's upstream tools are): that handler runs.
+                tool, as the MCP gateway's upstream tools are): that handler runs, and a name
+                the turn holds no tool of is refused by the stage as any unknown name is (it is
+                not offered as a host tool, which only a call with a centre does).
             validated: The host's own validation of ``arguments`` (defaults applied), when it
                 has one: the hooks read it as the call's validated arguments.
 
@@ -277,7 +279,7 @@ class HostedTurn:
             if d is None or self.ended:
                 hosted.record = _ended_record(d, call_id, name)
                 return hosted
-            if d.tools.get(name) is None and is_tool_name(name):
+            if centre is not None and d.tools.get(name) is None and is_tool_name(name):
                 self.offer((HostTool(name),))
             raw = hosted.raw_args
             token = CURRENT.set(hosted)

@@ -29,7 +29,7 @@ def audit_rows(folder: Path) -> list[tuple[str, str | None, str | None, str | No
     """(kind, conversation, decision, reason) of every audit row, after the chain verifies."""
     sink = JsonlAuditSink(folder / "audit.jsonl")
     try:
-        assert sink.verify() is None
+        assert sink.verify().ok
         return [
             (r.entry.kind, r.entry.conversation_id, r.entry.decision, r.entry.reason)
             for r in sink.rows()
