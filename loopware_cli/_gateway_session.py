@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from pipeline.calls import ToolCall
 
@@ -152,7 +152,11 @@ class Session:
         Waits while ``max_concurrent`` calls are in flight or a turn is being rolled over.
         """
         async with self._slots:
-            turn = await self._turn_for(conversation)
+            current = self._turn
+            if self._switching is None and self._fits(current, conversation):
+                turn = current
+            else:
+                turn = await self._turn_for(conversation)
             self._calls_in_turn += 1
             self._running += 1
             box: list[Any] = []
@@ -169,7 +173,8 @@ class Session:
             raise RuntimeError(f"the call to {name!r} has no record")
         return record, box[-1] if box else None
 
-    def _fits(self, turn: HostedTurn | None, conversation: str | None) -> bool:
+    def _fits(self, turn: HostedTurn | None, conversation: str | None) -> TypeGuard[HostedTurn]:
+        """Whether a call of ``conversation`` may run in ``turn`` (else the turn rolls over)."""
         return (
             turn is not None
             and not turn.ended
@@ -186,7 +191,7 @@ class Session:
                 await asyncio.shield(switching)
                 continue
             turn = self._turn
-            if turn is not None and self._fits(turn, conversation):
+            if self._fits(turn, conversation):
                 return turn
             self._switching = asyncio.get_running_loop().create_task(self._switch(conversation))
 

@@ -106,7 +106,13 @@ class HostedTurn:
             DRIVER.reset(token)
         # one waiter for the turn's end (never cancelled: that would cancel the turn's task)
         self._ended = asyncio.ensure_future(_wait_handle(self._handle))
+        self._ended.add_done_callback(self._wake)
         await self._until_ready()
+
+    def _wake(self, ended: asyncio.Future[None]) -> None:
+        """The turn ended: whoever waits for its next step is let go (it will serve none)."""
+        if not self._ready.done():
+            self._ready.set_result(None)
 
     async def _serve(self, ctx: DispatchContext) -> None:
         """The executor of one iteration: wait for the host to close the batch or the run."""
@@ -121,9 +127,11 @@ class HostedTurn:
     async def _until_ready(self) -> None:
         """Wait until the turn serves an iteration, or has ended."""
         ended = self._ended
-        if ended is None or self._ready.done():
+        if ended is None or ended.done():
             return
-        await asyncio.wait((self._ready, ended), return_when=asyncio.FIRST_COMPLETED)
+        ready = self._ready
+        if not ready.done():
+            await asyncio.shield(ready)  # set when the turn serves, or by `_wake` when it ended
 
     @property
     def ended(self) -> bool:
