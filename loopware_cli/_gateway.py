@@ -2,13 +2,13 @@
 
 The gateway connects to every upstream server (`pipeline.mcp.MCPToolset`), offers their tools
 (with their prefixes, minus the ones `ToolPolicy` denies) to its own clients, and runs every
-call a client makes through one `TurnRunner` with the configured middleware: `ToolPolicy`,
-`ToolCallLimit`, `RepetitionDetector`, `ApprovalGate` (all acting in the ``tool_call`` stage,
-before the call is forwarded) and `AuditLog`.
+call a client makes through one `HostedRunner` (``pipeline.hosted``) with the configured
+middleware: `ToolPolicy`, `ToolCallLimit`, `RepetitionDetector`, `ApprovalGate` (all acting in
+the ``tool_call`` stage, before the call is forwarded) and `AuditLog`.
 
 Each principal (the process on stdio; over HTTP the authenticated caller, or the one local
 principal when no authentication is configured) has one session
-(``loopware_cli/_gateway_session.py``): its calls run through its turns, several at once,
+(``loopware_cli/_gateway_session.py``): its calls run through its hosted turns, several at once,
 rolling over to a new turn every ``roll_over`` calls with the counts carried, so limits,
 repetition and approvals hold over everything the principal does, across MCP sessions,
 reconnects and conversation names, and the audit chain gets a row for every call, allowed or
@@ -26,8 +26,9 @@ from typing import Any, Final, Literal
 
 from middleware import ApprovalGate, RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.audit import AuditLog, AuditSink, JsonlAuditSink, SqliteAuditSink
-from pipeline import Tool, TurnRunner
+from pipeline import Tool
 from pipeline.calls import ToolCall
+from pipeline.hosted import HostedRunner
 from pipeline.mcp import MCPToolset
 
 from ._gateway_approval import build_approver
@@ -44,7 +45,16 @@ _log = logging.getLogger("loopware.gateway")
 class Gateway:
     """The upstream toolsets, the middleware stack and one session per client."""
 
-    __slots__ = ("_middleware", "_sessions", "_sink", "_store", "_tools", "config", "toolsets")
+    __slots__ = (
+        "_hosted",
+        "_middleware",
+        "_sessions",
+        "_sink",
+        "_store",
+        "_tools",
+        "config",
+        "toolsets",
+    )
 
     def __init__(self, config: GatewayConfig, *, clock: Callable[[], float] = time.time) -> None:
         """Build the toolsets and the middleware; nothing connects until `start`.
@@ -97,6 +107,7 @@ class Gateway:
         # one store: a principal's later turns see its latest calls (a window: flat memory)
         self._store = WindowStore(window=config.roll_over)
         self._tools: tuple[Tool[Any], ...] = ()
+        self._hosted: HostedRunner | None = None
 
     async def start(self) -> None:
         """Connect to every upstream and list its tools.
@@ -120,16 +131,17 @@ class Gateway:
             for name, reason in toolset.skipped.items():
                 _log.warning("upstream %s: tool %r skipped: %s", upstream.name, name, reason)
         self._tools = tuple(tools)
+        self._hosted = None  # built again with the tools listed
 
-    def runner(self, session: Session) -> TurnRunner:
-        """The runner of one principal's turns (its session's executor, the shared stack)."""
-        return TurnRunner(
-            executor=session.executor,
-            tools=self._tools,
-            middleware=self._middleware,
-            store=self._store,
-            max_iterations=None,
-        )
+    @property
+    def hosted(self) -> HostedRunner:
+        """The runner of every principal's turns: the upstream tools and the shared stack."""
+        hosted = self._hosted
+        if hosted is None:
+            hosted = self._hosted = HostedRunner(
+                tools=self._tools, middleware=self._middleware, store=self._store
+            )
+        return hosted
 
     def offered(self) -> list[Tool[Any]]:
         """The tools clients are shown: every upstream tool `ToolPolicy` permits."""
@@ -153,7 +165,7 @@ class Gateway:
             config = self.config
             session = self._sessions[principal] = Session(
                 principal,
-                self.runner,
+                self.hosted,
                 roll_over=config.roll_over,
                 max_concurrent=config.max_concurrent,
                 idle_timeout=config.session_idle_timeout,
@@ -170,7 +182,7 @@ class Gateway:
         principal's whatever the name). Cancelling the wait (the client cancelled its request)
         leaves the call to run; only its outcome is no longer awaited.
         """
-        return await self.session(principal).enqueue(name, args, conversation)
+        return await asyncio.shield(self.session(principal).enqueue(name, args, conversation))
 
     async def aclose(self) -> None:
         """End every session's turn, close the upstreams and the audit sink."""

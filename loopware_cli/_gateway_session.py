@@ -1,42 +1,47 @@
-"""One principal's session: its calls, run by its turns, several at once, rolling over.
+"""One principal's session: its calls, run by its hosted turns, several at once, rolling over.
 
 A principal (the process on stdio, the authenticated caller over HTTP) has one `Session`
 however many MCP sessions, connections or conversation names it uses: its calls are run by
-one turn at a time of a `TurnRunner` with the gateway's middleware, so its limits, repetition
-history and approvals are one state that no reconnect resets.
+one turn at a time of the gateway's `HostedRunner` (``pipeline.hosted``, the core's seam for
+a loopware stack driven by someone else's loop, here the MCP clients'), so its limits,
+repetition history and approvals are one state that no reconnect resets.
 
-**Iterations.** The turn's executor takes the next call (waiting for one, up to the idle
-timeout) and runs it; calls arriving while the iteration has calls in flight join it, up to
-``max_concurrent`` at once, each as its own task: one slow or hanging upstream call (bounded by
-its upstream's ``timeout``) holds no other. The iteration ends when none is in flight. Every
-call still passes the ``tool_call`` stage before its handler, where limits reserve their
-slots before any await, so 20 concurrent calls under a limit of 5 forward exactly 5.
+**Calls.** Each ``tools/call`` is `HostedTurn.call` with a fresh call id and no host handler:
+the upstream's `Tool` (an `MCPToolset` tool) runs its own handler in the caller's task, after
+the ``tool_call`` stage, where limits reserve their slots before any await, so 20 concurrent
+calls under a limit of 5 forward exactly 5. At most ``max_concurrent`` of a principal's calls
+are in flight; the others wait their turn in arrival order. Each upstream call is bounded by
+its upstream's ``timeout``: one that hangs holds no other.
 
-**Roll-over.** After ``roll_over`` calls, or when a call names another conversation of the
-principal, the turn ends and the next begins with the previous turn's stash (the limits'
+**Batches.** Calls that overlap in time are one batch (one iteration of the turn); the batch
+is closed (`HostedTurn.end_batch`, ``dispatch_output``) when a call arrives with none in flight.
+
+**Roll-over.** After ``roll_over`` calls, when a call names another conversation of the
+principal, after a transient policy's decision (the caps'), or when a policy ended the turn,
+the turn is finished once its calls are done and the next begins with its stash (the limits'
 counts, the repetition window, approvals): a turn's records stay bounded, and the store keeps
 only the principal's latest calls (`WindowStore`), so a session of any length stays flat. An
-idle timeout ends the turn the same way; the next call starts another, counts carried.
+idle timeout finishes the turn the same way; the next call begins another, counts carried.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import re
-from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
-from pipeline import DispatchContext, TurnRunner
 from pipeline.calls import ToolCall
+
+if TYPE_CHECKING:
+    from pipeline.hosted import HostedRunner, HostedTurn
 
 __all__ = ["Session", "conversation_name", "keep_raw"]
 
 _raw: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("raw", default=None)
-_ATTEMPTS: Final = 3
-"""Turns a queued call may see end before one runs it (then it fails)."""
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_CLOSE_WAIT: Final = 10.0
+"""Seconds `Session.close` waits for the calls in flight before it finishes the turn anyway."""
 
 
 def keep_raw(remote: str, result: Any) -> None:
@@ -51,42 +56,23 @@ def conversation_name(value: object) -> str | None:
     return value if isinstance(value, str) and _NAME.fullmatch(value) else None
 
 
-class _Call:
-    __slots__ = ("args", "attempts", "conversation", "done", "name")
-
-    def __init__(self, name: str, args: dict[str, Any], conversation: str | None) -> None:
-        self.name = name
-        self.args = args
-        self.conversation = conversation
-        self.attempts = 0
-        self.done: asyncio.Future[tuple[ToolCall, Any]] = asyncio.get_running_loop().create_future()
-
-
-_STOP: Final = None
-
-
 class Session:
-    """One principal's calls: a queue, the running turn, the calls in flight."""
+    """One principal's calls: the running hosted turn, the calls in flight, the carried stash."""
 
     __slots__ = (
-        "_active",
         "_calls_in_turn",
         "_conversation",
         "_decisions_seen",
-        "_dispatch",
         "_drained",
-        "_held",
         "_idle_at",
         "_idle_timer",
-        "_queue",
         "_roll_next",
         "_runner",
         "_running",
+        "_slots",
         "_stash",
-        "_stop_next",
-        "_tasks",
+        "_switching",
         "_turn",
-        "_waiting",
         "idle_timeout",
         "max_concurrent",
         "principal",
@@ -97,49 +83,44 @@ class Session:
     def __init__(
         self,
         principal: str,
-        make_runner: Callable[[Session], TurnRunner],
+        runner: HostedRunner,
         *,
         roll_over: int,
         max_concurrent: int,
         idle_timeout: float,
         transient: str | None = None,
     ) -> None:
-        """A session for ``principal``; ``make_runner`` builds the runner of its turns.
+        """A session for ``principal`` whose turns ``runner`` runs.
 
         A tool decision by a policy whose name starts with ``transient`` (the caps') rolls the
-        turn over after its iteration, so the tool it hid is offered again in the next turn.
+        turn over once its calls are done, so the tool it hid is offered again in the next turn.
         """
         self.principal = principal
         self.transient = transient
-        self._roll_next = False
-        self._decisions_seen = 0
         self.roll_over = roll_over
         self.max_concurrent = max_concurrent
         self.idle_timeout = idle_timeout
-        self._runner = make_runner(self)
-        self._queue: asyncio.Queue[_Call | None] = asyncio.Queue()
-        self._turn: asyncio.Future[Any] | None = None
-        self._active = False  # a turn runs (until its end is handled: no second one meanwhile)
-        self._stop_next = False  # a stop was taken from the queue while calls were in flight
-        self._held: _Call | None = None  # a call the ended turn left for the next one
+        self._runner = runner
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._turn: HostedTurn | None = None
+        self._switching: asyncio.Task[None] | None = None  # a turn being finished or begun
         self._stash: dict[str, Any] | None = None  # carried from the last turn
         self._conversation: str | None = None  # the running turn's conversation name
         self._calls_in_turn = 0
-        self._dispatch: DispatchContext | None = None  # the iteration taking calls, if any
+        self._decisions_seen = 0
+        self._roll_next = False
         self._running = 0
         self._drained: asyncio.Future[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._waiting = False  # the executor waits for the principal's next call
         self._idle_at = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         """The principal and what is in flight."""
-        return f"Session({self.principal!r}, running={self._running}, queued={self._queue.qsize()})"
+        return f"Session({self.principal!r}, running={self._running})"
 
     @property
-    def turn(self) -> asyncio.Future[Any] | None:
-        """The running (or last) turn's result, as a future."""
+    def turn(self) -> HostedTurn | None:
+        """The running (or last) hosted turn; None before the first call."""
         return self._turn
 
     @property
@@ -156,222 +137,159 @@ class Session:
         """The turn conversation id of ``name`` within this principal."""
         return self.principal if name is None else f"{self.principal}#{name}"
 
-    def _fits(self, call: _Call) -> bool:
-        """Whether ``call`` may run in the current turn (else the turn rolls over first)."""
+    # -- calls -----------------------------------------------------------------------------------
+    def enqueue(
+        self, name: str, args: dict[str, Any], conversation: str | None = None
+    ) -> asyncio.Task[tuple[ToolCall, Any]]:
+        """Take one call: a task running it (see `call`); awaiting it gives what `call` gives."""
+        return asyncio.get_running_loop().create_task(self.call(name, args, conversation))
+
+    async def call(
+        self, name: str, args: dict[str, Any], conversation: str | None = None
+    ) -> tuple[ToolCall, Any]:
+        """Run one call in the principal's turn: its record and the upstream's raw result.
+
+        Waits while ``max_concurrent`` calls are in flight or a turn is being rolled over.
+        """
+        async with self._slots:
+            current = self._turn
+            if self._switching is None and self._fits(current, conversation):
+                turn = current
+            else:
+                turn = await self._turn_for(conversation)
+            self._calls_in_turn += 1
+            self._running += 1
+            box: list[Any] = []
+            token = _raw.set(box)
+            try:
+                if self._running == 1:
+                    await turn.end_batch()  # none in flight: the last batch is closed
+                hosted = await turn.call(ToolCall.new_id(), name, args)
+            finally:
+                _raw.reset(token)
+                self._finished(turn)
+        record = hosted.record
+        if record is None:  # `HostedTurn.call` always sets it; a typed guard
+            raise RuntimeError(f"the call to {name!r} has no record")
+        return record, box[-1] if box else None
+
+    def _fits(self, turn: HostedTurn | None, conversation: str | None) -> TypeGuard[HostedTurn]:
+        """Whether a call of ``conversation`` may run in ``turn`` (else the turn rolls over)."""
         return (
-            call.conversation == self._conversation
+            turn is not None
+            and not turn.ended
+            and conversation == self._conversation
             and self._calls_in_turn < self.roll_over
             and not self._roll_next
         )
 
-    async def executor(self, ctx: DispatchContext) -> None:
-        """One iteration: the next call, with every call that joins it while one is in flight."""
-        call = self._held
-        self._held = None
-        if call is None and not self._stop_next:
-            call = await self._next()
-        if call is _STOP:
-            self._stop_next = False
-            ctx.ack()
+    async def _turn_for(self, conversation: str | None) -> HostedTurn:
+        """The turn the call runs in: the current one if it fits, else the next one."""
+        while True:
+            switching = self._switching
+            if switching is not None and not switching.done():
+                await asyncio.shield(switching)
+                continue
+            turn = self._turn
+            if self._fits(turn, conversation):
+                return turn
+            self._switching = asyncio.get_running_loop().create_task(self._switch(conversation))
+
+    def _finished(self, turn: HostedTurn) -> None:
+        """A call ended: when none is in flight, check decisions, wake a roll-over, arm idling."""
+        self._running -= 1
+        if self._running:
             return
-        if not self._fits(call):
-            self._held = call  # the next turn runs it: this one ends here
-            ctx.ack()
-            return
-        self._dispatch = ctx
-        self._calls_in_turn += 1
-        self._running += 1
-        self._fill(ctx)  # calls queued before the iteration began join it
-        try:
-            await self._run(ctx, call)
-            if self._running:
-                drained = self._drained = asyncio.get_running_loop().create_future()
-                await drained
-            if self.transient is not None:
-                self._check_decisions(ctx, self.transient)
-        except BaseException:
-            for task in self._tasks:
-                task.cancel()
-            raise
-        finally:
-            self._dispatch = None
-            self._drained = None
-
-    def _check_decisions(self, ctx: DispatchContext, prefix: str) -> None:
-        """Roll over after this iteration when a transient policy decided about a tool."""
-        decisions = ctx.tool_decisions
-        fresh = decisions[self._decisions_seen :]
-        self._decisions_seen = len(decisions)
-        if any(d.policy.startswith(prefix) for d in fresh):
-            self._roll_next = True
-
-    async def _next(self) -> _Call | None:
-        """The principal's next call; `_STOP` when it stayed idle past the timeout.
-
-        One timer serves every wait: armed when none is, and when it fires early (a later
-        wait moved the idle time) it re-arms at the current one.
-        """
-        queue = self._queue
-        if not queue.empty():
-            return queue.get_nowait()
+        if self.transient is not None:
+            self._check_decisions(turn, self.transient)
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
         loop = asyncio.get_running_loop()
         self._idle_at = loop.time() + self.idle_timeout
         if self._idle_timer is None:
             self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
-        self._waiting = True
+
+    def _check_decisions(self, turn: HostedTurn, prefix: str) -> None:
+        """Roll over when a transient policy decided about a tool since the last check."""
+        d = turn.dispatch
+        if d is None:
+            return
+        decisions = d.tool_decisions
+        if len(decisions) == self._decisions_seen:
+            return
+        fresh = decisions[self._decisions_seen :]
+        self._decisions_seen = len(decisions)
+        if any(decision.policy.startswith(prefix) for decision in fresh):
+            self._roll_next = True
+
+    # -- turns -----------------------------------------------------------------------------------
+    async def _switch(self, conversation: str | None) -> None:
+        """Finish the current turn once its calls are done; begin the next, stash carried."""
         try:
-            return await queue.get()
+            await self._retire()
+            self._conversation = conversation
+            self._calls_in_turn = 0
+            self._decisions_seen = 0
+            self._roll_next = False
+            self._turn = await self._runner.begin(
+                f"MCP gateway session {self.principal}",
+                conversation_id=self.conversation_id(conversation),
+                stash=self._stash,
+            )
         finally:
-            self._waiting = False
+            self._switching = None
+
+    async def _retire(self, wait: float | None = None) -> None:
+        """Finish the current turn (after its calls in flight) and keep its stash."""
+        turn = self._turn
+        if turn is None:
+            return
+        if self._running:
+            drained = self._drained = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(asyncio.shield(drained), wait)
+            except TimeoutError:
+                pass  # closing: the turn is finished with the calls still out
+            finally:
+                self._drained = None
+        try:
+            await turn.end_batch()  # its last batch closes as any other (``dispatch_output``)
+            result = await turn.finish()
+        except Exception:  # the turn failed: the next begins from the last stash carried
+            return
+        self._stash = dict(result.stash)
 
     def _idle_check(self) -> None:
-        """The idle timer fired: stop a wait that has gone on too long, or re-arm."""
+        """The idle timer fired: finish a turn idle for too long, or re-arm.
+
+        One timer serves every wait: armed when none is; when it fires early (a later call
+        moved the idle time) it re-arms at the current one; with calls in flight it is left
+        unarmed (the last of them arms it).
+        """
         self._idle_timer = None
-        if not self._waiting or not self._queue.empty():
+        turn = self._turn
+        if self._running or turn is None or turn.ended or self._switching is not None:
             return
         loop = asyncio.get_running_loop()
         if loop.time() >= self._idle_at:
-            self._queue.put_nowait(_STOP)
+            self._switching = loop.create_task(self._end())
         else:
             self._idle_timer = loop.call_at(self._idle_at, self._idle_check)
 
-    async def _run(self, ctx: DispatchContext, call: _Call) -> None:
-        """Run one call through the stage, store its record, answer its waiter."""
-        box: list[Any] = []
-        token = _raw.set(box)
+    async def _end(self, wait: float | None = None) -> None:
+        """Finish the current turn (a switching task: it clears itself when done)."""
         try:
-            record = await ctx.run_tool(call.name, call.args, call_id=ToolCall.new_id())
-            await ctx.store_tool_call(record)
-        except BaseException as exc:
-            if not call.done.done():
-                call.done.set_exception(
-                    exc if isinstance(exc, Exception) else RuntimeError("the call was stopped")
-                )
-            raise
+            await self._retire(wait)
         finally:
-            _raw.reset(token)
-            self._finished(ctx)
-        if not call.done.done():
-            call.done.set_result((record, box[-1] if box else None))
-
-    def _finished(self, ctx: DispatchContext) -> None:
-        """A call of the iteration ended: start the queued calls that fit, or end the wait."""
-        self._running -= 1
-        self._fill(ctx)
-        drained = self._drained
-        if self._running == 0 and drained is not None and not drained.done():
-            drained.set_result(None)
-
-    def _fill(self, ctx: DispatchContext) -> None:
-        """Start queued calls in the iteration while there is room and they fit."""
-        if self._held is not None or self._stop_next:
-            return  # the iteration takes nothing more: the next one starts with that
-        queue = self._queue
-        while self._dispatch is ctx and not queue.empty() and self._running < self.max_concurrent:
-            following = queue.get_nowait()
-            if following is _STOP:
-                self._stop_next = True  # the iteration after this one ends the turn
-                break
-            if not self._fits(following):
-                self._held = following  # the iteration's next call: after the others end
-                break
-            self._launch(ctx, following)
-
-    def _launch(self, ctx: DispatchContext, call: _Call) -> None:
-        """Run ``call`` in the current iteration, beside the calls in flight."""
-        self._calls_in_turn += 1
-        self._running += 1
-        task = asyncio.get_running_loop().create_task(self._run(ctx, call))
-        self._tasks.add(task)
-        task.add_done_callback(self._forget)
-
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: the call's waiter got it
-
-    def enqueue(
-        self, name: str, args: dict[str, Any], conversation: str | None = None
-    ) -> asyncio.Future[tuple[ToolCall, Any]]:
-        """Take one call: run at once beside the calls in flight when it fits, else queued.
-
-        The future completes with the call's record and the upstream's raw result once it
-        ran; cancelling it leaves the call to run, unanswered.
-        """
-        call = _Call(name, args, conversation)
-        ctx = self._dispatch
-        if (
-            ctx is not None
-            and self._held is None
-            and not self._stop_next
-            and self._queue.empty()
-            and self._running < self.max_concurrent
-            and self._fits(call)
-        ):
-            self._launch(ctx, call)
-        else:
-            self._queue_call(call)
-        return call.done
-
-    def _queue_call(self, call: _Call) -> None:
-        if not self._active:
-            self._start(call.conversation)
-        self._queue.put_nowait(call)
-
-    def _start(self, conversation: str | None) -> None:
-        """Start the next turn (the last turn's stash carried) for conversation ``name``."""
-        self._active = True
-        self._conversation = conversation
-        self._calls_in_turn = 0
-        self._stop_next = False
-        self._roll_next = False
-        self._decisions_seen = 0
-        handle = self._runner.start(
-            f"MCP gateway session {self.principal}",
-            stash=self._stash,
-            conversation_id=self.conversation_id(conversation),
-        )
-        turn = self._turn = asyncio.ensure_future(handle)  # one waiter per turn
-        turn.add_done_callback(self._turn_ended)
-
-    def _turn_ended(self, turn: asyncio.Future[Any]) -> None:
-        """Carry the stash; start the next turn for the calls no executor took.
-
-        Until this runs the session counts the turn as running (`_queue_call` starts none),
-        so no turn ever starts with a stash older than the last turn's.
-        """
-        self._active = False
-        if not turn.cancelled() and turn.exception() is None:
-            self._stash = dict(turn.result().stash)
-        waiting = [c for c in [self._held, *_drain(self._queue)] if c is not None]
-        self._held = None
-        waiting = [c for c in waiting if not c.done.done()]
-        for call in waiting:
-            call.attempts += 1
-        failed = [c for c in waiting if c.attempts >= _ATTEMPTS]
-        for call in failed:
-            call.done.set_exception(RuntimeError("the gateway could not run the call"))
-        left = [c for c in waiting if c.attempts < _ATTEMPTS]
-        if left:
-            self._start(left[0].conversation)
-            self._held = left[0]
-            for call in left[1:]:
-                self._queue.put_nowait(call)
+            self._switching = None
 
     async def close(self) -> None:
-        """End this principal's turn."""
+        """Finish this principal's turn (after its calls in flight, up to a few seconds)."""
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        turn = self._turn
-        if turn is not None and not turn.done():
-            await self._queue.put(_STOP)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(turn, 10)
-
-
-def _drain(queue: asyncio.Queue[_Call | None]) -> list[_Call | None]:
-    items = []
-    while not queue.empty():
-        items.append(queue.get_nowait())
-    return items
+        while self._switching is not None and not self._switching.done():
+            await asyncio.shield(self._switching)
+        closing = self._switching = asyncio.get_running_loop().create_task(self._end(_CLOSE_WAIT))
+        await asyncio.shield(closing)

@@ -104,7 +104,13 @@ class HostedTurn:
             DRIVER.reset(token)
         # one waiter for the turn's end (never cancelled: that would cancel the turn's task)
         self._ended = asyncio.ensure_future(_wait_handle(self._handle))
+        self._ended.add_done_callback(self._wake)
         await self._until_ready()
+
+    def _wake(self, ended: asyncio.Future[None]) -> None:
+        """The turn ended: whoever waits for its next step is let go (it will serve none)."""
+        if not self._ready.done():
+            self._ready.set_result(None)
 
     async def _serve(self, ctx: DispatchContext) -> None:
         """The executor of one iteration: wait for the host to close the batch or the run."""
@@ -119,9 +125,11 @@ class HostedTurn:
     async def _until_ready(self) -> None:
         """Wait until the turn serves an iteration, or has ended."""
         ended = self._ended
-        if ended is None or self._ready.done():
+        if ended is None or ended.done():
             return
-        await asyncio.wait((self._ready, ended), return_when=asyncio.FIRST_COMPLETED)
+        ready = self._ready
+        if not ready.done():
+            await asyncio.shield(ready)  # set when the turn serves, or by `_wake` when it ended
 
     @property
     def ended(self) -> bool:
@@ -250,7 +258,9 @@ class HostedTurn:
             centre: The host's handler of this call: called with the arguments the handler
                 should run with (a hook may have replaced them), unless a hook decided first.
                 None when the tool is a loopware `Tool` with its own handler (a registered
-                tool, as the MCP gateway's upstream tools are): that handler runs.
+                tool, as the MCP gateway's upstream tools are): that handler runs, and a name
+                the turn holds no tool of is refused by the stage as any unknown name is (it is
+                not offered as a host tool, which only a call with a centre does).
             validated: The host's own validation of ``arguments`` (defaults applied), when it
                 has one: the hooks read it as the call's validated arguments.
             approval: The host's decision for a call it resumed after pausing for an approval
@@ -297,7 +307,7 @@ class HostedTurn:
             if d is None or self.ended:
                 hosted.record = ended_record(d, call_id, name)
                 return hosted
-            if d.tools.get(name) is None and is_tool_name(name):
+            if centre is not None and d.tools.get(name) is None and is_tool_name(name):
                 self.offer((HostTool(name),))
             raw = hosted.raw_args
             token = CURRENT.set(hosted)

@@ -16,6 +16,7 @@ pytest.importorskip("mcp")
 
 from loopware_cli._gateway import Gateway
 from loopware_cli._gateway_config import GatewayConfig
+from pipeline.hosted import HostedTurn
 
 
 class Clock:
@@ -49,12 +50,11 @@ async def turns(clock: Clock, seconds: float) -> None:
         await asyncio.sleep(0)
 
 
-async def running_turn(gateway: Gateway) -> asyncio.Future[object] | None:
+async def running_turn(gateway: Gateway) -> HostedTurn | None:
     """The conversation's turn after one call (none when no call ran yet)."""
     record, _ = await gateway.call("client", "nothing", {})
     assert record.is_error  # no such tool: the call still runs through the turn
-    turn: asyncio.Future[object] | None = gateway.session("client")._turn
-    return turn
+    return gateway.session("client").turn
 
 
 async def test_an_idle_session_ends_its_turn_and_the_next_call_starts_another(
@@ -65,13 +65,13 @@ async def test_an_idle_session_ends_its_turn_and_the_next_call_starts_another(
     first = await running_turn(gateway)
     assert first is not None
     await turns(clock, 59)
-    assert not first.done()
+    assert not first.ended
     await turns(clock, 2)
-    assert first.done()
+    assert first.ended
     second = await running_turn(gateway)
     assert second is not first
     assert second is not None
-    assert not second.done()
+    assert not second.ended
     await gateway.aclose()
 
 
@@ -83,7 +83,7 @@ async def test_calls_that_keep_coming_keep_the_turn_with_one_timer(clock: Clock)
         await turns(clock, 5)  # 500 s in all, never 60 s without a call
         assert await running_turn(gateway) is first
     assert first is not None
-    assert not first.done()
+    assert not first.ended
     assert len(clock.armed) <= 10, "a timer per wait"  # one per 60 s: 9 (101 waits)
     await gateway.aclose()
 
@@ -99,7 +99,7 @@ async def test_a_call_queued_as_its_turn_ends_runs_in_the_next_turn() -> None:
     record, _ = await later
     assert record.is_error  # it ran (no such tool)
     await closing
-    second = session._turn
+    second = session.turn
     assert second is not first
     await gateway.aclose()
 

@@ -311,3 +311,18 @@ async def test_a_registered_loopware_tool_runs_its_own_handler_without_a_host_ha
     assert first.value == "HI"
     assert not second.forwarded
     assert "E_CALL_DENIED" in second.text
+
+
+async def test_a_call_without_a_host_handler_to_an_unknown_name_is_refused_not_offered() -> None:
+    """With no host handler, a name the turn holds no tool of is refused by the stage as any
+    unknown name is (the gateway's clients may call anything): it is not registered as a host
+    tool, never runs, and the turn's registry stays as it was."""
+    runner = HostedRunner()
+    turn = await runner.begin("go")
+    call = await turn.call("a", "nothing", {})
+    assert not turn.knows("nothing")
+    await turn.finish()
+    assert call.record is not None
+    assert not call.record.ran
+    assert call.record.is_error
+    assert not call.forwarded
