@@ -8,7 +8,8 @@ server's crash loses at most its last commits).
 
 `RawPostgres` is the limit: the same rows (the sink's table layout, ``LIKE
 loopware.audit_rows``; free text as ``bytea``; two fixed 64-digit hex strings for the hashes)
-inserted by one pipelined transaction per append (``executemany``: one round trip), on a
+inserted by one pipelined transaction per append (``BEGIN``, ``executemany``, ``COMMIT``: one
+round trip, the sink's shape; psycopg's ``transaction()`` would add a round trip), on a
 psycopg ``AsyncConnection`` of the benchmark's own event loop (no thread hop), without the
 chain, the head row, its lock or the sink's loop.
 """
@@ -98,8 +99,10 @@ class RawPostgres:
         self._count += len(entries)
         rows = [self._row(i, self._values(e)) for i, e in enumerate(entries, start)]
         conn = self._conn
-        async with conn.pipeline(), conn.transaction(), conn.cursor() as cur:
+        async with conn.pipeline(), conn.cursor() as cur:  # one round trip, as the sink's
+            await cur.execute("BEGIN")
             await cur.executemany(self._insert, rows)
+            await cur.execute("COMMIT")
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Task[None]:
         """Start writing ``entries``; the task completes once they are committed."""

@@ -28,9 +28,9 @@ table (``idx INTEGER PRIMARY KEY``, the same 20 columns) in a WAL database with 
 ``synchronous`` and SQLite's automatic checkpoints (the sink checkpoints after as many pages,
 on its writer thread). Both do their I/O on the event loop thread, blocking it (for the whole
 ``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
-PostgreSQL: one pipelined ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany``) into a
-table of the sink's layout, on an ``AsyncConnection`` of the benchmark's own loop (no thread
-hop; the sink's connection lives on a loop of its own).
+PostgreSQL: one pipelined ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany``; one
+round trip) into a table of the sink's layout, on an ``AsyncConnection`` of the benchmark's own
+loop (no thread hop; the sink's connection lives on a loop of its own).
 
 Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
 chunks of ``--chunk`` rows (a fifth of that for one-row appends with ``full``) with each in

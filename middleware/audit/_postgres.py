@@ -15,11 +15,12 @@ order ``append`` was called; the appends made while a transaction is in flight a
 together in the next one (group commit), each still getting its own rows.
 
 One append is one round trip when nobody else wrote to the chain since this sink did: the rows
-are chained after the head the sink last wrote or read, and one pipelined transaction moves the
-head from that head (``MOVE_FROM``, which locks the head row and fails if it holds another head)
-and inserts the rows. If another writer moved the head meanwhile (a process, a store's
-transaction), the transaction rolls back with nothing written, and the rows are chained again
-after the head read under the row lock (a second round trip), with the same statements.
+are chained after the head the sink last wrote or read, and one transaction, its ``BEGIN`` to
+its ``COMMIT`` sent together (pipeline mode), moves the head row from that head (``MOVE_FROM``,
+which locks the row and fails if it holds another head) and inserts the rows. If another writer
+moved the head meanwhile (a process, a store's transaction), the transaction rolls back with
+nothing written, and the rows are chained again after the head read under the row lock (a
+second round trip), with the same statements.
 Durability is the server's: an append completes once its transaction committed, as the
 connection's ``synchronous_commit`` says (``on`` by default; ``options=-c
 synchronous_commit=off`` in the connection string trades a server crash's last commits for
@@ -32,7 +33,8 @@ a sink is created, never by ``import middleware`` (extra ``loopware[postgres]``)
 Rows can also be written inside a `PostgresStore`'s transaction on the same database
 (`PostgresAuditSink.joint`): the store runs the writer in the transaction that stores a call,
 so the call and its row commit together; the writer locks the chain's head row and chains its
-rows after it exactly as an append does (the same statements, sent on the store's connection).
+rows after it as an append does when the head moved (lock, read, chain, move), on the store's
+connection.
 
 With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
 ``loopware.audit_chains`` carries its seal (column ``seal``, audit schema 3).
@@ -41,6 +43,7 @@ With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -227,13 +230,11 @@ class PostgresAuditSink:
     ) -> tuple[StoredHead | None, AuditHead]:
         """The head row and where the next row goes, as the database holds them now.
 
-        With ``lock`` (in a transaction), the chain's head row is locked until the transaction
-        ends: this is what serialises appends to one chain across processes. The head and the
-        last row are read by two statements sent together; in READ COMMITTED the second one
-        starts after the lock is granted, so it sees the rows of the append that held it.
+        With ``lock`` (in a transaction, after ``ENSURE``), the chain's head row is locked until
+        the transaction ends: this serialises appends to one chain across processes. The head
+        and the last row are read by two statements sent together; in READ COMMITTED the second
+        one starts after the lock is granted, so it sees the rows of the append that held it.
         """
-        if lock:
-            await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
         head = await conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
         tail = await conn.execute(LAST, (self._chain,))
         stored = await head.fetchone()
@@ -253,19 +254,12 @@ class PostgresAuditSink:
         conn = await self._connect()
         known, done = self._stored, None
         if known is not None and not self._stale:
-            try:
-                async with conn.pipeline(), conn.transaction():
-                    await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
-                    put = await self._put(conn, entries, known, self._head)
-                done = put  # committed (errors surface when the pipeline syncs, at the end)
-            except (errors.NotNullViolation, errors.UniqueViolation):
-                pass  # the head moved: MOVE_FROM refused it (or a row took the index first)
+            # the head moved: MOVE_FROM refused it (or a row took the index first)
+            with contextlib.suppress(errors.NotNullViolation, errors.UniqueViolation):
+                done = await self._put(conn, entries, (known, self._head))
         if done is None:
             self._stale = False
-            async with conn.pipeline(), conn.transaction():
-                stored, head = await self._stored_head(conn, lock=True)
-                assert stored is not None  # ENSURE made the row, and we hold its lock
-                done = await self._put(conn, entries, stored, head)
+            done = await self._put(conn, entries, None)
         rows, self._stored = done
         self._head = AuditHead(self._stored[0], self._stored[1])
         if self._anchor is not None:
@@ -276,20 +270,42 @@ class PostgresAuditSink:
         self,
         conn: AsyncConnection[tuple[Any, ...]],
         entries: Sequence[AuditEntry],
-        stored: StoredHead,
-        after: AuditHead,
+        known: tuple[StoredHead, AuditHead] | None,
     ) -> tuple[list[AuditRow], StoredHead]:
-        """Chain ``entries`` after ``after``, in the caller's transaction.
+        """Chain ``entries`` after a head, move the head row from it, insert them, commit.
 
-        Insert them and move the head row from ``stored``; return the rows and the head row as
-        it will be.
+        The head is ``known`` (the head row and where rows go) or, if None, read under the
+        head row's lock. One pipeline, one ``BEGIN``/``COMMIT``: one round trip with a known
+        head, two otherwise. Returns the rows and the head row as committed.
         """
-        rows = seal(entries, after, self._key)
-        head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-        params = move_from_params(stored, after.count, head, self._key, self._chain)
-        await conn.execute(MOVE_FROM, params)
-        async with conn.cursor() as cur:
-            await cur.executemany(INSERT, [row_values(self._chain, row) for row in rows])
+        from psycopg import Error
+
+        try:
+            async with conn.pipeline() as pipeline:
+                try:
+                    await conn.execute("BEGIN")
+                    await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
+                    if known is None:
+                        stored, after = await self._stored_head(conn, lock=True)
+                        assert stored is not None  # ENSURE made the row, and we hold its lock
+                    else:
+                        stored, after = known
+                    rows = seal(entries, after, self._key)
+                    head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+                    params = move_from_params(stored, after.count, head, self._key, self._chain)
+                    await conn.execute(MOVE_FROM, params)
+                    async with conn.cursor() as cur:
+                        values = [row_values(self._chain, row) for row in rows]
+                        await cur.executemany(INSERT, values)
+                    await conn.execute("COMMIT")
+                except Error:  # a statement failed before the end: settle the aborted
+                    with contextlib.suppress(Error):  # pipeline here (its exit would log it)
+                        await pipeline.sync()
+                    raise
+        except BaseException:
+            with contextlib.suppress(Exception):  # a broken connection is re-opened by the next
+                await conn.rollback()  # ends the failed transaction (nothing was written)
+            raise
         return rows, (head.count, head.hash, params[7])
 
     async def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
