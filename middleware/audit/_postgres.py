@@ -284,16 +284,19 @@ class PostgresAuditSink:
             async with conn.pipeline() as pipeline:
                 try:
                     await conn.execute("BEGIN")
-                    await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
-                    if known is None:
+                    if known is None:  # a head row to lock (MOVE_FROM puts one back itself)
+                        await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
                         stored, after = await self._stored_head(conn, lock=True)
                         assert stored is not None  # ENSURE made the row, and we hold its lock
                     else:
                         stored, after = known
                     rows = seal(entries, after, self._key)
                     head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-                    params = move_from_params(stored, after.count, head, self._key, self._chain)
-                    await conn.execute(MOVE_FROM, params)
+                    sealed_by = None if self._key is None else self._key.head_seal(head)
+                    moved = (head.count, head.hash, sealed_by)
+                    await conn.execute(
+                        MOVE_FROM, move_from_params(stored, after.count, moved, self._chain)
+                    )
                     async with conn.cursor() as cur:
                         values = [row_values(self._chain, row) for row in rows]
                         await cur.executemany(INSERT, values)
@@ -306,7 +309,7 @@ class PostgresAuditSink:
             with contextlib.suppress(Exception):  # a broken connection is re-opened by the next
                 await conn.rollback()  # ends the failed transaction (nothing was written)
             raise
-        return rows, (head.count, head.hash, params[7])
+        return rows, moved
 
     async def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
         """Every row, the stored head and its seal."""

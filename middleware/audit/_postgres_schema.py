@@ -87,15 +87,19 @@ ENSURE = (
 """Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
 MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s, seal = %s WHERE chain = %s"
 MOVE_FROM = (
-    "UPDATE loopware.audit_chains SET count = CASE WHEN count = %s AND hash = %s "
-    "AND seal IS NOT DISTINCT FROM %s AND NOT EXISTS (SELECT FROM loopware.audit_rows "
-    "WHERE chain = %s AND idx >= %s) THEN %s END, hash = %s, seal = %s WHERE chain = %s"
+    "INSERT INTO loopware.audit_chains AS head (chain, count, hash, seal) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (chain) DO UPDATE SET count = CASE "
+    "WHEN head.count = %s AND head.hash = %s AND head.seal IS NOT DISTINCT FROM %s "
+    "AND NOT EXISTS (SELECT FROM loopware.audit_rows WHERE chain = %s AND idx >= %s) "
+    "THEN EXCLUDED.count END, hash = EXCLUDED.hash, seal = EXCLUDED.seal"
 )
 """``MOVE``, only from the head row the rows were chained after (with no row past it).
 
 It locks the head row; if that row no longer holds the expected head (another writer moved it
 since this process read it), ``count`` becomes NULL and its NOT NULL constraint fails the
 statement, so the transaction rolls back with nothing written (`psycopg.errors.NotNullViolation`).
+A head row deleted by hand is put back, at the new head (the rows went where this process
+knew the chain ended: rows cut from the end stay missing, and found).
 """
 
 
@@ -136,15 +140,13 @@ def move_params(head: AuditHead, key: AuditKey | None, chain: str) -> tuple[Any,
 
 
 def move_from_params(
-    stored: StoredHead, start: int, head: AuditHead, key: AuditKey | None, chain: str
+    stored: StoredHead, start: int, head: StoredHead, chain: str
 ) -> tuple[Any, ...]:
-    """``MOVE_FROM``'s parameters: from ``stored`` to ``head`` (sealed under ``key``, if any).
+    """``MOVE_FROM``'s parameters: the head row from ``stored`` to ``head``.
 
     ``start`` is the index of the first row chained after ``stored``: no row may be there yet.
     """
-    count, hash_, seal_text = stored
-    new = move_params(head, key, chain)
-    return (count, hash_, seal_text, chain, start, *new[:3], chain)
+    return (chain, *head, *stored, chain, start)
 
 
 async def write_in(
