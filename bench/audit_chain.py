@@ -1,10 +1,13 @@
 """Audit sinks against a raw write with the same durability, measured paired in one run.
 
-Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100]`` (``--quick``: a smoke run).
-For `SqliteAuditSink` and `JsonlAuditSink`, unkeyed and keyed (``+key``: ``key=AuditKey(...)``,
-HMAC-SHA256 rows and a sealed head; the raw write is the same), with ``synchronous="full"``
-(every append survives power loss) and ``"normal"`` (every append survives a process kill),
-rows are appended three ways:
+Run: ``python -m bench.audit_chain [--rounds 20] [--chunk 100] [--sinks ...] [--conninfo DSN]``
+(``--quick``: a smoke run). For `SqliteAuditSink`, `JsonlAuditSink` and `PostgresAuditSink`,
+unkeyed and keyed (``+key``: ``key=AuditKey(...)``, HMAC-SHA256 rows and a sealed head; the raw
+write is the same), with ``synchronous="full"`` (every append survives power loss) and
+``"normal"`` (every append survives a process kill; for PostgreSQL the connection's
+``synchronous_commit`` is ``on`` and ``off``, see ``bench/_audit_postgres.py``, which also
+starts a throw-away server with ``fsync`` unless ``--conninfo`` names one), rows are appended
+three ways:
 
 - ``1``: one awaited ``append`` per row (the worst case: one transaction or ``fdatasync`` per
   row);
@@ -23,8 +26,11 @@ stdlib's C JSON encoder (one encoder, reused), the lines of one append written b
 one ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany`` for 100 rows) into the same
 table (``idx INTEGER PRIMARY KEY``, the same 20 columns) in a WAL database with the same
 ``synchronous`` and SQLite's automatic checkpoints (the sink checkpoints after as many pages,
-on its writer thread). It does its I/O on the event loop thread, blocking it (for the whole
+on its writer thread). Both do their I/O on the event loop thread, blocking it (for the whole
 ``fdatasync`` with ``full``); a sink never does (see ``middleware/audit/_writer.py``).
+PostgreSQL: one pipelined ``BEGIN``/``INSERT``/``COMMIT`` per append (``executemany``; one
+round trip) into a table of the sink's layout, on an ``AsyncConnection`` of the benchmark's own
+loop (no thread hop; the sink's connection lives on a loop of its own).
 
 Each case opens a sink and a raw writer on fresh files in one process and writes ``--rounds``
 chunks of ``--chunk`` rows (a fifth of that for one-row appends with ``full``) with each in
@@ -41,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -52,10 +59,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from middleware.audit import AuditEntry, AuditKey, JsonlAuditSink, SqliteAuditSink
+from bench._audit_postgres import RawPostgres, durable, server
+from middleware.audit import (
+    AuditEntry,
+    AuditKey,
+    JsonlAuditSink,
+    PostgresAuditSink,
+    SqliteAuditSink,
+)
 from pipeline import canonical_json
 
 Sync = Literal["full", "normal"]
+SINKS = ["sqlite", "sqlite+key", "jsonl", "jsonl+key", "postgres", "postgres+key"]
 _sync = getattr(os, "fdatasync", os.fsync)
 
 
@@ -198,7 +213,7 @@ class RawGroup:
     """The least a group commit costs: the rows of appends made until the event loop gets
     control back, written by one raw write (the tasks and futures are the sink's too)."""
 
-    def __init__(self, raw: RawJsonl | RawSqlite) -> None:
+    def __init__(self, raw: RawJsonl | RawSqlite | RawPostgres) -> None:
         """Wrap a raw writer."""
         self._raw = raw
         self._rows: list[AuditEntry] = []
@@ -219,14 +234,31 @@ class RawGroup:
     def _flush(self) -> None:
         rows, waits, self._rows, self._waits = self._rows, self._waits, [], []
         s = time.perf_counter()
-        _ = self._raw.append(rows)  # written on return (a completed future)
+        written = self._raw.append(rows)  # done on return, but for PostgreSQL's round trip
         self.holds.append(time.perf_counter() - s)
-        for done in waits:
-            done.set_result(None)
+
+        def settle(outcome: asyncio.Future[Any]) -> None:
+            failed = outcome.exception()
+            for done in waits:
+                if failed is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(failed)
+
+        outcome = asyncio.ensure_future(written)
+        if outcome.done():
+            settle(outcome)
+        else:
+            outcome.add_done_callback(settle)
 
     def close(self) -> None:
         """Close the raw writer."""
         self._raw.close()
+
+    async def aclose(self) -> None:
+        """Close the raw writer's connection (PostgreSQL)."""
+        if isinstance(self._raw, RawPostgres):
+            await self._raw.aclose()
 
 
 async def _write(writer: Writer, rows: list[AuditEntry], mode: str, holds: list[float]) -> float:
@@ -259,17 +291,20 @@ async def _write(writer: Writer, rows: list[AuditEntry], mode: str, holds: list[
 
 
 async def _case(
-    name: str, sync: Sync, mode: str, rounds: int, chunk: int, folder: Path
+    name: str, sync: Sync, mode: str, rounds: int, chunk: int, folder: Path, conninfo: str
 ) -> list[float]:
     """Write ``rounds`` chunks with the raw writer and the sink in turn (alternating which goes
     first); return the medians and figures of one table line (see the module docstring)."""
     rows = entries(rounds * chunk)
     key = AuditKey(os.urandom(32)) if name.endswith("+key") else None
-    if name.startswith("sqlite"):
-        sink: SqliteAuditSink | JsonlAuditSink = SqliteAuditSink(
-            folder / "audit.sqlite", synchronous=sync, key=key
-        )
-        raw: Writer = RawSqlite(folder / "raw.sqlite", sync)
+    sink: SqliteAuditSink | JsonlAuditSink | PostgresAuditSink
+    if name.startswith("postgres"):
+        dsn = durable(conninfo, sync)
+        sink = PostgresAuditSink(dsn, chain=f"{name}-{sync}-{mode}-{folder.name}", key=key)
+        raw: Writer = await RawPostgres.create(dsn, _COLUMNS, _values)
+    elif name.startswith("sqlite"):
+        sink = SqliteAuditSink(folder / "audit.sqlite", synchronous=sync, key=key)
+        raw = RawSqlite(folder / "raw.sqlite", sync)
     else:
         sink = JsonlAuditSink(folder / "audit.jsonl", synchronous=sync, key=key)
         raw = RawJsonl(folder / "raw.jsonl", sync)
@@ -302,6 +337,9 @@ async def _case(
     finally:
         sink.close()
         raw.close()
+        aclose = getattr(raw, "aclose", None)
+        if aclose is not None:
+            await aclose()
     return [
         statistics.median(raw_us),
         statistics.median(sink_us),
@@ -325,7 +363,16 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=100, help="rows per round (a multiple of "
                         "100; a fifth of it for one-row appends with full)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds of 100 rows")
+    parser.add_argument("--sinks", nargs="+", choices=SINKS, default=SINKS, help="which sinks")
+    parser.add_argument("--conninfo", help="a PostgreSQL server to use instead of a throw-away "
+                        "one (the sink's tables are created there)")
     args = parser.parse_args()
+    postgres = any(name.startswith("postgres") for name in args.sinks)
+    with server(args.conninfo) if postgres else contextlib.nullcontext("") as conninfo:
+        _table(args, conninfo)
+
+
+def _table(args: argparse.Namespace, conninfo: str) -> None:
     rounds, chunk = (2, 100) if args.quick else (args.rounds, args.chunk)
     print(f"{rounds} paired rounds of {chunk} rows per case (one-row appends with full: "
           f"{max(1, chunk // 5)}); medians of µs per row and of the paired ratios; p99 of the "
@@ -333,12 +380,14 @@ def main() -> None:
     header = ("sink", "sync", "append", "raw µs", "sink µs", "ratio", "cpu", "hold µs",
               "raw hold", "verify s")
     print("{:10} {:7} {:>6} {:>8} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8}".format(*header))
-    for name in ("sqlite", "sqlite+key", "jsonl", "jsonl+key"):
+    for name in args.sinks:
         for sync in ("full", "normal"):
             for mode in ("1", "100", "100x1"):
                 size = max(1, chunk // 5) if (sync, mode) == ("full", "1") else chunk
                 with tempfile.TemporaryDirectory() as folder:
-                    line = asyncio.run(_case(name, sync, mode, rounds, size, Path(folder)))
+                    line = asyncio.run(
+                        _case(name, sync, mode, rounds, size, Path(folder), conninfo)
+                    )
                 raw_us, sink_us, ratio, cpu, hold, raw_hold, verified = line
                 print(
                     f"{name:10} {sync:7} {mode:>6} {raw_us:>8.1f} {sink_us:>8.1f} {ratio:>6.2f} "

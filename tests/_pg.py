@@ -96,8 +96,11 @@ class ClusterUnavailable(RuntimeError):
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[PgServer]:
+def cluster(*, fsync: bool = False) -> Iterator[PgServer]:
     """Run a throw-away PostgreSQL server for the ``with`` block (see the module docstring).
+
+    It runs with ``fsync=off`` (nothing the tests check needs the disk) unless ``fsync`` (a
+    benchmark of durable writes).
 
     Raises:
         ClusterUnavailable: what is needed to run one is missing (the reason says what).
@@ -129,7 +132,9 @@ def cluster() -> Iterator[PgServer]:
              "-E", "UTF8", "--no-sync"],
             check=True, capture_output=True, env=env, timeout=120,
         )
-        options = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        options = f"-k {root} -p {port} -c listen_addresses='' -c max_connections=200"
+        if not fsync:
+            options += " -c fsync=off"
         subprocess.run(
             [*run, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
              "-o", options, "start"],

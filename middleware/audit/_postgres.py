@@ -7,10 +7,24 @@ the head, in one transaction. A second process appending to the same chain waits
 lock, then sees the new head; chains with different names never wait on each other. Nothing in
 the process has to coordinate, so any number of workers (and `AuditLog`s) can share a chain.
 
-Like the built-in sinks, each sink runs its I/O on one worker thread of its own (over one psycopg
-connection, re-opened if it breaks): the event loop never waits on the network, and this
-process's appends are chained in the order ``append`` was called; appends queued while the
-thread is busy are written in one transaction. Free text is stored as ``bytea`` (UTF-8 with
+Each sink keeps one ``psycopg.AsyncConnection`` (re-opened if it breaks) on an event loop of its
+own, in a thread of its own (``middleware/audit/_sink_loop.py``): an async connection belongs to
+the loop that opened it, and a sink is used from any loop (``run_sync`` starts one per turn) and
+from synchronous code (``rows``, ``verify``, the CLI). Appends from any loop are chained in the
+order ``append`` was called; the appends made while a transaction is in flight are written
+together in the next one (group commit), each still getting its own rows.
+
+One append is one round trip when nobody else wrote to the chain since this sink did: the rows
+are chained after the head the sink last wrote or read, and one transaction, its ``BEGIN`` to
+its ``COMMIT`` sent together (pipeline mode), moves the head row from that head (``MOVE_FROM``,
+which locks the row and fails if it holds another head) and inserts the rows. If another writer
+moved the head meanwhile (a process, a store's transaction), the transaction rolls back with
+nothing written, and the rows are chained again after the head read under the row lock (a
+second round trip), with the same statements.
+Durability is the server's: an append completes once its transaction committed, as the
+connection's ``synchronous_commit`` says (``on`` by default; ``options=-c
+synchronous_commit=off`` in the connection string trades a server crash's last commits for
+speed, never a killed client's). Free text is stored as ``bytea`` (UTF-8 with
 ``surrogatepass``: PostgreSQL ``text`` holds no NUL and no lone surrogate); read one in SQL with
 ``convert_from(column, 'UTF8')``. The tables live in the ``loopware`` schema beside
 `pipeline.stores.PostgresStore`'s, with their own ``audit_migrations``. psycopg is imported when
@@ -19,7 +33,8 @@ a sink is created, never by ``import middleware`` (extra ``loopware[postgres]``)
 Rows can also be written inside a `PostgresStore`'s transaction on the same database
 (`PostgresAuditSink.joint`): the store runs the writer in the transaction that stores a call,
 so the call and its row commit together; the writer locks the chain's head row and chains its
-rows after it exactly as an append does (the same statements, sent on the store's connection).
+rows after it as an append does when the head moved (lock, read, chain, move), on the store's
+connection.
 
 With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
 ``loopware.audit_chains`` carries its seal (column ``seal``, audit schema 3).
@@ -28,23 +43,16 @@ With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.stores import TransactionWriter
 
 from ._anchor import AuditAnchor, check_anchor
-from ._chain import (
-    GENESIS_HASH,
-    AuditEntry,
-    AuditHead,
-    AuditRow,
-    seal,
-)
+from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, seal
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._postgres_schema import (
@@ -52,39 +60,30 @@ from ._postgres_schema import (
     HEAD,
     INSERT,
     LAST,
-    MOVE,
+    MOVE_FROM,
     SELECT,
+    StoredHead,
     found_head,
     migrate,
-    move_params,
+    move_from_params,
     row_values,
     write_in,
 )
 from ._report import AuditVerification
+from ._sink_loop import SinkLoop
 from ._sqlite_schema import row_from_values
 from ._verify import verify_log
 
 if TYPE_CHECKING:
-    import psycopg
+    from psycopg import AsyncConnection
 
 __all__ = ["PostgresAuditSink"]
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 def _database_of(info: Any) -> str:
     """How `PostgresStore` names the database a connection reaches (``connection.info``)."""
     return f"postgresql:host={info.host} port={info.port} dbname={info.dbname} user={info.user}"
-
-
-def _settle(done: Future[list[AuditRow]], outcome: list[AuditRow] | BaseException) -> None:
-    try:
-        if isinstance(outcome, BaseException):
-            done.set_exception(outcome)
-        else:
-            done.set_result(outcome)
-    except InvalidStateError:  # the caller stopped waiting; the rows are written all the same
-        pass
 
 
 class PostgresAuditSink:
@@ -114,12 +113,11 @@ class PostgresAuditSink:
         "_conn",
         "_conninfo",
         "_database",
-        "_executor",
         "_head",
         "_key",
-        "_lock",
-        "_queued",
+        "_loop",
         "_stale",
+        "_stored",
         "_timeout",
     )
 
@@ -160,16 +158,15 @@ class PostgresAuditSink:
         self._conninfo = conninfo
         self._chain = chain
         self._timeout = float(timeout)
-        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._conn: AsyncConnection[tuple[Any, ...]] | None = None
         self._head = AuditHead(0, GENESIS_HASH)
+        self._stored: StoredHead | None = None  # the head row as this sink last wrote or read it
         self._database: str | None = None
         self._stale = False  # rows were written in a store's transaction since
         self._closed = False
-        self._lock = threading.Lock()
-        self._queued: list[tuple[tuple[AuditEntry, ...], Future[list[AuditRow]]]] = []
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-audit")
+        self._loop = SinkLoop("loopware-audit", self._write)
         try:
-            self._executor.submit(self._open).result()
+            self._loop.run(self._open())
         except BaseException:
             self.close()
             raise
@@ -207,109 +204,160 @@ class PostgresAuditSink:
         if written and self._anchor is not None:
             self._anchor(written[-1])
 
-    # -- worker thread --------------------------------------------------------------------------
-    def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        import psycopg
+    # -- on the sink's loop ---------------------------------------------------------------------
+    async def _connect(self) -> AsyncConnection[tuple[Any, ...]]:
+        from psycopg import AsyncConnection
 
         conn = self._conn
         if conn is not None and not conn.closed and not conn.broken:
             return conn
         if conn is not None:
-            conn.close()
-        self._conn = psycopg.connect(
+            await conn.close()
+        self._conn = await AsyncConnection.connect(
             self._conninfo, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
         )
         return self._conn
 
-    def _open(self) -> None:
+    async def _open(self) -> None:
         import psycopg
 
         try:
-            conn = self._connect()
-            self._migrate(conn)
+            conn = await self._connect()
+            async with conn.transaction():
+                await migrate(conn)
+                self._stored, self._head = await self._stored_head(conn, lock=False)
+                check_chain_key("PostgresAuditSink", self._key, self._head)
             self._database = _database_of(conn.info)
         except psycopg.Error as exc:
             raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
 
-    def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        with conn.transaction():
-            migrate(conn)
-            self._head = self._stored_head(conn, lock=False)
-            check_chain_key("PostgresAuditSink", self._key, self._head)
+    async def _stored_head(
+        self, conn: AsyncConnection[tuple[Any, ...]], *, lock: bool
+    ) -> tuple[StoredHead | None, AuditHead]:
+        """The head row and where the next row goes, as the database holds them now.
 
-    def _stored_head(self, conn: psycopg.Connection[tuple[Any, ...]], *, lock: bool) -> AuditHead:
-        """Where the next row goes, as the database holds it now (inside a transaction).
-
-        With ``lock``, the chain's head row is locked until the transaction ends: this is what
-        serialises appends to one chain across processes. The head and the last row are read
-        by two statements sent together (one round trip in pipeline mode); in READ COMMITTED
-        the second one starts after the lock is granted, so it sees the rows of the append
-        that held the lock before.
+        With ``lock`` (in a transaction, after ``ENSURE``), the chain's head row is locked until
+        the transaction ends: this serialises appends to one chain across processes. The head
+        and the last row are read by two statements sent together; in READ COMMITTED the second
+        one starts after the lock is granted, so it sees the rows of the append that held it.
         """
-        if lock:
-            conn.execute(ENSURE, (self._chain, GENESIS_HASH))
-        head = conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
-        tail = conn.execute(LAST, (self._chain,))
-        return found_head(head.fetchone(), tail.fetchone(), self._key)
+        head = await conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
+        tail = await conn.execute(LAST, (self._chain,))
+        stored = await head.fetchone()
+        found = found_head(stored, await tail.fetchone(), self._key)
+        if stored is None:
+            return None, found
+        return (int(stored[0]), str(stored[1]), stored[2]), found
 
-    def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
-        if not entries:
-            return []
-        conn = self._connect()
-        # two round trips: lock and read the head, then write the rows, move the head, commit
-        with conn.pipeline(), conn.transaction():
-            rows = seal(entries, self._stored_head(conn, lock=True), self._key)
-            head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-            with conn.cursor() as cur:
-                cur.executemany(INSERT, [row_values(self._chain, row) for row in rows])
-            conn.execute(MOVE, move_params(head, self._key, self._chain))
-        self._head = head
+    async def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+        """Chain ``entries`` after the head this sink knows, or after the locked one.
+
+        After the known head in one round trip; if another writer moved it meanwhile, after the
+        head read under the row lock (see the module docstring).
+        """
+        from psycopg import errors
+
+        conn = await self._connect()
+        known, done = self._stored, None
+        if known is not None and not self._stale:
+            # the head moved: MOVE_FROM refused it (or a row took the index first)
+            with contextlib.suppress(errors.NotNullViolation, errors.UniqueViolation):
+                done = await self._put(conn, entries, (known, self._head))
+        if done is None:
+            self._stale = False
+            done = await self._put(conn, entries, None)
+        rows, self._stored = done
+        self._head = AuditHead(self._stored[0], self._stored[1])
         if self._anchor is not None:
-            self._anchor(head)
+            self._anchor(self._head)
         return rows
 
-    def _drain(self) -> None:
-        with self._lock:
-            group, self._queued = self._queued, []
-        try:
-            rows = self._write([entry for entries, _ in group for entry in entries])
-        except BaseException as exc:
-            for _, done in group:
-                _settle(done, exc)
-            return
-        start = 0
-        for entries, done in group:
-            _settle(done, rows[start : start + len(entries)])
-            start += len(entries)
+    async def _put(
+        self,
+        conn: AsyncConnection[tuple[Any, ...]],
+        entries: Sequence[AuditEntry],
+        known: tuple[StoredHead, AuditHead] | None,
+    ) -> tuple[list[AuditRow], StoredHead]:
+        """Chain ``entries`` after a head, move the head row from it, insert them, commit.
 
-    def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
+        The head is ``known`` (the head row and where rows go) or, if None, read under the
+        head row's lock. One pipeline, one ``BEGIN``/``COMMIT``: one round trip with a known
+        head, two otherwise. Returns the rows and the head row as committed.
+        """
+        from psycopg import Error
+
+        try:
+            async with conn.pipeline() as pipeline:
+                try:
+                    await conn.execute("BEGIN")
+                    if known is None:  # a head row to lock (MOVE_FROM puts one back itself)
+                        await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
+                        stored, after = await self._stored_head(conn, lock=True)
+                        assert stored is not None  # ENSURE made the row, and we hold its lock
+                    else:
+                        stored, after = known
+                    rows = seal(entries, after, self._key)
+                    head = AuditHead(rows[-1].index + 1, rows[-1].hash)
+                    sealed_by = None if self._key is None else self._key.head_seal(head)
+                    moved = (head.count, head.hash, sealed_by)
+                    await conn.execute(
+                        MOVE_FROM, move_from_params(stored, after.count, moved, self._chain)
+                    )
+                    async with conn.cursor() as cur:
+                        values = [row_values(self._chain, row) for row in rows]
+                        await cur.executemany(INSERT, values)
+                    await conn.execute("COMMIT")
+                except Error:  # a statement failed before the end: settle the aborted
+                    with contextlib.suppress(Error):  # pipeline here (its exit would log it)
+                        await pipeline.sync()
+                    raise
+        except BaseException:
+            with contextlib.suppress(Exception):  # a broken connection is re-opened by the next
+                await conn.rollback()  # ends the failed transaction (nothing was written)
+            raise
+        return rows, moved
+
+    async def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
         """Every row, the stored head and its seal."""
-        conn = self._connect()
-        with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            values = conn.execute(SELECT, (self._chain,)).fetchall()
-            head = conn.execute(HEAD, (self._chain,)).fetchone()
+        conn = await self._connect()
+        async with conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            values = await (await conn.execute(SELECT, (self._chain,))).fetchall()
+            head = await (await conn.execute(HEAD, (self._chain,))).fetchone()
         stored = None if head is None else AuditHead(int(head[0]), str(head[1]))
         sealed_by = None if head is None or not isinstance(head[2], str) else head[2]
         return [row_from_values(v) for v in values], stored, sealed_by
 
-    def _call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def _current_head(self) -> AuditHead:
+        """The head as last written or read, read again if a store's transaction wrote rows."""
+        if self._stale:
+            self._stale = False  # before reading: a later joint write sets it again
+            conn = await self._connect()
+            async with conn.transaction():
+                self._stored, self._head = await self._stored_head(conn, lock=False)
+        return self._head
+
+    async def _disconnect(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    def _call(self, job: Coroutine[Any, Any, R]) -> R:
         if self._closed:
+            job.close()
             raise ValueError("the audit sink is closed")
-        return self._executor.submit(fn, *args, **kwargs).result()
+        return self._loop.run(job)
 
     # -- AuditSink ------------------------------------------------------------------------------
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
-        """Queue ``entries`` as the next rows; the future completes once they are committed."""
+        """Queue ``entries`` as the next rows; the future completes once they are committed.
+
+        Raises:
+            ValueError: the sink is closed.
+        """
         if self._closed:
             raise ValueError("the audit sink is closed")
-        done: Future[list[AuditRow]] = Future()
-        with self._lock:
-            self._queued.append((tuple(entries), done))
-            first = len(self._queued) == 1
-        if first:  # appends queued before the job runs are written with it
-            self._executor.submit(self._drain)
-        return asyncio.wrap_future(done)
+        return self._loop.append(entries)
 
     def rows(self) -> list[AuditRow]:
         """Return every row of the chain in order.
@@ -317,7 +365,7 @@ class PostgresAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _, _ = self._call(self._read)
+        rows, _, _ = self._call(self._read())
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of chain {self._chain!r} is malformed")
@@ -325,16 +373,7 @@ class PostgresAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as this sink last wrote or read it (keep a copy to anchor the chain)."""
-        return self._call(self._current_head)
-
-    def _current_head(self) -> AuditHead:
-        """The head as last written or read, read again if a store's transaction wrote rows."""
-        if self._stale:
-            self._stale = False  # before reading: a later joint write sets it again
-            conn = self._connect()
-            with conn.transaction():
-                self._head = self._stored_head(conn, lock=False)
-        return self._head
+        return self._call(self._current_head())
 
     def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
         """Check the chain: the report is truthy when it holds, else names the first bad row.
@@ -345,7 +384,7 @@ class PostgresAuditSink:
             head: A head saved earlier (`head`, an anchor); by default the one stored with the
                 rows (with a key, both are checked).
         """
-        rows, stored, seal_text = self._call(self._read)
+        rows, stored, seal_text = self._call(self._read())
         return verify_log(rows, stored, key=self._key, seal=seal_text, given=head)
 
     def close(self) -> None:
@@ -353,14 +392,8 @@ class PostgresAuditSink:
         if self._closed:
             return
         self._closed = True
+        self._loop.stop(self._disconnect)
 
-        def last() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        self._executor.submit(last).result()
-        self._executor.shutdown(wait=True)
 
 
 PostgresAuditSink.__module__ = "middleware.audit"

@@ -26,7 +26,6 @@ from ._key import AuditKey, sealed
 from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
-    import psycopg
     from psycopg.connection_async import AsyncConnection
 
 __all__ = [
@@ -37,15 +36,20 @@ __all__ = [
     "INSERT",
     "LAST",
     "MOVE",
+    "MOVE_FROM",
     "SELECT",
     "VERSION",
+    "StoredHead",
     "found_head",
     "migrate",
+    "move_from_params",
     "move_params",
     "row_values",
     "write_in",
 ]
 
+StoredHead = tuple[int, str, "str | None"]
+"""A chain's head row as stored: ``count``, ``hash`` and ``seal`` (None when unkeyed)."""
 COLUMNS = SQL_COLUMNS  # the same row columns as the SQLite sink, in the same order
 BYTEA = FREE_TEXT_FIELDS  # kept as bytes: PostgreSQL text holds no NUL, no lone surrogate
 VERSION = 3
@@ -82,6 +86,21 @@ ENSURE = (
 )
 """Makes sure there is a head row to lock (a new chain, or one deleted by hand)."""
 MOVE = "UPDATE loopware.audit_chains SET count = %s, hash = %s, seal = %s WHERE chain = %s"
+MOVE_FROM = (
+    "INSERT INTO loopware.audit_chains AS head (chain, count, hash, seal) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (chain) DO UPDATE SET count = CASE "
+    "WHEN head.count = %s AND head.hash = %s AND head.seal IS NOT DISTINCT FROM %s "
+    "AND NOT EXISTS (SELECT FROM loopware.audit_rows WHERE chain = %s AND idx >= %s) "
+    "THEN EXCLUDED.count END, hash = EXCLUDED.hash, seal = EXCLUDED.seal"
+)
+"""``MOVE``, only from the head row the rows were chained after (with no row past it).
+
+It locks the head row; if that row no longer holds the expected head (another writer moved it
+since this process read it), ``count`` becomes NULL and its NOT NULL constraint fails the
+statement, so the transaction rolls back with nothing written (`psycopg.errors.NotNullViolation`).
+A head row deleted by hand is put back, at the new head (the rows went where this process
+knew the chain ended: rows cut from the end stay missing, and found).
+"""
 
 
 def row_values(chain: str, row: AuditRow) -> tuple[Any, ...]:
@@ -120,6 +139,16 @@ def move_params(head: AuditHead, key: AuditKey | None, chain: str) -> tuple[Any,
     return (head.count, head.hash, None if key is None else key.head_seal(head), chain)
 
 
+def move_from_params(
+    stored: StoredHead, start: int, head: StoredHead, chain: str
+) -> tuple[Any, ...]:
+    """``MOVE_FROM``'s parameters: the head row from ``stored`` to ``head``.
+
+    ``start`` is the index of the first row chained after ``stored``: no row may be there yet.
+    """
+    return (chain, *head, *stored, chain, start)
+
+
 async def write_in(
     connection: object,
     chain: str,
@@ -156,19 +185,20 @@ def _resume(last: AuditHead | None, stored: AuditHead | None) -> AuditHead:
     return last or AuditHead(0, GENESIS_HASH)
 
 
-def migrate(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+async def migrate(conn: AsyncConnection[tuple[Any, ...]]) -> None:
     """Bring the audit tables to `VERSION` (in the caller's transaction, under an advisory lock).
 
     Raises:
         InvalidMiddlewareConfigError: the tables were written by a newer loopware.
     """
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-    conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
-    conn.execute(
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+    await conn.execute("CREATE SCHEMA IF NOT EXISTS loopware")
+    await conn.execute(
         "CREATE TABLE IF NOT EXISTS loopware.audit_migrations "
         "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
     )
-    row = conn.execute("SELECT MAX(version) FROM loopware.audit_migrations").fetchone()
+    found = await conn.execute("SELECT MAX(version) FROM loopware.audit_migrations")
+    row = await found.fetchone()
     version = int(row[0] or 0) if row is not None else 0
     if version > VERSION:
         raise InvalidMiddlewareConfigError(
@@ -177,13 +207,13 @@ def migrate(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         )
     if version < 1:
         for statement in _SCHEMA:
-            conn.execute(statement)
+            await conn.execute(statement)
     if version < 2:  # a call's row says whether its handler ran, and every decision
-        conn.execute(
+        await conn.execute(
             "ALTER TABLE loopware.audit_rows ADD COLUMN ran smallint, "
             "ADD COLUMN decisions bytea"
         )
     if version < 3:  # a keyed chain's head row carries its seal
-        conn.execute("ALTER TABLE loopware.audit_chains ADD COLUMN seal text")
+        await conn.execute("ALTER TABLE loopware.audit_chains ADD COLUMN seal text")
     for step in range(version + 1, VERSION + 1):
-        conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
+        await conn.execute("INSERT INTO loopware.audit_migrations (version) VALUES (%s)", (step,))
