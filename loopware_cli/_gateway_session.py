@@ -15,6 +15,9 @@ its upstream's ``timeout``: one that hangs holds no other.
 
 **Batches.** Calls that overlap in time are one batch (one iteration of the turn); the batch
 is closed (`HostedTurn.end_batch`, ``dispatch_output``) when a call arrives with none in flight.
+Calls in flight when a policy ends the turn are answered by that turn as it ends (not run, one
+record and one audit row each); a call that finds the turn ended by closing the last batch
+runs in the next turn (`HostedCall.late`), once: a turn that ends as it begins refuses it.
 
 **Roll-over.** After ``roll_over`` calls, when a call names another conversation of the
 principal, after a transient policy's decision (the caps'), or when a policy ended the turn,
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 from pipeline.calls import ToolCall
 
 if TYPE_CHECKING:
-    from pipeline.hosted import HostedRunner, HostedTurn
+    from pipeline.hosted import HostedCall, HostedRunner, HostedTurn
 
 __all__ = ["Session", "conversation_name", "keep_raw"]
 
@@ -151,24 +154,29 @@ class Session:
 
         Waits while ``max_concurrent`` calls are in flight or a turn is being rolled over.
         """
+        call_id = ToolCall.new_id()
+        box: list[Any] = []
+        hosted: HostedCall | None = None
         async with self._slots:
-            current = self._turn
-            if self._switching is None and self._fits(current, conversation):
-                turn = current
-            else:
-                turn = await self._turn_for(conversation)
-            self._calls_in_turn += 1
-            self._running += 1
-            box: list[Any] = []
-            token = _raw.set(box)
-            try:
-                if self._running == 1:
-                    await turn.end_batch()  # none in flight: the last batch is closed
-                hosted = await turn.call(ToolCall.new_id(), name, args)
-            finally:
-                _raw.reset(token)
-                self._finished(turn)
-        record = hosted.record
+            for attempt in (1, 2):
+                current = self._turn
+                if self._switching is None and self._fits(current, conversation):
+                    turn = current
+                else:
+                    turn = await self._turn_for(conversation)
+                self._calls_in_turn += 1
+                self._running += 1
+                token = _raw.set(box)
+                try:
+                    if self._running == 1:
+                        await turn.end_batch()  # none in flight: the last batch is closed
+                    hosted = await turn.call(call_id, name, args)
+                finally:
+                    _raw.reset(token)
+                    self._finished(turn)
+                if not hosted.late or attempt == 2:  # late: closing the batch ended the turn
+                    break
+        record = None if hosted is None else hosted.record
         if record is None:  # `HostedTurn.call` always sets it; a typed guard
             raise RuntimeError(f"the call to {name!r} has no record")
         return record, box[-1] if box else None
@@ -178,6 +186,7 @@ class Session:
         return (
             turn is not None
             and not turn.ended
+            and not turn.aborted
             and conversation == self._conversation
             and self._calls_in_turn < self.roll_over
             and not self._roll_next

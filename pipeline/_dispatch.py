@@ -103,6 +103,8 @@ class DispatchContext(TurnView):
                 call with `abandoned_call`).
         """
         state = self._state
+        if state.announced:  # the call's run answers it from now on (`announce`)
+            state.announced.pop(call_id, None)
         run = CallRun(self, state, call_id, name)
         return run.run(state.tools, arguments, state.tool_call_onion, inline_limit)
 
@@ -125,6 +127,17 @@ class DispatchContext(TurnView):
         if text is None:
             text = f"Error: {policy} {action} the call: {reason}; it was not run."
         return unrun_record(call_id, name, policy=policy, action=action, reason=reason, text=text)
+
+    def announce(self, call_id: str, name: str) -> None:
+        """Name a call the executor has taken before its record is stored.
+
+        Calls an assistant message proposes are announced by the message; an executor that
+        takes calls without one (a host driving the turn, `pipeline.hosted`) announces each
+        here. If the turn ends before the call's run begins (`run_tool`), the turn stores a
+        record for it (not run, decided ``aborted`` or ``failed`` by how the turn ended), so
+        every call the turn took has its record and its audit row.
+        """
+        self._state.announced.setdefault(call_id, name)
 
     def abandoned_call(
         self,

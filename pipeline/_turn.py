@@ -301,25 +301,34 @@ class Turn:
 
         The conversation's next turn must pair every tool-call id of an assistant message with
         a result, or providers refuse it. The standard executor answers its own calls when
-        interrupted; this covers any executor: a call whose store write failed is stored again
-        as it was built, a call whose run was interrupted keeps what it did, and any other is
-        stored unnamed (the tool is unknown here). The writes finish even if the caller
-        cancels again (then re-raised); a failing store is logged, as for the turn record.
+        interrupted; this covers any executor, and the calls an executor announced without a
+        message (`DispatchContext.announce`: a host's calls in flight when a policy ended the
+        turn): a call whose store write failed is stored again as it was built, a call whose
+        run was interrupted keeps what it did, and any other is stored not run, under the name
+        its executor announced (unnamed when only a message named its id). The writes finish
+        even if the caller cancels again (then re-raised); a failing store is logged, as for
+        the turn record.
         """
         state = self.state
         by_id, history = state.by_id, state.history_ids
+        announced = state.announced
         missing = {
-            cid: None
+            cid: UNNAMED
             for message in state.messages[first_message:]
             for cid in message.tool_call_ids
             if cid not in by_id and cid not in history
         }
+        missing.update(
+            (cid, name)
+            for cid, name in announced.items()
+            if cid not in by_id and cid not in history
+        )
         if not missing:
             return
         action, reason = _UNANSWERED.get(status, _UNANSWERED["failed"])
 
         async def answer() -> None:
-            for cid in missing:
+            for cid, name in missing.items():
                 unstored = state.unstored.pop(cid, None)
                 if unstored is not None:  # its record was built, its store write failed
                     await state.store_tool_call(unstored, again=True)
@@ -330,7 +339,7 @@ class Turn:
                     if run is not None
                     else unrun_record(
                         cid,
-                        UNNAMED,
+                        name,
                         policy="loopware.turn",
                         action=action,
                         reason=reason,

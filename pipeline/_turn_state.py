@@ -105,6 +105,7 @@ class TurnState:
         "abort_hooks",
         "abort_reason",
         "aborted",
+        "announced",
         "artifact_ids",
         "artifact_version",
         "bus",
@@ -196,6 +197,9 @@ class TurnState:
         self.history_ids: set[str] = set()
         self.unstored: dict[str, ToolCall] = {}
         """Completed calls whose store write failed, by id (stored again at the turn's end)."""
+        self.announced: dict[str, str] = {}
+        """Calls an executor took with no message announcing them (a host's), by id: their
+        tools' names (answered at the turn's end when they have no record: ``Turn``)."""
         self.running_ids: set[str] | frozenset[str] = NO_IDS
         """Ids announced by the running turns of the conversation (``pipeline/_running_ids.py``)."""
         self.new_calls: tuple[ToolCall, ...] = ()

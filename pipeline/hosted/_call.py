@@ -61,6 +61,7 @@ class HostedCall:
         "defer",
         "deferred",
         "host_error",
+        "late",
         "name",
         "raw_args",
         "record",
@@ -110,6 +111,10 @@ class HostedCall:
         self.deferred = False
         """True when the call stopped at an approval gate for the host to pause: nothing ran,
         nothing was stored, and the host resumes it later with a decision."""
+        self.late = False
+        """True when the call came to a turn that had ended before taking it: nothing ran and
+        nothing was stored (`record` is the refusal the host may show the model). A host that
+        runs on, as the MCP gateway does, runs it again in its next turn."""
 
     def __repr__(self) -> str:
         """Show the call and its verdict so far."""
@@ -149,6 +154,11 @@ class HostedCall:
         elif self.defer and not self.deferred:
             self.deferred = True
             self._parked()
+
+    @property
+    def has_centre(self) -> bool:
+        """Whether the host gave its own handler (else a loopware `Tool` runs the call)."""
+        return self._centre is not None
 
     @property
     def ran(self) -> bool:
@@ -221,7 +231,7 @@ def _as_text(value: object) -> str:
 
 
 def ended_record(d: DispatchContext | None, call_id: str, name: str) -> ToolCall:
-    """The record of a call asked of a turn that has ended: denied, not run."""
+    """The refusal of a call that came to a turn already ended: denied, not run, not stored."""
     reason = "the loopware turn has ended"
     if d is not None and d.nack_error is not None:
         reason = f"{reason} ({d.nack_error})"

@@ -26,12 +26,14 @@ from .._tool_checks import is_tool_name
 from ..errors import InvalidToolCallError
 from ._call import HostedCall, ended_record
 from ._deferral import until_decided
+from ._order import BatchOrder
 from ._tools import CURRENT, HostCentre, HostTool, host_tool
 
 if TYPE_CHECKING:
     from .._dispatch import DispatchContext
     from .._result import TurnResult
     from .._runner import TurnHandle
+    from ..calls._toolcall import ToolCall
 
 __all__ = ["DRIVER", "HostedTurn"]
 
@@ -58,15 +60,12 @@ class HostedTurn:
         "_dispatch",
         "_ended",
         "_handle",
-        "_next_slot",
         "_open",
         "_order",
-        "_passed",
         "_ready",
         "_result",
         "_running",
         "_signal",
-        "_waiters",
         "conversation_id",
     )
 
@@ -83,10 +82,7 @@ class HostedTurn:
         self._calls: dict[str, HostedCall] = {}
         self._running: dict[str, asyncio.Future[None]] = {}
         self._open = False
-        self._order: dict[str, int] = {}
-        self._passed: set[int] = set()
-        self._next_slot = 0
-        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._order = BatchOrder()
         self._result: TurnResult | None = None
 
     def __repr__(self) -> str:
@@ -138,6 +134,16 @@ class HostedTurn:
         return handle is not None and handle.done()
 
     @property
+    def aborted(self) -> bool:
+        """True once the turn was aborted (by a policy or `abort`): it takes no more calls.
+
+        A call made now is answered aborted, not run, and stored; the turn ends at its next
+        step (`end_batch` or `finish`).
+        """
+        d = self._dispatch
+        return d is not None and d.aborted
+
+    @property
     def turn_id(self) -> str:
         """The loopware turn's id."""
         if self._handle is None:
@@ -155,7 +161,7 @@ class HostedTurn:
         A no-op when no call ran since the last one (the host may call it before every model
         step). Calls announced but never made are dropped from the order.
         """
-        self._release_all()
+        self._order.clear()
         if not self._open or self.ended:
             return
         self._open = False
@@ -172,7 +178,7 @@ class HostedTurn:
         handle = self._handle
         if handle is None:
             raise RuntimeError("the hosted turn has not started")
-        self._release_all()
+        self._order.clear()
         await self._until_ready()
         signal = self._signal
         if signal is not None and not signal.done():
@@ -233,10 +239,7 @@ class HostedTurn:
         their threads start in. Each call waits only until the calls before it reached their
         handler or finished; the order is dropped at `end_batch`.
         """
-        order = self._order
-        for call_id in call_ids:
-            if call_id not in order and call_id not in self._calls:
-                order[call_id] = len(order)
+        self._order.announce(call_ids, self._calls)
 
     async def call(
         self,
@@ -274,7 +277,10 @@ class HostedTurn:
         Returns:
             The `HostedCall`: its record, and whether the host forwards its own value
             (`HostedCall.forwarded`), re-raises its own error (`HostedCall.raises`) or shows
-            the model `HostedCall.text`. The same object for a call id asked again.
+            the model `HostedCall.text`. The same object for a call id asked again. A call
+            that waited (for its place in an announced batch, or for `end_batch`) while a
+            policy ended the turn gets the record the turn stored for it as it ended (not run,
+            one audit row); a call that came after the end is `HostedCall.late`.
         """
         known = self._calls.get(call_id)
         if known is not None and known.deferred and approval is not None:
@@ -293,35 +299,29 @@ class HostedTurn:
             arguments,
             centre,
             validated,
-            lambda: self._release(call_id),
+            lambda: self._order.release(call_id),
             approval=approval,
             defer=defer,
             parked=lambda: None if parked.done() else parked.set_result(None),
         )
         self._calls[call_id] = hosted
         running = self._running[call_id] = loop.create_future()
+        d = self._dispatch
+        if d is not None and not self.ended:  # if the turn ends first, it records the call
+            d.announce(call_id, name)
         try:
-            await self._my_turn(call_id)
+            await self._order.wait(call_id)
             await self._until_ready()
             d = self._dispatch
             if d is None or self.ended:
-                hosted.record = ended_record(d, call_id, name)
+                stored = None if d is None else d.get_tool_call(call_id)
+                hosted.late = stored is None
+                hosted.record = ended_record(d, call_id, name) if stored is None else stored
                 return hosted
-            if centre is not None and d.tools.get(name) is None and is_tool_name(name):
-                self.offer((HostTool(name),))
-            raw = hosted.raw_args
-            token = CURRENT.set(hosted)
-            try:
-                stage = d.run_tool(
-                    name,
-                    raw if isinstance(raw, dict) else arguments,
-                    call_id=call_id,
-                    inline_limit=_INLINE,
-                )
-                # only a deferrable call runs its stage in a task of its own (to stop it there)
-                record = await (until_decided(stage, parked) if defer else stage)
-            finally:
-                CURRENT.reset(token)
+            if d.aborted:  # a policy aborted the turn: answered, not run (as the loop does)
+                record: ToolCall | None = d.abandoned_call(call_id, name)
+            else:
+                record = await self._run(d, hosted, arguments, parked)
             if record is None:  # deferred at its gate: nothing ran, nothing is stored
                 return hosted
             hosted.record = record
@@ -331,11 +331,36 @@ class HostedTurn:
                 d.report_error(exc, "executor")  # the host still gets its answer
             self._open = True
         finally:
-            self._release(call_id)
+            self._order.release(call_id)
             del self._running[call_id]
             if not running.done():
                 running.set_result(None)
         return hosted
+
+    async def _run(
+        self,
+        d: DispatchContext,
+        hosted: HostedCall,
+        arguments: str | Mapping[str, Any],
+        parked: asyncio.Future[None],
+    ) -> ToolCall | None:
+        """The call's ``tool_call`` stage: its record, or None when it was deferred at a gate."""
+        name = hosted.name
+        if hosted.has_centre and d.tools.get(name) is None and is_tool_name(name):
+            self.offer((HostTool(name),))
+        raw = hosted.raw_args
+        token = CURRENT.set(hosted)
+        try:
+            stage = d.run_tool(
+                name,
+                raw if isinstance(raw, dict) else arguments,
+                call_id=hosted.call_id,
+                inline_limit=_INLINE,
+            )
+            # only a deferrable call runs its stage in a task of its own (to stop it there)
+            return await (until_decided(stage, parked) if hosted.defer else stage)
+        finally:
+            CURRENT.reset(token)
 
     def get(self, call_id: str) -> HostedCall | None:
         """The call with this id, if the turn has run it (or is running it)."""
@@ -345,36 +370,6 @@ class HostedTurn:
     def deferred(self) -> tuple[str, ...]:
         """The ids of the calls deferred at an approval gate in this turn (proposal order)."""
         return tuple(cid for cid, call in self._calls.items() if call.deferred)
-
-    # -- the batch's order -----------------------------------------------------------------------
-    async def _my_turn(self, call_id: str) -> None:
-        slot = self._order.get(call_id)
-        while slot is not None and self._next_slot < slot and call_id in self._order:
-            waiter = self._waiters.get(slot)
-            if waiter is None:
-                waiter = self._waiters[slot] = asyncio.get_running_loop().create_future()
-            await waiter
-
-    def _release(self, call_id: str) -> None:
-        slot = self._order.get(call_id)
-        if slot is None or slot in self._passed:
-            return
-        self._passed.add(slot)
-        while self._next_slot in self._passed:
-            self._next_slot += 1
-        for waiting in [s for s in self._waiters if s <= self._next_slot]:
-            waiter = self._waiters.pop(waiting)
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _release_all(self) -> None:
-        self._order.clear()
-        self._passed.clear()
-        self._next_slot = 0
-        for waiter in self._waiters.values():
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
 
     # -- the stash as plain data -----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

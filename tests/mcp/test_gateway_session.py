@@ -119,3 +119,46 @@ async def test_a_call_whose_waiter_is_cancelled_leaves_the_session_working() -> 
     assert await running_turn(gateway) is first
     assert gone.cancelled()
     await gateway.aclose()
+
+
+async def test_a_call_whose_batch_close_ended_the_turn_runs_in_the_next_turn() -> None:
+    """A policy ends the turn as the last batch closes (``dispatch_output``): the call that
+    closed it is not refused for it; it runs, once, in the principal's next turn."""
+    from loopware_cli._gateway_session import Session
+    from middleware import Middleware
+    from pipeline import DispatchContext, tool
+    from pipeline.hosted import HostedRunner
+
+    runs: list[str] = []
+
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        runs.append(text)
+        return text
+
+    stop = Middleware("one_batch")
+
+    @stop.dispatch_output
+    def end_after_batch(ctx: DispatchContext) -> None:
+        if ctx.new_tool_calls:
+            ctx.abort("one batch per turn")
+
+    session = Session(
+        "client",
+        HostedRunner(tools=[echo], middleware=[stop]),
+        roll_over=100,
+        max_concurrent=4,
+        idle_timeout=60,
+    )
+    first, _ = await session.call("echo", {"text": "one"})
+    turn = session.turn
+    second, _ = await session.call("echo", {"text": "two"})
+    await session.close()
+
+    assert runs == ["one", "two"]
+    assert first.ran
+    assert second.ran
+    assert turn is not None
+    assert turn.ended
+    assert session.turn is not turn  # the second call ran in the next turn
