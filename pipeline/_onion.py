@@ -31,66 +31,51 @@ class StageRun:
     per-iteration cost to a single allocation whatever the depth.
     """
 
-    __slots__ = (
-        "called",
-        "checks",
-        "ctx",
-        "fns",
-        "last",
-        "names",
-        "pos",
-        "reached_end",
-        "turn",
-    )
+    __slots__ = ("called", "ctx", "onion", "pos", "reached_end", "turn")
 
     def __init__(self, onion: Onion, ctx: Any, turn: Any = None) -> None:
-        self.fns = onion.fns
-        self.checks = onion.checks
-        self.names = onion.names
+        self.onion = onion
         self.ctx = ctx
         self.turn = ctx if turn is None else turn  # its ``aborted``: the turn's abort flag
-        self.last = len(self.fns) - 1
         self.pos = -1
         self.called = 0
         self.reached_end = False
 
     def __repr__(self) -> str:
-        return f"call_next(layer={self.pos}, of={len(self.fns)})"
+        return f"call_next(layer={self.pos}, of={len(self.onion.fns)})"
 
     async def __call__(self) -> None:
         """Run the rest of the stage: the checks in line, then the next layer (or the end)."""
         i = self.pos
         j = i + 1
         bit = 1 << j  # bit j: layer j - 1 (or, for bit 0, the run itself) went on
+        onion = self.onion
         if self.called & bit:
+            name = onion.names[i]
             raise NextCalledTwiceError(
-                f"middleware {self.names[i]!r} awaited call_next() twice",
-                middleware=self.names[i],
+                f"middleware {name!r} awaited call_next() twice", middleware=name
             )
         self.called |= bit
-        if j > self.last:
+        turn = self.turn
+        if j <= onion.last:
+            if turn.aborted:
+                return  # an abort skips every middleware that has not started yet
+            checks = onion.runs[j]
+            if checks:  # the checks up to the next real layer, in line
+                ctx = self.ctx
+                for check in checks:
+                    result = check(ctx)
+                    if result is not None and isawaitable(result):
+                        await result
+                    if turn.aborted:
+                        return
+                j = onion.after[j]
+        if j > onion.last:
             self.reached_end = True
             return
-        if self.turn.aborted:
-            return  # an abort skips every middleware that has not started yet
-        checks = self.checks
-        if checks[j] is not None:
-            ctx, turn, last = self.ctx, self.turn, self.last
-            while True:
-                result = checks[j](ctx)  # type: ignore[misc]  # checked not None
-                if result is not None and isawaitable(result):
-                    await result
-                j += 1
-                if j > last:
-                    self.reached_end = True
-                    return
-                if turn.aborted:
-                    return
-                if checks[j] is None:
-                    break
         self.pos = j
         try:
-            await self.fns[j](self.ctx, self)
+            await onion.fns[j](self.ctx, self)
         finally:
             self.pos = i
 
@@ -98,7 +83,7 @@ class StageRun:
 class Onion:
     """An ordered, immutable list of middleware for one stage; the first is the outermost."""
 
-    __slots__ = ("checks", "fns", "names")
+    __slots__ = ("after", "checks", "fns", "last", "names", "runs")
 
     def __init__(
         self,
@@ -119,6 +104,19 @@ class Onion:
         self.checks: tuple[Check | None, ...] = (*given, None)
         """Per layer, its check (or None), and a None past the last: a run reads
         ``checks[j]`` for the layer after the last without a bounds check."""
+        runs: list[tuple[Check, ...]] = [()]
+        after = [len(self.fns)]
+        for j in range(len(self.fns) - 1, -1, -1):  # from the innermost out
+            check = given[j]
+            runs.append(() if check is None else (check, *runs[-1]))
+            after.append(j if check is None else after[-1])
+        self.runs: tuple[tuple[Check, ...], ...] = tuple(reversed(runs))
+        """Per layer, the checks a run calls in line from it up to the next real layer (empty
+        for a real layer), and an empty run past the last."""
+        self.after: tuple[int, ...] = tuple(reversed(after))
+        """Per layer, the first real layer at or after it (``len(fns)``: none, the end)."""
+        self.last = len(self.fns) - 1
+        """The index of the innermost layer (-1 for an empty onion)."""
 
     def __repr__(self) -> str:
         """List the middleware names in order."""

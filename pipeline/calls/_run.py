@@ -151,25 +151,25 @@ class CallRun(ToolCallContext):
             )
         self._called |= 1 << j
         layer = self._layer
-        checks = onion.checks
-        end = len(onion.fns)
-        if checks[j] is not None and self._message is None:  # ends with a None: no IndexError
+        checks = onion.runs[j]  # the checks up to the next real layer, in line
+        if checks:
+            names = onion.names
             try:
-                while self._output is NOTHING:
-                    self._pos, self._layer = j, onion.names[j]
-                    result = checks[j](self)  # type: ignore[misc]  # checked not None
+                for check in checks:
+                    if self._message is not None or self._output is not NOTHING:
+                        break  # a check decided: the rest are skipped
+                    self._pos, self._layer = j, names[j]
+                    result = check(self)
                     if result is not None and isawaitable(result):
                         await result
                     j += 1
-                    if j == end or checks[j] is None or self._message is not None:
-                        break
             except Exception:
                 if self._failing is None:  # the check the exception left
                     self._failing = self._layer
                 raise
             finally:
                 self._pos, self._layer = i, layer
-        if j == end or self._message is not None or self._output is not NOTHING:
+        if j > onion.last or self._message is not None or self._output is not NOTHING:
             await self._handle()
             return
         self._pos, self._layer = j, onion.names[j]
