@@ -24,14 +24,16 @@ class EventBus:
     listener that raises is reported as a `Log` warning and never breaks the turn.
     """
 
-    __slots__ = ("_any", "_by_type", "_seq", "_wants", "listening")
+    __slots__ = ("_any", "_by_type", "_routes", "_seq", "listening")
 
     def __init__(self) -> None:
         """Create a bus with no listeners."""
         self._by_type: dict[type[Event], list[tuple[int, Listener]]] = {}
         self._any: list[tuple[int, Listener]] = []
         self._seq = 0
-        self._wants: dict[type[Event], bool] = {}  # `wants` by event type, until (un)subscribing
+        # per event type, its listeners in subscription order: worked out on the first event
+        # of the type, kept until a listener is added or removed
+        self._routes: dict[type[Event], tuple[Listener, ...]] = {}
         self.listening = False
         """True when at least one listener is subscribed (lets callers skip building events)."""
 
@@ -51,7 +53,7 @@ class EventBus:
         entry = (self._seq, handler)
         self._by_type.setdefault(event_type, []).append(entry)
         self.listening = True
-        self._wants.clear()
+        self._routes.clear()
 
         def unsubscribe() -> None:
             entries = self._by_type.get(event_type)
@@ -71,7 +73,7 @@ class EventBus:
         entry = (self._seq, handler)
         self._any.append(entry)
         self.listening = True
-        self._wants.clear()
+        self._routes.clear()
 
         def unsubscribe() -> None:
             if entry in self._any:
@@ -82,34 +84,37 @@ class EventBus:
 
     def wants(self, event_type: type[Event]) -> bool:
         """True when a listener would receive an event of ``event_type`` (or on_any)."""
-        wanted = self._wants.get(event_type)
-        if wanted is None:
-            wanted = bool(self._any) or any(issubclass(event_type, k) for k in self._by_type)
-            self._wants[event_type] = wanted
-        return wanted
+        route = self._routes.get(event_type)
+        if route is None:
+            route = self._route(event_type)
+        return bool(route)
 
     def _refresh(self) -> None:
         self.listening = bool(self._by_type or self._any)
-        self._wants.clear()
+        self._routes.clear()
 
-    def _listeners_for(self, event: Event) -> list[tuple[int, Listener]]:
+    def _route(self, event_type: type[Event]) -> tuple[Listener, ...]:
+        """The listeners of ``event_type`` (its own, its bases', every ``on_any``), in order."""
         found: list[tuple[int, Listener]] = []
-        for cls in type(event).__mro__:
+        for cls in event_type.__mro__:
             entries = self._by_type.get(cls)
             if entries:
                 found.extend(entries)
             if cls is Event:
                 break
         found.extend(self._any)
-        if len(found) > 1:
-            found.sort(key=lambda item: item[0])
-        return found
+        found.sort(key=lambda item: item[0])
+        route = self._routes[event_type] = tuple(handler for _, handler in found)
+        return route
 
     def emit(self, event: Event, pending: set[asyncio.Future[Any]] | None = None) -> None:
         """Deliver ``event``; async listeners' tasks are added to ``pending``."""
         if not self.listening:
             return
-        for _, handler in self._listeners_for(event):
+        route = self._routes.get(type(event))
+        if route is None:
+            route = self._route(type(event))
+        for handler in route:
             try:
                 result = handler(event)
                 if inspect.isawaitable(result):

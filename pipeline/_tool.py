@@ -421,8 +421,10 @@ class Tool(Generic[ArgsT]):
         if validated is None:
             validated = self._schema.validate(args)
         listening = getattr(ctx, "listening", True)
-        started_at = datetime.now(UTC) if listening else None
-        if started_at is not None and _wants_start(ctx):
+        starts = listening and _wants(ctx, ToolExecutionStart)
+        ends = listening and _wants(ctx, ToolExecutionEnd)
+        started_at = datetime.now(UTC) if starts or ends else None
+        if starts and started_at is not None:
             ctx.emit(
                 ToolExecutionStart(
                     turn_id=ctx.turn_id,
@@ -434,7 +436,7 @@ class Tool(Generic[ArgsT]):
                     started_at=started_at,
                 )
             )
-        start = perf_counter() if started_at is not None else 0.0
+        start = perf_counter() if ends else 0.0
         try:
             handler, meta = self._handler, self._meta
             if self._is_async:
@@ -442,7 +444,7 @@ class Tool(Generic[ArgsT]):
             else:
                 result = await run_in_thread(handler, validated, ctx, meta)
         except BaseException as exc:
-            if started_at is not None:
+            if ends and started_at is not None:
                 ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, True))
             if isinstance(exc, LoopError) or not isinstance(exc, Exception):
                 raise
@@ -450,7 +452,7 @@ class Tool(Generic[ArgsT]):
             raise ToolDownstreamError(
                 f"tool {name!r} failed: {detail}", tool_name=name, call_id=call_id
             ) from exc
-        if started_at is not None:
+        if ends and started_at is not None:
             ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, False))
         return result
 
@@ -487,10 +489,10 @@ def is_async_callable(fn: object) -> bool:
     return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
-def _wants_start(ctx: ToolContext) -> bool:
-    """Whether a listener takes `ToolExecutionStart` (a context that cannot tell: yes)."""
+def _wants(ctx: ToolContext, event_type: type[Event]) -> bool:
+    """Whether a listener takes events of ``event_type`` (a context that cannot tell: yes)."""
     listens_for = getattr(ctx, "listens_for", None)
-    return True if listens_for is None else bool(listens_for(ToolExecutionStart))
+    return True if listens_for is None else bool(listens_for(event_type))
 
 
 def _end(

@@ -402,7 +402,8 @@ class TurnState:
             await self._persist(write, partial(self.messages.append, message))
         else:  # nothing to await: no cancellation can land between save and append
             self.messages.append(message)
-        if self.bus.listening:
+        bus = self.bus
+        if bus.listening and bus.wants(MessageStored):
             self.emit(MessageStored(turn_id=self.turn_id, message=message))
 
     async def store_tool_call(self, call: ToolCall, *, again: bool = False) -> None:
@@ -439,7 +440,8 @@ class TurnState:
                 raise
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
-        if self.bus.listening:
+        bus = self.bus
+        if bus.listening and bus.wants(ToolCallStored):
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
     def _change(
@@ -474,7 +476,8 @@ class TurnState:
             else self.keeping.persist(self, self._change("amended", call, old))
         )
         await self._persist(write, partial(self._replace, old, call))
-        if self.bus.listening:
+        bus = self.bus
+        if bus.listening and bus.wants(ToolCallStored):
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
     async def delete_tool_call(self, call_id: str) -> bool:
