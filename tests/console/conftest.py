@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +22,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
 pytest.importorskip("uvicorn")
 
-from tests.test_docs import CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
+from tests.test_docs import CHROMIUM, CHROMIUM_FLAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +30,19 @@ needs_chromium = pytest.mark.skipif(
     not os.path.exists(CHROMIUM),
     reason=f"Chromium is not installed at {CHROMIUM} (apt-get install chromium; .ci/run does)",
 )
+
+
+DOCS_SHOTS = ROOT / "docs" / "console"
+
+
+def shoot(page: Any, folder: Path, name: str) -> None:
+    """Screenshot the whole page as ``folder/NAME.png``; with ``LOOPWARE_WRITE_SCREENSHOTS``
+    set, also as ``docs/console/NAME.png`` (the pictures of docs/guides/console.md)."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("LOOPWARE_WRITE_SCREENSHOTS"):
+        DOCS_SHOTS.mkdir(exist_ok=True)
+        shutil.copy(path, DOCS_SHOTS / path.name)
 
 
 class Console:

@@ -10,8 +10,6 @@ holding ``<script>``, an ``onerror=`` attribute, a ``javascript:`` link and a lo
 
 from __future__ import annotations
 
-import os
-import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,18 +21,17 @@ import pytest
 
 pytest.importorskip("dbos")
 
-from middleware.audit import SqliteAuditSink  # noqa: E402
-from pipeline.durable import DurableClient  # noqa: E402
-from tests.pipeline.durable.conftest import Workers  # noqa: E402
+from middleware.audit import SqliteAuditSink
+from pipeline.durable import DurableClient
+from tests.pipeline.durable.conftest import Workers
 
-from .conftest import Console, needs_chromium  # noqa: E402
+from .conftest import Console, needs_chromium, shoot
 
 HOSTILE = (
     "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>"
     "<a href=javascript:window.__pwned=3>click</a></pre><form action=/answer method=post>"
     "<button>Approve all</button></form>"
 )
-DOCS_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
 
 @pytest.fixture
@@ -80,14 +77,6 @@ def _assert_nothing_ran(page: Any) -> None:
     assert page.locator("form[action='/answer']").count() == page.locator("section.gate").count()
 
 
-def _shoot(page: Any, tmp_path: Path, name: str) -> None:
-    path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    if os.environ.get("LOOPWARE_WRITE_SCREENSHOTS"):
-        DOCS_SHOTS.mkdir(exist_ok=True)
-        shutil.copy(path, DOCS_SHOTS / path.name)
-
-
 @needs_chromium
 def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_with_who(
     workers: Workers, browser_page: Any, tmp_path: Path
@@ -118,7 +107,8 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
         page.goto(console.url)
         assert page.url == console.base + "/"  # the token left the address bar
         cookie = next(c for c in page.context.cookies() if c["name"] == "loopware_console")
-        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert cookie["httpOnly"]
+        assert cookie["sameSite"] == "Strict"
         assert _post(console.base + "/answer", answer, cookie["value"]) == 403
         assert _post(console.base + "/answer", {**answer, "csrf": "0" * 64}, cookie["value"]) == 403
         assert {g["gate_id"] for g in client.waiting_gates()} == gates
@@ -126,7 +116,7 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
 
         # the waiting turns, and the approvals page with the validated arguments
         assert page.locator("tr.turn .status.waiting").count() == 2
-        _shoot(page, tmp_path, "turns-waiting")
+        shoot(page, tmp_path, "turns-waiting")
         page.get_by_role("link", name="2 approvals waiting").click()
         section = page.locator("section.gate").filter(has_text='"B2"')
         hostile_section = page.locator("section.gate").filter(has_not_text="B2")
@@ -134,7 +124,7 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
         assert hostile_section.locator("pre.args").inner_text() == f'{{\n  "order": "{HOSTILE}"\n}}'
         assert section.locator("pre.args").inner_text() == '{\n  "order": "B2"\n}'
         _assert_nothing_ran(page)
-        _shoot(page, tmp_path, "approvals")
+        shoot(page, tmp_path, "approvals")
 
         # reject the plain refund with a reason, approve the hostile one
         # (a reason typed holds the page's own reloads, so each click lands on the form)
@@ -155,7 +145,7 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
         answered = page.locator("tr.answer-row")
         assert answered.count() == 2
         assert "console:alice" in answered.first.inner_text()
-        _shoot(page, tmp_path, "approvals-answered")
+        shoot(page, tmp_path, "approvals-answered")
 
         # the finished turn: its call, the decision, the arguments and result as text
         page.goto(console.base + "/")
@@ -171,12 +161,12 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
         assert call.locator("pre.result").inner_text() == f"refunded {HOSTILE}"
         assert page.locator("dd.text").first.inner_text() == f"refund {HOSTILE}"
         _assert_nothing_ran(page)
-        _shoot(page, tmp_path, "turn")
+        shoot(page, tmp_path, "turn")
 
         # the audit: answer rows first, then each call's own row, all chained
         page.goto(console.base + "/audit")
         assert "intact" in page.locator("#chain").inner_text()
-        _shoot(page, tmp_path, "audit")
+        shoot(page, tmp_path, "audit")
         _assert_nothing_ran(page)
     finally:
         if console is not None:
