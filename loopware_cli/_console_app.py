@@ -32,7 +32,6 @@ from pipeline.durable import GateNotWaitingError
 from ._audit import DECISION_WORDS
 from ._console_auth import ConsoleAuth, TokenGate
 from ._console_data import (
-    Filters,
     answers_of,
     calls_of,
     chain_view,
@@ -41,6 +40,7 @@ from ._console_data import (
     turns_of,
 )
 from ._console_sources import ConsoleSources, GateAnswer
+from ._console_views import Filters
 
 __all__ = ["console_app"]
 
@@ -81,7 +81,7 @@ class _Pages:
 
     async def _state(self) -> tuple[str, list[Any]]:
         sources = self.sources()
-        head = sources.sink.head()
+        head = await sources.head()
         gates = await sources.waiting()
         text = f"{head.count}:{head.hash}:" + ",".join(sorted(g["gate_id"] for g in gates))
         return hashlib.sha256(text.encode()).hexdigest()[:16], gates

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from middleware.audit import AuditEntry, AuditRow, AuditSink, AuditVerification
+from middleware.audit import AuditEntry, AuditHead, AuditRow, AuditSink, AuditVerification
 from pipeline import canonical_json
 from pipeline.calls import ToolCall
 from pipeline.durable import DurableClient, GateNotWaitingError, WaitingGate
@@ -54,11 +54,15 @@ class ConsoleSources:
     store: SqliteStore | PostgresStore | None = None
     client: DurableClient | None = None
     answerer: str = "console"
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     async def rows(self) -> list[AuditRow]:
         """Every row of the chain."""
         return await asyncio.to_thread(self.sink.rows)
+
+    async def head(self) -> AuditHead:
+        """The chain's head (its row count and last hash)."""
+        return await asyncio.to_thread(self.sink.head)
 
     async def verify(self) -> AuditVerification:
         """The chain's verification."""

@@ -12,7 +12,6 @@ import pytest
 
 from loopware_cli._console_data import (
     PREVIEW_CHARS,
-    Filters,
     answers_of,
     calls_of,
     chain_view,
@@ -22,6 +21,7 @@ from loopware_cli._console_data import (
     usage_text,
 )
 from loopware_cli._console_sources import ConsoleSources, GateAnswer
+from loopware_cli._console_views import Filters
 from middleware.audit import AuditEntry, SqliteAuditSink
 from pipeline.durable import GateNotWaitingError, WaitingGate
 from pipeline.stores import SqliteStore

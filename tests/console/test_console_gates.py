@@ -83,7 +83,12 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
 ) -> None:
     page = browser_page
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def refuse(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
     client = DurableClient(workers.system_database)
     worker = workers.start()
     console = None
@@ -150,6 +155,7 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
         # the finished turn: its call, the decision, the arguments and result as text
         page.goto(console.base + "/")
         assert page.locator("tr.turn .status.completed").count() == 2
+        shoot(page, tmp_path, "turns")
         page.locator("tr.turn", has_text="refund: approved").get_by_role("link").first.click()
         assert page.locator("#turn-status").inner_text() == "completed"
         call = page.locator("li.call")

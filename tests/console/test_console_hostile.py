@@ -25,7 +25,12 @@ async def hostile_logs(tmp_path: Path) -> tuple[Path, Path, str]:
 def _watch(page: Any) -> list[str]:
     """Collect dialogs, page errors and CSP reports (console errors) while the test runs."""
     seen: list[str] = []
-    page.on("dialog", lambda d: (seen.append(f"dialog {d.message}"), d.dismiss()))
+
+    def refuse(dialog: Any) -> None:
+        seen.append(f"dialog {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", refuse)
     page.on("pageerror", lambda e: seen.append(f"error {e}"))
     return seen
 
@@ -94,14 +99,13 @@ def test_a_broken_chain_shows_its_first_bad_row_on_every_page(
         conn.execute("UPDATE audit_rows SET decision = 'allowed' WHERE idx = 2")
     conn.close()
     page = browser_page
-    console = Console("--audit", str(broken), "--store", str(store), cwd=tmp_path)
+    console = Console("--audit", str(broken), "--store", str(store), "--as", "alice", cwd=tmp_path)
     try:
         page.goto(console.url)
         banner = page.locator("#chain")
         assert banner.get_attribute("class") == "chain bad"
-        assert "broken at row 2" in " ".join(banner.inner_text().split())
-        assert "E_AUDIT_ROW_EDITED" in banner.inner_text()
-        banner.get_by_role("link", name="2").click()
+        assert "broken: row 2: E_AUDIT_ROW_EDITED" in " ".join(banner.inner_text().split())
+        banner.get_by_role("link", name="Show row 2").click()
         assert page.url.endswith("/audit#row-2")
         assert page.locator("tr.bad").get_attribute("id") == "row-2"
         shoot(page, tmp_path, "audit-broken")
