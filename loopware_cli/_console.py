@@ -181,8 +181,8 @@ def run_console(args: argparse.Namespace) -> int:
     except (UnreadableLogError, LoopError, OSError, ValueError) as exc:
         print(f"loopware console: error: {exc}", file=sys.stderr)
         return _EXIT_BAD_INPUT
-    auth = ConsoleAuth()
     host, port = sock.getsockname()[:2]
+    auth = ConsoleAuth(port)
     shown = f"[{host}]" if ":" in host else host
     hosts = ["*"] if args.allow_remote else ["127.0.0.1", "localhost", "[::1]", "::1", shown]
     app = console_app(open_sources, auth, answerer=answerer, allowed_hosts=hosts)

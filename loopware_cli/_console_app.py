@@ -39,7 +39,7 @@ from ._console_data import (
     result_preview,
     turns_of,
 )
-from ._console_sources import ConsoleSources, GateAnswer
+from ._console_sources import AnswerNotRecordedError, ConsoleSources, GateAnswer
 from ._console_views import Filters
 
 __all__ = ["console_app"]
@@ -188,7 +188,7 @@ class _Pages:
         answer = GateAnswer(gate_id=gate_id, approve=decision == "approve", reason=reason)
         try:
             await self.sources().answer(answer)
-        except GateNotWaitingError as exc:
+        except (GateNotWaitingError, AnswerNotRecordedError) as exc:
             return RedirectResponse("/gates?" + urlencode({"error": str(exc)}), status_code=303)
         said = "approved" if answer.approve else "rejected"
         return RedirectResponse(

@@ -27,7 +27,8 @@ from starlette.types import ASGIApp
 __all__ = ["COOKIE", "SECURITY_HEADERS", "ConsoleAuth", "TokenGate"]
 
 COOKIE: Final = "loopware_console"
-"""The session cookie's name."""
+"""The session cookie's name, followed by ``_<port>``: cookies do not tell ports apart, and two
+consoles on one host must not overwrite each other's session."""
 
 SECURITY_HEADERS: Final = {
     "Content-Security-Policy": (
@@ -50,13 +51,15 @@ class ConsoleAuth:
     """The console's token, its sessions, and the CSRF value of each session.
 
     Args:
+        port: The port served (names the cookie).
         token: The access token (a fresh random one when None).
     """
 
-    __slots__ = ("_key", "_sessions", "_token")
+    __slots__ = ("_cookie", "_key", "_sessions", "_token")
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, port: int, token: str | None = None) -> None:
         """Make the token and the CSRF key (see the class docstring)."""
+        self._cookie = f"{COOKIE}_{port}"
         self._token = token if token is not None else secrets.token_urlsafe(32)
         self._key = secrets.token_bytes(32)
         self._sessions: set[str] = set()
@@ -64,6 +67,11 @@ class ConsoleAuth:
     def __repr__(self) -> str:
         """Never show the token."""
         return f"ConsoleAuth(sessions={len(self._sessions)})"
+
+    @property
+    def cookie(self) -> str:
+        """The session cookie's name."""
+        return self._cookie
 
     @property
     def token(self) -> str:
@@ -82,7 +90,7 @@ class ConsoleAuth:
 
     def session_of(self, request: Request) -> str | None:
         """The request's session id, when its cookie holds one this console opened."""
-        session = request.cookies.get(COOKIE, "")
+        session = request.cookies.get(self._cookie, "")
         return session if session in self._sessions else None
 
     def csrf_for(self, session: str) -> str:
@@ -116,7 +124,7 @@ class TokenGate(BaseHTTPMiddleware):
                 target = request.url.path + (f"?{urlencode(kept)}" if kept else "")
                 response = RedirectResponse(target, status_code=303)
                 response.set_cookie(
-                    COOKIE,
+                    self.auth.cookie,
                     self.auth.open_session(),
                     httponly=True,
                     samesite="strict",

@@ -21,10 +21,14 @@ from pipeline.stores import PostgresStore, SqliteStore
 
 from ._console_data import usage_text
 
-__all__ = ["ANSWER_POLICY", "ConsoleSources", "GateAnswer"]
+__all__ = ["ANSWER_POLICY", "AnswerNotRecordedError", "ConsoleSources", "GateAnswer"]
 
 ANSWER_POLICY = "console"
 """The prefix of an ``answer`` row's ``policy``: ``console:<name>``."""
+
+
+class AnswerNotRecordedError(Exception):
+    """The gate was settled, but its ``answer`` row could not be appended (the cause chained)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,7 @@ class ConsoleSources:
 
         Raises:
             GateNotWaitingError: no turn waits on the gate (answered meanwhile, or unknown).
+            AnswerNotRecordedError: the gate was settled; its audit row could not be written.
         """
         client = self.client
         if client is None:
@@ -120,7 +125,13 @@ class ConsoleSources:
                 approve=answer.approve,
                 reason=None if answer.approve else to_model,
             )
-            rows = await self.sink.append([_answer_entry(gate, answer, who, said)])
+            try:
+                rows = await self.sink.append([_answer_entry(gate, answer, who, said)])
+            except Exception as exc:  # the sink's own error, whatever it is: say what happened
+                raise AnswerNotRecordedError(
+                    f"the gate {answer.gate_id!r} was answered, but its audit row was not "
+                    f"written: {exc}"
+                ) from exc
         return rows[0]
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -20,7 +21,7 @@ from loopware_cli._console_data import (
     turns_of,
     usage_text,
 )
-from loopware_cli._console_sources import ConsoleSources, GateAnswer
+from loopware_cli._console_sources import AnswerNotRecordedError, ConsoleSources, GateAnswer
 from loopware_cli._console_views import Filters
 from middleware.audit import AuditEntry, SqliteAuditSink
 from pipeline.durable import GateNotWaitingError, WaitingGate
@@ -175,3 +176,80 @@ def test_a_durable_turns_usage_reads_from_its_final_stash(
     stash: dict[str, object], text: str | None
 ) -> None:
     assert usage_text(stash) == text
+
+
+class _Client:
+    """A durable client double: one waiting gate, and the settle calls it received."""
+
+    def __init__(self) -> None:
+        self.settled: list[tuple[str, bool, str | None]] = []
+        self.gates = [
+            WaitingGate(
+                gate_id="turn_7:gate-1",
+                reason="the call to 'refund' needs approval",
+                payload={"tool": "refund", "call_id": "c1", "args": {"order": "A1"}},
+            )
+        ]
+
+    def waiting_gates(self) -> list[WaitingGate]:
+        return list(self.gates)
+
+    def settle(self, gate_id: str, *, approve: bool, reason: str | None) -> None:
+        self.settled.append((gate_id, approve, reason))
+        self.gates = [g for g in self.gates if g["gate_id"] != gate_id]
+
+    def close(self) -> None:
+        pass
+
+
+class _BrokenSink:
+    """An audit sink whose appends fail (a full disk, a lost database)."""
+
+    def __init__(self, inner: SqliteAuditSink) -> None:
+        self.inner = inner
+
+    def append(self, entries: object) -> Any:
+        raise OSError("disk full")
+
+    def rows(self) -> list[Any]:
+        return self.inner.rows()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_rejection_settles_the_gate_with_who_and_why_then_appends_its_answer_row(
+    tmp_path: Path,
+) -> None:
+    client = _Client()
+    sink = SqliteAuditSink(tmp_path / "audit.sqlite")
+    sources = ConsoleSources(sink=sink, client=cast(Any, client), answerer="alice")
+    try:
+        no = GateAnswer(gate_id="turn_7:gate-1", approve=False, reason=" no ")
+        row = await sources.answer(no)
+        with pytest.raises(GateNotWaitingError):  # answered: a second answer changes nothing
+            await sources.answer(GateAnswer(gate_id="turn_7:gate-1", approve=True, reason=""))
+        rows = await sources.rows()
+    finally:
+        sources.close()
+    assert client.settled == [("turn_7:gate-1", False, "rejected by console:alice: no")]
+    e = row.entry
+    assert (e.kind, e.turn_id, e.call_id, e.tool, e.args) == (
+        "answer", "turn_7", "c1", "refund", '{"order":"A1"}'
+    )
+    assert (e.decision, e.policy, e.reason, e.checksum) == (
+        "rejected", "console:alice", "no", "turn_7:gate-1"
+    )
+    assert [r.entry for r in rows] == [e]
+
+
+async def test_an_answer_whose_audit_row_cannot_be_written_says_so(tmp_path: Path) -> None:
+    client = _Client()
+    broken = _BrokenSink(SqliteAuditSink(tmp_path / "audit.sqlite"))
+    sources = ConsoleSources(sink=cast(Any, broken), client=cast(Any, client))
+    try:
+        with pytest.raises(AnswerNotRecordedError, match="was answered, but its audit row"):
+            await sources.answer(GateAnswer(gate_id="turn_7:gate-1", approve=True, reason=""))
+    finally:
+        sources.close()
+    assert client.settled == [("turn_7:gate-1", True, None)]

@@ -48,12 +48,12 @@ def _gate(workers: Workers, proc: Any) -> str:
     return workers.read_until(proc, "gate waiting:").split()[2]
 
 
-def _post(url: str, fields: dict[str, str], cookie: str | None) -> int:
+def _post(url: str, fields: dict[str, str], cookie: dict[str, Any] | None) -> int:
     request = urllib.request.Request(
         url, data=urllib.parse.urlencode(fields).encode(), method="POST"
     )
     if cookie is not None:
-        request.add_header("Cookie", f"loopware_console={cookie}")
+        request.add_header("Cookie", f"{cookie['name']}={cookie['value']}")
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return int(answer.status)
@@ -111,11 +111,13 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
 
         page.goto(console.url)
         assert page.url == console.base + "/"  # the token left the address bar
-        cookie = next(c for c in page.context.cookies() if c["name"] == "loopware_console")
+        port = console.base.rsplit(":", 1)[1]
+        (cookie,) = page.context.cookies()
+        assert cookie["name"] == f"loopware_console_{port}"
         assert cookie["httpOnly"]
         assert cookie["sameSite"] == "Strict"
-        assert _post(console.base + "/answer", answer, cookie["value"]) == 403
-        assert _post(console.base + "/answer", {**answer, "csrf": "0" * 64}, cookie["value"]) == 403
+        assert _post(console.base + "/answer", answer, cookie) == 403
+        assert _post(console.base + "/answer", {**answer, "csrf": "0" * 64}, cookie) == 403
         assert {g["gate_id"] for g in client.waiting_gates()} == gates
         assert len(_audit_rows(workers)) == rows_before
 
