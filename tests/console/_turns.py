@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 from middleware import ToolPolicy
-from middleware.audit import AuditLog, SqliteAuditSink
+from middleware.audit import AuditLog, AuditSink, SqliteAuditSink
 from pipeline import ToolLoopExecutor, TurnRunner, tool
 from pipeline.models import ModelResponse, ProposedToolCall, Usage
-from pipeline.stores import SqliteStore
+from pipeline.stores import SqliteStore, TurnStore
 from pipeline.testing import ScriptedModel
 
 SCRIPT = "<script>window.__pwned=1</script>"
@@ -43,8 +43,15 @@ def _call(call_id: str, name: str, **args: object) -> ProposedToolCall:
 
 
 async def hostile_turn(folder: Path) -> tuple[Path, Path, str]:
-    """Run the turn; return the audit log's path, the store's path and the turn id."""
+    """Run the turn on SQLite; return the audit log's path, the store's path and the turn id."""
     audit, store_path = folder / "audit.sqlite", folder / "agent.db"
+    async with SqliteStore(store_path) as store:
+        turn_id = await run_hostile_turn(store, SqliteAuditSink(audit))
+    return audit, store_path, turn_id
+
+
+async def run_hostile_turn(store: TurnStore, sink: AuditSink) -> str:
+    """Run the turn with ``store`` and ``sink`` (closed at the end); return its id."""
     model = ScriptedModel(
         [
             ModelResponse(
@@ -58,14 +65,14 @@ async def hostile_turn(folder: Path) -> tuple[Path, Path, str]:
             ModelResponse(text=f"done {HOSTILE}", usage=Usage(input_tokens=20, output_tokens=3)),
         ]
     )
-    sink = SqliteAuditSink(audit)
-    async with SqliteStore(store_path) as store:
-        runner = TurnRunner(
-            executor=ToolLoopExecutor(model),
-            tools=[echo, shell_run],
-            middleware=[ToolPolicy(deny=["shell*"]), AuditLog(sink)],
-            store=store,
-        )
+    runner = TurnRunner(
+        executor=ToolLoopExecutor(model),
+        tools=[echo, shell_run],
+        middleware=[ToolPolicy(deny=["shell*"]), AuditLog(sink)],
+        store=store,
+    )
+    try:
         result = await runner.run(f"please {HOSTILE}", conversation_id=CONVERSATION)
-    sink.close()
-    return audit, store_path, result.turn_id
+    finally:
+        sink.close()
+    return result.turn_id

@@ -8,12 +8,20 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ._turns import CONVERSATION, HOSTILE, LOOK_ALIKE, MADE_UP_TOOL, hostile_turn
+from ._turns import (
+    CONVERSATION,
+    HOSTILE,
+    LOOK_ALIKE,
+    MADE_UP_TOOL,
+    hostile_turn,
+    run_hostile_turn,
+)
 from .conftest import ROOT, Console, needs_chromium, shoot
 
 
@@ -137,3 +145,37 @@ def test_a_public_address_is_refused_without_allow_remote_and_a_missing_log_exit
     missing = _console("--audit", str(tmp_path / "nope.sqlite"), cwd=tmp_path)
     assert missing.returncode == 3
     assert "no such file" in missing.stderr
+
+
+def _url(conninfo: str) -> str:
+    """The ``postgresql://`` URL of a ``key=value`` conninfo (the form the console takes)."""
+    fields = dict(part.split("=", 1) for part in conninfo.split())
+    return (
+        f"postgresql://{fields['user']}@/{fields['dbname']}"
+        f"?host={fields['host']}&port={fields['port']}"
+    )
+
+
+async def test_the_console_reads_a_postgresql_audit_chain_and_store(
+    pg_conninfo: str, tmp_path: Path
+) -> None:
+    from middleware.audit import PostgresAuditSink
+    from pipeline.stores import MemorySpoolStore, PostgresStore
+
+    async with PostgresStore(pg_conninfo, spool=MemorySpoolStore()) as store:
+        turn_id = await run_hostile_turn(store, PostgresAuditSink(pg_conninfo))
+    url = _url(pg_conninfo)
+    console = Console("--audit", url, "--store", url, cwd=tmp_path)
+    try:
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        with opener.open(console.url, timeout=30) as answer:  # the token, then the cookie
+            turns = answer.read().decode()
+        with opener.open(f"{console.base}/turns/{turn_id}", timeout=30) as answer:
+            page = answer.read().decode()
+    finally:
+        console.stop()
+    assert "Audit chain intact: 5 rows verified." in turns
+    assert f'href="/turns/{turn_id}"' in turns
+    assert page.count('<li class="call"') == 3
+    assert "<pre class=\"result\">echo: &lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "<script>window" not in page
