@@ -2,7 +2,7 @@
 
 Server-rendered with Jinja2 (autoescape on: every value a model or a tool wrote is text on the
 page, never markup) on Starlette's routing. The one script is ``static/console.js``: it polls
-``/state`` (the chain's head and the waiting gates) and reloads the page when it changed, unless
+``/state`` (the chain's rows and the waiting gates) and reloads the page when it changed, unless
 a reason is being typed. Filters live in the query string, so a page's address can be shared
 with whoever else holds the token on this host.
 """
@@ -27,7 +27,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from pipeline.durable import GateNotWaitingError
+from middleware.audit import AuditRow
+from pipeline.durable import GateNotWaitingError, WaitingGate
 
 from ._audit import DECISION_WORDS
 from ._console_auth import ConsoleAuth, TokenGate
@@ -70,6 +71,7 @@ class _Pages:
 
     def _render(self, request: Request, name: str, state: str, **context: Any) -> Response:
         session = self.auth.session_of(request) or ""
+        context.setdefault("problem", None)
         context.update(
             csrf=self.auth.csrf_for(session),
             state=state,
@@ -79,15 +81,23 @@ class _Pages:
         )
         return self.templates.TemplateResponse(request, name, context)
 
-    async def _state(self) -> tuple[str, list[Any]]:
+    async def _state(self) -> tuple[str, list[WaitingGate]]:
         sources = self.sources()
-        head = await sources.head()
+        rows = await sources.fingerprint()
         gates = await sources.waiting()
-        text = f"{head.count}:{head.hash}:" + ",".join(sorted(g["gate_id"] for g in gates))
+        text = f"{rows}:" + ",".join(sorted(g["gate_id"] for g in gates))
         return hashlib.sha256(text.encode()).hexdigest()[:16], gates
 
+    async def _rows(self, context: dict[str, Any]) -> list[AuditRow]:
+        """The chain's rows; none, and the reason in ``context``, when a row does not parse."""
+        try:
+            return await self.sources().rows()
+        except ValueError as exc:
+            context["problem"] = f"{exc} (the chain's verification below locates it)"
+            return []
+
     async def state(self, request: Request) -> Response:
-        """What changes the pages: a short digest of the chain's head and the waiting gates."""
+        """What changes the pages: a digest of the chain's rows and the waiting gates."""
         digest, _ = await self._state()
         return PlainTextResponse(digest)
 
@@ -96,7 +106,8 @@ class _Pages:
         sources = self.sources()
         filters = Filters.from_query(request.query_params)
         digest, gates = await self._state()
-        rows = await sources.rows()
+        problem: dict[str, Any] = {}
+        rows = await self._rows(problem)
         waiting = [g.turn_id for g in gate_views(gates)]
         every = turns_of(rows, waiting=waiting)
         usage = await sources.usage([t.turn_id for t in every if t.status != "waiting"])
@@ -105,6 +116,7 @@ class _Pages:
             request,
             "turns.html",
             digest,
+            **problem,
             turns=turns,
             filters=filters,
             gates=len(gates),
@@ -119,11 +131,12 @@ class _Pages:
         turn_id = request.path_params["turn_id"]
         digest, gates = await self._state()
         held = [g for g in gate_views(gates) if g.turn_id == turn_id]
-        rows = await sources.rows()
+        problem: dict[str, Any] = {}
+        rows = await self._rows(problem)
         waiting = [g.turn_id for g in held]
         found = [t for t in turns_of(rows, waiting=waiting) if t.turn_id == turn_id]
         if not found:
-            return self._render(request, "missing.html", digest, turn_id=turn_id)
+            return self._render(request, "missing.html", digest, turn_id=turn_id, **problem)
         turn = found[0]
         usage = await sources.usage([turn_id]) if turn.status != "waiting" else {}
         stored = {c.id: result_preview(c) for c in await sources.stored_calls(turn_id)}
@@ -132,6 +145,7 @@ class _Pages:
             request,
             "turn.html",
             digest,
+            **problem,
             turn=turn,
             usage=usage.get(turn_id),
             calls=calls,
@@ -143,11 +157,13 @@ class _Pages:
         """The waiting gates with their answer forms, and the answers given so far."""
         sources = self.sources()
         digest, gates = await self._state()
-        rows = await sources.rows()
+        problem: dict[str, Any] = {}
+        rows = await self._rows(problem)
         return self._render(
             request,
             "gates.html",
             digest,
+            **problem,
             gates=gate_views(gates),
             answers=answers_of(rows)[:50],
             durable=sources.client is not None,
@@ -160,7 +176,8 @@ class _Pages:
         sources = self.sources()
         filters = Filters.from_query(request.query_params)
         digest, _ = await self._state()
-        rows = await sources.rows()
+        problem: dict[str, Any] = {}
+        rows = await self._rows(problem)
         kept = [
             r
             for r in rows
@@ -170,7 +187,14 @@ class _Pages:
         ]
         chain = chain_view(await sources.verify())
         return self._render(
-            request, "audit.html", digest, rows=kept, chain=chain, filters=filters, total=len(rows)
+            request,
+            "audit.html",
+            digest,
+            rows=kept,
+            chain=chain,
+            filters=filters,
+            total=len(rows),
+            **problem,
         )
 
     async def answer(self, request: Request) -> Response:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from middleware.audit import AuditEntry, AuditHead, AuditRow, AuditSink, AuditVerification
+from middleware.audit import AuditEntry, AuditRow, AuditSink, AuditVerification
 from pipeline import canonical_json
 from pipeline.calls import ToolCall
 from pipeline.durable import DurableClient, GateNotWaitingError, WaitingGate
@@ -64,9 +64,17 @@ class ConsoleSources:
         """Every row of the chain."""
         return await asyncio.to_thread(self.sink.rows)
 
-    async def head(self) -> AuditHead:
-        """The chain's head (its row count and last hash)."""
-        return await asyncio.to_thread(self.sink.head)
+    async def fingerprint(self) -> str:
+        """What changes when a row is added anywhere: the row count and the last row's hash.
+
+        Read from the log itself, not from the sink's head: the head a sink keeps is the one it
+        wrote or read, and the rows the console shows are written by other processes.
+        """
+        try:
+            rows = await self.rows()
+        except ValueError as exc:  # a row that does not parse: the pages say so
+            return f"unreadable:{exc}"
+        return f"{len(rows)}:{rows[-1].hash if rows else ''}"
 
     async def verify(self) -> AuditVerification:
         """The chain's verification."""

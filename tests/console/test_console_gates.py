@@ -195,7 +195,7 @@ def test_gates_answered_in_the_browser_finish_the_waiting_turns_and_are_audited_
 
 
 @needs_chromium
-def test_the_approvals_page_follows_a_gate_answered_elsewhere_without_a_reload(
+def test_the_pages_follow_a_gate_answered_elsewhere_and_the_turn_it_finishes_by_themselves(
     workers: Workers, browser_page: Any
 ) -> None:
     page = browser_page
@@ -208,12 +208,16 @@ def test_the_approvals_page_follows_a_gate_answered_elsewhere_without_a_reload(
         console = Console(
             "--audit", str(workers.audit), "--config", str(workers.config), cwd=workers.folder
         )
-        page.goto(console.url.replace("/?token", "/gates?token"))
-        assert page.url == console.base + "/gates"
-        assert page.locator("section.gate").count() == 1
+        page.goto(console.url)
+        assert page.locator("tr.turn .status").inner_text() == "waiting"
         approved = workers.cli("approve", "--config", str(workers.config), gate_id)
         assert approved.returncode == 0, approved.stderr
-        page.locator("#no-gates").wait_for(timeout=30_000)  # console.js reloaded the page
+        # console.js reloads the page when the gate closes and when the turn's rows arrive
+        page.locator("tr.turn .status.completed").wait_for(timeout=30_000)
+        assert page.locator("tr.turn .verdict").inner_text() == "refund: approved"
+        page.get_by_role("link", name="Approvals").first.click()
+        assert page.url == console.base + "/gates"
+        assert page.locator("#no-gates").count() == 1
         assert client.result(turn, timeout=60)["status"] == "completed"
     finally:
         if console is not None:

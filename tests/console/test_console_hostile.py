@@ -179,3 +179,26 @@ async def test_the_console_reads_a_postgresql_audit_chain_and_store(
     assert page.count('<li class="call"') == 3
     assert "<pre class=\"result\">echo: &lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
     assert "<script>window" not in page
+
+
+def test_a_row_that_does_not_parse_is_reported_and_every_page_still_answers(
+    hostile_logs: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    audit, _, turn_id = hostile_logs
+    with sqlite3.connect(audit) as conn:
+        conn.execute("UPDATE audit_rows SET kind = 'bogus' WHERE idx = 1")
+    conn.close()
+    console = Console("--audit", str(audit), cwd=tmp_path)
+    pages = {}
+    try:
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        opener.open(console.url, timeout=30).close()
+        for path in ("/", f"/turns/{turn_id}", "/gates", "/audit"):
+            with opener.open(console.base + path, timeout=30) as answer:
+                pages[path] = answer.read().decode()
+    finally:
+        console.stop()
+    for path, page in pages.items():
+        assert '<p class="note bad" id="problem">' in page, path
+        assert "audit row 1 of" in page, path
+    assert "Audit chain broken: row 1" in pages["/audit"]
