@@ -16,13 +16,17 @@ import importlib
 import ipaddress
 import socket
 import sys
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
 from pipeline.errors import LoopError, MissingExtraError
 
 from ._audit import UnreadableLogError, add_log_arguments, open_log, read_key
 
 if TYPE_CHECKING:
+    from pipeline.durable import DurableClient
+    from pipeline.stores import PostgresStore, SqliteStore
+
     from ._console_sources import ConsoleSources
 
 __all__ = ["CONSOLE_DESCRIPTION", "add_console_arguments", "is_loopback", "run_console"]
@@ -98,16 +102,14 @@ def _check_extra() -> None:
             ) from exc
 
 
-def _opener(args: argparse.Namespace, answerer: str) -> Any:
-    """What opens the sources on the server's loop (checked once here, before serving)."""
+def _opener(args: argparse.Namespace, answerer: str) -> Callable[[], ConsoleSources]:
+    """What opens the sources on the server's loop (run once before serving, to fail early)."""
     from ._console_sources import ConsoleSources
 
-    key = read_key(args)
-
     def open_sources() -> ConsoleSources:
-        sink = open_log(args.audit, chain=args.chain, key=key)
-        store: Any = None
-        client: Any = None
+        sink = open_log(args.audit, chain=args.chain, key=read_key(args))
+        store: SqliteStore | PostgresStore | None = None
+        client: DurableClient | None = None
         try:
             store = _open_store(args.store) if args.store else None
             client = _open_client(args)
@@ -121,7 +123,7 @@ def _opener(args: argparse.Namespace, answerer: str) -> Any:
     return open_sources
 
 
-def _open_store(where: str) -> Any:
+def _open_store(where: str) -> SqliteStore | PostgresStore:
     if where.startswith(("postgresql://", "postgres://")):
         from pipeline.stores import MemorySpoolStore, PostgresStore
 
@@ -131,7 +133,7 @@ def _open_store(where: str) -> Any:
     return SqliteStore(where)
 
 
-def _open_client(args: argparse.Namespace) -> Any:
+def _open_client(args: argparse.Namespace) -> DurableClient | None:
     if args.config is None and args.db is None:
         return None
     from pipeline.durable import DEFAULT_QUEUE, DurableClient
@@ -144,6 +146,14 @@ def _open_client(args: argparse.Namespace) -> Any:
     else:
         database, queue, app = args.db, DEFAULT_QUEUE, "loopware"
     return DurableClient(database, queue=args.queue or queue, app_name=app)
+
+
+def _os_user() -> str:
+    """The user running the console (``console`` when the system cannot tell)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+        return "console"
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -171,7 +181,7 @@ def run_console(args: argparse.Namespace) -> int:
     from ._console_app import console_app
     from ._console_auth import ConsoleAuth
 
-    answerer = args.answerer or getpass.getuser()
+    answerer = args.answerer or _os_user()
     open_sources = _opener(args, answerer)
     try:
         open_sources().close()  # fail here, with exit 3, not on the first page

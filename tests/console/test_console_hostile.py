@@ -134,7 +134,7 @@ def _console(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_public_address_is_refused_without_allow_remote_and_a_missing_log_exits_3(
+def test_a_public_address_is_refused_without_allow_remote_and_an_unusable_log_exits_3(
     hostile_logs: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
     audit, _, _ = hostile_logs
@@ -145,6 +145,10 @@ def test_a_public_address_is_refused_without_allow_remote_and_a_missing_log_exit
     missing = _console("--audit", str(tmp_path / "nope.sqlite"), cwd=tmp_path)
     assert missing.returncode == 3
     assert "no such file" in missing.stderr
+    no_key = _console("--audit", str(audit), "--key-env", "LOOPWARE_NO_SUCH_KEY", cwd=tmp_path)
+    assert no_key.returncode == 3
+    assert "LOOPWARE_NO_SUCH_KEY" in no_key.stderr
+    assert "Traceback" not in no_key.stderr
 
 
 def _url(conninfo: str) -> str:
