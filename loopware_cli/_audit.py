@@ -34,7 +34,13 @@ from middleware.audit import (
 )
 from pipeline.errors import LoopError, MissingExtraError
 
-__all__ = ["add_audit_arguments"]
+__all__ = [
+    "UnreadableLogError",
+    "add_audit_arguments",
+    "add_log_arguments",
+    "open_log",
+    "read_key",
+]
 
 EXIT_OK: Final = 0
 """verify: the chain holds; show: the rows were printed."""
@@ -65,7 +71,7 @@ DECISION_WORDS: Final = tuple(word for part in get_args(AuditDecision) for word 
 """Every word a row's ``decision`` may hold (``--decision`` takes one)."""
 
 
-class _Unreadable(Exception):
+class UnreadableLogError(Exception):
     """The log cannot be opened (exit 3), with the sentence to print."""
 
 
@@ -119,14 +125,7 @@ def _log_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "log", metavar="LOG", help="an SQLite or JSON Lines file, or a postgresql:// URL"
     )
-    parser.add_argument(
-        "--chain", default="default", help="the PostgreSQL chain's name (default: default)"
-    )
-    keys = parser.add_mutually_exclusive_group()
-    keys.add_argument(
-        "--key-env", metavar="NAME", help="the audit key (hex) is in this environment variable"
-    )
-    keys.add_argument("--key-file", metavar="FILE", help="the audit key (hex) is in this file")
+    add_log_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -139,7 +138,8 @@ def _error(command: str, message: str) -> None:
     print(f"loopware audit {command}: error: {message}", file=sys.stderr)
 
 
-def _key(args: argparse.Namespace) -> AuditKey | None:
+def read_key(args: argparse.Namespace) -> AuditKey | None:
+    """The audit key ``--key-env`` or ``--key-file`` names, if either does."""
     if args.key_env is not None:
         return AuditKey.from_env(args.key_env)
     if args.key_file is not None:
@@ -153,7 +153,7 @@ def _kind(log: str) -> str:
         return "postgres"
     path = Path(log)
     if not path.is_file():
-        raise _Unreadable(f"{log}: no such file")
+        raise UnreadableLogError(f"{log}: no such file")
     with path.open("rb") as f:
         header = f.read(len(_SQLITE_HEADER))
     if header != _SQLITE_HEADER:
@@ -165,24 +165,42 @@ def _kind(log: str) -> str:
             ).fetchone()
         conn.close()
     except sqlite3.Error as exc:
-        raise _Unreadable(f"{log}: cannot read the SQLite file: {exc}") from exc
+        raise UnreadableLogError(f"{log}: cannot read the SQLite file: {exc}") from exc
     if found is None:
-        raise _Unreadable(f"{log}: the SQLite file holds no audit log")
+        raise UnreadableLogError(f"{log}: the SQLite file holds no audit log")
     return "sqlite"
+
+
+def open_log(log: str, *, chain: str, key: AuditKey | None) -> AuditSink:
+    """The sink that reads ``log`` (PostgreSQL URL, SQLite file or JSON Lines), as it opens it.
+
+    Raises:
+        UnreadableLogError: no such file, or an SQLite file that holds no audit log.
+    """
+    kind = _kind(log)
+    if kind == "postgres":
+        return PostgresAuditSink(log, chain=chain, key=key)
+    if kind == "sqlite":
+        return SqliteAuditSink(log, key=key)
+    return JsonlAuditSink(log, key=key)
+
+
+def add_log_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--chain``, ``--key-env`` and ``--key-file``: how an audit log is opened."""
+    parser.add_argument(
+        "--chain", default="default", help="the PostgreSQL chain's name (default: default)"
+    )
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--key-env", metavar="NAME", help="the audit key (hex) is in this environment variable"
+    )
+    keys.add_argument("--key-file", metavar="FILE", help="the audit key (hex) is in this file")
 
 
 @contextmanager
 def _opened(args: argparse.Namespace) -> Iterator[AuditSink]:
     """The log's sink, opened with the key given, closed at the end."""
-    kind = _kind(args.log)
-    key = _key(args)
-    sink: AuditSink
-    if kind == "postgres":
-        sink = PostgresAuditSink(args.log, chain=args.chain, key=key)
-    elif kind == "sqlite":
-        sink = SqliteAuditSink(args.log, key=key)
-    else:
-        sink = JsonlAuditSink(args.log, key=key)
+    sink = open_log(args.log, chain=args.chain, key=read_key(args))
     try:
         yield sink
     finally:
@@ -203,7 +221,7 @@ def _status(command: str, args: argparse.Namespace, run: Any) -> int:
     except ImportError as exc:
         _error(command, f"{exc.name or exc}: pip install 'loopware[postgres]'")
         return EXIT_MISSING_EXTRA
-    except (_Unreadable, AuditKeyError, LoopError, OSError) as exc:
+    except (UnreadableLogError, AuditKeyError, LoopError, OSError) as exc:
         _error(command, str(exc))
         return EXIT_UNREADABLE
 

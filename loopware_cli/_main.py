@@ -1,4 +1,4 @@
-"""The ``loopware`` command: demo, run, replay, pipelines, gateway, worker and approve.
+"""The ``loopware`` command: demo, run, replay, pipelines, gateway, worker, approve, console.
 
 ``main(argv)`` returns the exit status instead of exiting, so it can be called in-process; the
 console script (``loopware = "loopware_cli._main:main"``) exits with it. Exit statuses are listed in
@@ -69,12 +69,13 @@ exit status (every command):
   3  bad input file: replay's transcript is missing, unreadable, not UTF-8,
      invalid or truncated JSON, or has malformed messages (printed on stderr as
      FILE:LINE:COLUMN: CODE: messages[INDEX]: what is wrong; the readable part is
-     still replayed and reported); audit: the log cannot be read; worker,
-     gateway, approve: the configuration file or a value in it is unusable
+     still replayed and reported); audit, console: the log cannot be read; worker,
+     gateway, approve, console: the configuration file or a value in it is unusable
   4  bad module:attr: the module cannot be imported, the attribute is missing, or
      it is not middleware or tools (replay, run) / not a TurnRunner
      (pipelines); a factory that needs arguments or raises counts too; gateway:
-     --http on an address that is not loopback, without an [auth] table
+     --http on an address that is not loopback, without an [auth] table; console:
+     --host that is not loopback, without --allow-remote
   5  run: the model cannot be used: its API key is not set or was refused, or the
      model string is not one loopware knows
   6  replay: the transcript is readable but the recorded model made errors (tool
@@ -212,6 +213,12 @@ def _configure_audit(parser: argparse.ArgumentParser) -> None:
     add_audit_arguments(parser)
 
 
+def _configure_console(parser: argparse.ArgumentParser) -> None:
+    from ._console import add_console_arguments
+
+    add_console_arguments(parser)
+
+
 def _configure_approve(parser: argparse.ArgumentParser) -> None:
     from ._approve import APPROVE_DESCRIPTION, add_approve_arguments, run_approve
 
@@ -246,6 +253,7 @@ COMMANDS: Final[dict[str, Command]] = {
     "worker": Command("run queued durable turns", _configure_worker),
     "approve": Command("settle a gate a durable turn waits on", _configure_approve),
     "audit": Command("verify an audit chain or print its rows", _configure_audit),
+    "console": Command("browse the audit trail and answer approvals", _configure_console),
 }
 """Every subcommand, in the order ``loopware --help`` lists them."""
 

@@ -69,10 +69,12 @@ GENESIS_HASH = "0" * 64
 
 TurnStatus = Literal["completed", "failed", "aborted"]
 
-AuditKind = Literal["tool_call", "amended", "deleted", "tool", "turn", "repair", "access"]
+AuditKind = Literal[
+    "tool_call", "amended", "deleted", "tool", "turn", "repair", "access", "answer"
+]
 """What a row records (see `AuditEntry.kind`)."""
 
-_KINDS = ("tool_call", "amended", "deleted", "tool", "turn", "repair", "access")
+_KINDS = ("tool_call", "amended", "deleted", "tool", "turn", "repair", "access", "answer")
 _STATUSES = ("completed", "failed", "aborted")
 
 
@@ -119,6 +121,12 @@ class AuditEntry:
       token, a wrong or expired one): ``decision`` ``"denied"``, ``policy`` who refused,
       ``reason`` why, ``args`` the request as canonical JSON (method, path, peer; never a
       credential), ``turn_id`` empty, ``is_error`` True.
+    - ``"answer"``: a gate answered from outside its turn (``loopware console``): ``turn_id``
+      the waiting turn, ``call_id``, ``tool`` and ``args`` those of the call the gate holds
+      (the validated arguments the handler receives), ``decision`` ``"approved"`` or
+      ``"rejected"``, ``policy`` who answered (``console:<name>``), ``reason`` the reason
+      given, ``checksum`` the gate's durable id. The call's own row follows when its turn
+      stores it.
     """
     turn_id: str
     """The turn (empty for repair and access rows)."""

@@ -56,9 +56,11 @@ def worker_config(folder: Path) -> Path:
         ("dbos", "durable", ("approve", "--list", "--db", "sqlite:///s.db")),
         ("mcp", "mcp", ("gateway", "--config", "gateway.toml")),
         ("psycopg", "postgres", ("audit", "verify", "postgresql://localhost/audit")),
+        ("starlette", "console", ("console", "--audit", "audit.sqlite")),
+        ("jinja2", "console", ("console", "--audit", "audit.sqlite")),
     ],
     ids=["run-openai", "run-responses", "run-compatible", "run-anthropic", "worker", "approve",
-         "gateway", "audit"],
+         "gateway", "audit", "console-starlette", "console-jinja2"],
 )
 def test_a_command_without_its_extra_prints_one_line_naming_it_and_exits_7(
     hidden: str, extra: str, argv: tuple[str, ...], tmp_path: Path
