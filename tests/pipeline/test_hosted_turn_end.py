@@ -14,7 +14,7 @@ from middleware import Middleware
 from middleware.audit import AuditLog, JsonlAuditSink
 from pipeline import DispatchContext
 from pipeline.calls import ToolCallContext
-from pipeline.hosted import HostedRunner, HostTool
+from pipeline.hosted import HostedCall, HostedRunner, HostedTurn, HostTool
 from pipeline.stages import CallNext
 
 SEARCH = HostTool("search", "Search.", {"type": "object", "properties": {}})
@@ -72,20 +72,39 @@ def rows(sink: JsonlAuditSink) -> list[tuple[str | None, str | None, bool | None
         sink.close()
 
 
+class OneBatchTurn:
+    """A hosted turn under `one_batch_only` and an audit log, its first call ``a`` made."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.audit = JsonlAuditSink(tmp_path / "audit.jsonl")
+        self.runner = HostedRunner(middleware=[one_batch_only(), AuditLog(self.audit)])
+        self.host = Host()
+
+    async def begin(self) -> tuple[HostedTurn, HostedCall]:
+        turn = await self.runner.begin("go")
+        turn.offer([SEARCH])
+        return turn, await turn.call("a", "search", {"q": "a"}, self.host.search)
+
+    async def call(self, turn: HostedTurn, call_id: str) -> HostedCall:
+        return await turn.call(call_id, "search", {"q": call_id}, self.host.search)
+
+    async def call_while_closing(self, turn: HostedTurn, call_id: str) -> HostedCall:
+        """Make a call while the batch closes (``dispatch_output`` is running)."""
+        closing = asyncio.ensure_future(turn.end_batch())
+        await asyncio.sleep(0)
+        waiting = await self.call(turn, call_id)
+        await closing
+        return waiting
+
+
 async def test_a_call_waiting_for_the_batch_to_close_is_recorded_when_a_policy_ends_the_turn(
     tmp_path: Path,
 ) -> None:
-    audit = JsonlAuditSink(tmp_path / "audit.jsonl")
-    runner = HostedRunner(middleware=[one_batch_only(), AuditLog(audit)])
-    host = Host()
-    turn = await runner.begin("go")
-    turn.offer([SEARCH])
-    first = await turn.call("a", "search", {"q": "a"}, host.search)
-    closing = asyncio.ensure_future(turn.end_batch())
-    await asyncio.sleep(0)  # the batch is closing: dispatch_output is running
-    waiting = await turn.call("b", "search", {"q": "b"}, host.search)
-    await closing
+    case = OneBatchTurn(tmp_path)
+    turn, first = await case.begin()
+    waiting = await case.call_while_closing(turn, "b")
     result = await turn.finish()
+    audit, host = case.audit, case.host
 
     assert first.forwarded
     assert not waiting.forwarded
@@ -138,16 +157,13 @@ async def test_calls_waiting_for_their_place_after_a_policy_aborted_the_turn_nev
 async def test_a_call_after_the_turn_ended_is_late_and_neither_run_nor_stored(
     tmp_path: Path,
 ) -> None:
-    audit = JsonlAuditSink(tmp_path / "audit.jsonl")
-    runner = HostedRunner(middleware=[one_batch_only(), AuditLog(audit)])
-    host = Host()
-    turn = await runner.begin("go")
-    turn.offer([SEARCH])
-    await turn.call("a", "search", {"q": "a"}, host.search)
+    case = OneBatchTurn(tmp_path)
+    turn, _ = await case.begin()
     await turn.end_batch()
     assert turn.ended
-    late = await turn.call("z", "search", {"q": "z"}, host.search)
+    late = await case.call(turn, "z")
     result = await turn.finish()
+    audit, host = case.audit, case.host
 
     assert late.late
     assert not late.forwarded
@@ -161,18 +177,12 @@ async def test_a_call_asked_again_after_the_end_gets_its_stored_record_once(
     tmp_path: Path,
 ) -> None:
     """The host asks again for a call the ending turn answered: the same record, no new row."""
-    audit = JsonlAuditSink(tmp_path / "audit.jsonl")
-    runner = HostedRunner(middleware=[one_batch_only(), AuditLog(audit)])
-    host = Host()
-    turn = await runner.begin("go")
-    turn.offer([SEARCH])
-    await turn.call("a", "search", {"q": "a"}, host.search)
-    closing = asyncio.ensure_future(turn.end_batch())
-    await asyncio.sleep(0)
-    waiting = await turn.call("b", "search", {"q": "b"}, host.search)
-    await closing
-    again = await turn.call("b", "search", {"q": "b"}, host.search)
+    case = OneBatchTurn(tmp_path)
+    turn, _ = await case.begin()
+    waiting = await case.call_while_closing(turn, "b")
+    again = await case.call(turn, "b")
     await turn.finish()
+    audit, host = case.audit, case.host
 
     assert again is waiting
     assert host.runs == [{"q": "a"}]
