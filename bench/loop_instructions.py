@@ -11,11 +11,11 @@ What is counted
 The scenarios of ``bench.loop_overhead`` (a 50-iteration scripted turn, one ``echo`` call per
 iteration with fresh arguments, through `TurnRunner` + `ToolLoopExecutor` with the default
 stores): no middleware, the five ``tool_call`` layers users write (state kept in the stash, as
-the README shows) and the five built-in layers, plus the plain-Python floor (the same calls
-made directly). Each runs in a process of its own under ``valgrind --tool=callgrind``, once
-with ``--few`` turns and once with ``--many``; the difference over the difference of the
-iterations is one iteration's cost, start-up and warm-up cancelled out. Every process warms up
-with two turns first.
+the README shows), the five built-in layers, and those with an `AuditLog` (a JSON Lines chain,
+``synchronous="normal"``), plus the plain-Python floor (the same calls made directly). Each
+runs in a process of its own under ``valgrind --tool=callgrind``, once with ``--few`` turns and
+once with ``--many``; the difference over the difference of the iterations is one iteration's
+cost, start-up and warm-up cancelled out. Every process warms up with two turns first.
 
 ``--tree DIR`` runs the scenarios with ``DIR`` first on ``PYTHONPATH`` (its ``pipeline``,
 ``middleware`` and ``bench.loop_overhead``), so an older commit checked out in a worktree is
@@ -38,13 +38,15 @@ CONFIGURATIONS = {
     "none": "no middleware",
     "stash": "5 tool_call layers (stash-backed, as the README shows)",
     "builtins": "5 built-in layers",
+    "audit": "5 built-in layers and an audit log (JSON Lines, synchronous normal)",
 }
 ITERATIONS = 50
 """Iterations per turn, as in ``bench.loop_overhead``."""
 
 SCENARIO = """
-import asyncio, sys
+import asyncio, sys, tempfile
 from bench.loop_overhead import five_layers, five_tool_call_layers, floor_turn, make_runner, script
+from middleware.audit import AuditLog, JsonlAuditSink
 
 config, turns, iterations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
@@ -55,8 +57,12 @@ async def run() -> None:
         for _ in range(2 + turns):
             floor_turn(steps)
         return
-    layers = {"none": list, "stash": five_tool_call_layers, "builtins": five_layers}[config]
-    runner = make_runner(iterations, layers())
+    if config == "audit":
+        log = f"{tempfile.mkdtemp()}/audit.jsonl"
+        stack = [*five_layers(), AuditLog(JsonlAuditSink(log, synchronous="normal"))]
+    else:
+        stack = {"none": list, "stash": five_tool_call_layers, "builtins": five_layers}[config]()
+    runner = make_runner(iterations, stack)
     for _ in range(2 + turns):
         result = await runner.run("go")
         if result.status != "completed":
