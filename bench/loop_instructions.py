@@ -38,7 +38,7 @@ CONFIGURATIONS = {
     "none": "no middleware",
     "stash": "5 tool_call layers (stash-backed, as the README shows)",
     "builtins": "5 built-in layers",
-    "audit": "5 built-in layers and an audit log (JSON Lines, synchronous normal)",
+    "audit": "5 built-in layers and an audit log (JSON Lines)",
 }
 ITERATIONS = 50
 """Iterations per turn, as in ``bench.loop_overhead``."""
