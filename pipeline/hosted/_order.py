@@ -30,6 +30,10 @@ class BatchOrder:
         """Show how many calls are ordered and how many passed."""
         return f"BatchOrder(calls={len(self._order)}, passed={len(self._passed)})"
 
+    def __contains__(self, call_id: object) -> bool:
+        """Whether ``call_id`` is ordered (a call not ordered passes at once)."""
+        return call_id in self._order
+
     def announce(self, call_ids: Iterable[str], taken: Container[str]) -> None:
         """Add ``call_ids`` in proposal order (but those already ordered or ``taken``)."""
         order = self._order
