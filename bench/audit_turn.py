@@ -158,7 +158,7 @@ def main() -> None:
     print("{:7} {:17} {:>8} {:>8} {:>9} {:>9}".format(
         "sync", "configuration", "µs/call", "cpu", "added", "added cpu"))
     for sync in ("normal", "full"):
-        table = asyncio.run(measure(sync, rounds, turns, calls))  # type: ignore[arg-type]
+        table = asyncio.run(measure(sync, rounds, turns, calls))
         for name in CONFIGS:
             wall, cpu, *added = table[name]
             extra = "{:>9.1f} {:>9.1f}".format(*added) if added else ""

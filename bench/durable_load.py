@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipeline.durable import DurableClient
+from pipeline.durable import DurableClient, DurableTurnOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "bench.durable_app"
@@ -133,12 +133,18 @@ def run_setup(
 
 
 def check_rows(
-    name: str, folder: Path, store_spec: str, ids: dict[str, str], log: Path, outcomes: list[dict]
+    name: str,
+    folder: Path,
+    store_spec: str,
+    ids: dict[str, str],
+    log: Path,
+    outcomes: list[DurableTurnOutcome],
 ) -> None:
     """Every turn: 3 messages, 1 call, its handler run once; nothing lost or duplicated."""
     from pipeline.stores import FileSpoolStore, PostgresStore, SqliteStore
 
     async def load() -> list[tuple[int, int, list[str]]]:
+        store: SqliteStore | PostgresStore
         if store_spec.startswith("sqlite:"):
             store = SqliteStore(folder / store_spec.removeprefix("sqlite:"))
         else:

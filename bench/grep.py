@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from itertools import compress
 from time import monotonic
 from typing import Any
@@ -58,6 +59,17 @@ def best(run: Callable[[], int], repeats: int) -> tuple[float, int]:
         count = run()
         times.append(time.perf_counter() - started)
     return min(times), count
+
+
+def gnu_count(grep: str, ere: str, path: str) -> int:
+    """Lines GNU grep counts for the extended regular expression ``ere`` in ``path``."""
+    found = subprocess.run([grep, "-cE", ere, path], capture_output=True, text=True, check=False)
+    return int(found.stdout or 0)
+
+
+def grep_count(artifact: SpooledArtifact, pattern: str) -> int:
+    """Lines the artifact's own ``grep`` finds for ``pattern``."""
+    return len(artifact.grep(pattern))
 
 
 def stdlib_count(reader: Any, pattern: str) -> int:
@@ -102,27 +114,17 @@ def main(argv: list[str] | None = None) -> int:
             floor = "-"
             if gnu_grep is not None:
                 path = str(reader.path)
-                seconds, _ = best(
-                    lambda ere=ere, path=path: int(
-                        subprocess.run([gnu_grep, "-cE", ere, path], capture_output=True,
-                                       text=True, check=False).stdout or 0
-                    ),
-                    repeats,
-                )
+                seconds, _ = best(partial(gnu_count, gnu_grep, ere, path), repeats)
                 floor = f"{seconds:.3f}"
-            re_s, re_n = best(lambda pattern=pattern: stdlib_count(reader, pattern), repeats)
-            ours_s, ours_n = best(lambda pattern=pattern: len(artifact.grep(pattern)), repeats)
+            re_s, re_n = best(partial(stdlib_count, reader, pattern), repeats)
+            ours_s, ours_n = best(partial(grep_count, artifact, pattern), repeats)
             assert ours_n == re_n, f"{name}: grep found {ours_n} lines, re {re_n}"
             ratio = ours_s / re_s
             ratios.append(ratio)
             row = f"{name:<15} {floor:>8} {re_s:>8.3f} {ours_s:>8.3f} {ratio:>6.2f}"
             if not options.no_regex_only:
-                slow_s, slow_n = best(
-                    lambda pattern=pattern: regex_only_count(
-                        reader, pattern, artifact.grep_time_limit()
-                    ),
-                    1,
-                )
+                budget = artifact.grep_time_limit()
+                slow_s, slow_n = best(partial(regex_only_count, reader, pattern, budget), 1)
                 assert slow_n == re_n, f"{name}: the regex path found {slow_n}, re {re_n}"
                 row += f" {slow_s:>11.3f}"
             print(f"{row}  {re_n:,}")

@@ -147,7 +147,7 @@ def run_shape(sizes: list[int], per_turn: int, folder: Path) -> bool:
         f"{first['calls']} ({'linear' if rate_kept else 'NOT linear'}); "
         f"peak {last['peak_mb']:.0f} MB{'' if under else ' (over 1 GB)'}"
     )
-    return rate_kept and under
+    return bool(rate_kept and under)
 
 
 def main(argv: list[str] | None = None) -> int:
