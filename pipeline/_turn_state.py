@@ -366,7 +366,7 @@ class TurnState:
             self.tools.hide(decision.tool)
         self.tool_decisions.append(decision)
         self.taken_tools[decision.tool] = decision
-        if self.bus.listening:
+        if self.bus.wants(ToolDecided):
             self.emit(ToolDecided(turn_id=self.turn_id, decision=decision))
 
     # -- gates ---------------------------------------------------------------------------------
@@ -435,7 +435,7 @@ class TurnState:
                 raise
         else:  # nothing to await: no cancellation can land between save and record
             self._add(call)
-        if self.bus.listening:
+        if self.bus.wants(ToolCallStored):
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
     def _change(
@@ -470,7 +470,7 @@ class TurnState:
             else self.keeping.persist(self, self._change("amended", call, old))
         )
         await self._persist(write, partial(self._replace, old, call))
-        if self.bus.listening:
+        if self.bus.wants(ToolCallStored):
             self.emit(ToolCallStored(turn_id=self.turn_id, call=call))
 
     async def delete_tool_call(self, call_id: str) -> bool:
