@@ -26,7 +26,7 @@ from .._tool_checks import is_tool_name
 from ..errors import InvalidToolCallError
 from ._call import HostedCall, ended_record
 from ._deferral import until_decided
-from ._tools import CURRENT, HostCentre, HostTool, host_tool
+from ._tools import CURRENT, HostCentre, HostTool, HostToolCache
 
 if TYPE_CHECKING:
     from .._dispatch import DispatchContext
@@ -66,12 +66,13 @@ class HostedTurn:
         "_result",
         "_running",
         "_signal",
+        "_tools",
         "_waiters",
         "conversation_id",
     )
 
-    def __init__(self, conversation_id: str | None) -> None:
-        """Prepare a hosted turn (`HostedRunner.begin` starts it)."""
+    def __init__(self, conversation_id: str | None, tools: HostToolCache | None = None) -> None:
+        """Prepare a hosted turn (`HostedRunner.begin` starts it, with its runner's ``tools``)."""
         self.conversation_id = conversation_id
         """The conversation (the host's thread or session) the turn belongs to, if any."""
         loop = asyncio.get_running_loop()
@@ -88,6 +89,7 @@ class HostedTurn:
         self._next_slot = 0
         self._waiters: dict[int, asyncio.Future[None]] = {}
         self._result: TurnResult | None = None
+        self._tools = HostToolCache() if tools is None else tools
 
     def __repr__(self) -> str:
         """Show the turn and how many calls it ran."""
@@ -198,7 +200,7 @@ class HostedTurn:
         registry = d.tools
         for spec in tools:
             if registry.get(spec.name) is None and is_tool_name(spec.name):
-                registry.register(host_tool(spec))
+                registry.register(self._tools.tool(spec))
 
     def knows(self, name: str) -> bool:
         """Whether the turn holds a tool of this name, or a decision withdrew it.
