@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from .._tool_checks import is_tool_name
@@ -82,7 +83,7 @@ class HostedTurn:
         self._ready: asyncio.Future[None] = loop.create_future()
         self._signal: asyncio.Future[bool] | None = None
         self._calls: dict[str, HostedCall] = {}
-        self._running: dict[str, asyncio.Future[None]] = {}
+        self._running: dict[str, asyncio.Future[None] | None] = {}
         self._open = False
         self._order: dict[str, int] = {}
         self._passed: set[int] = set()
@@ -283,28 +284,33 @@ class HostedTurn:
             known = None  # a deferred call resumed with the host's decision: decide it now
             self._calls.pop(call_id)
         if known is not None:
-            running = self._running.get(call_id)
-            if running is not None:  # the same call, still on its way: its one decision
+            if call_id in self._running:  # the same call, still on its way: its one decision
+                running = self._running[call_id]
+                if running is None:
+                    running = asyncio.get_running_loop().create_future()
+                    self._running[call_id] = running
                 await asyncio.shield(running)
             return known
-        loop = asyncio.get_running_loop()
-        parked: asyncio.Future[None] = loop.create_future()
+        # a deferrable call's stage waits for its gate beside it (`until_decided`)
+        parked = asyncio.get_running_loop().create_future() if defer else None
         hosted = HostedCall(
             call_id,
             name,
             arguments,
             centre,
             validated,
-            lambda: self._release(call_id),
+            partial(self._release, call_id),
             approval=approval,
             defer=defer,
-            parked=lambda: None if parked.done() else parked.set_result(None),
+            parked=_no_op if parked is None else partial(_settle, parked),
         )
         self._calls[call_id] = hosted
-        running = self._running[call_id] = loop.create_future()
+        self._running[call_id] = None  # a future only once a second ask waits for it
         try:
-            await self._my_turn(call_id)
-            await self._until_ready()
+            if call_id in self._order:
+                await self._my_turn(call_id)
+            if not self._ready.done():
+                await self._until_ready()
             d = self._dispatch
             if d is None or self.ended:
                 hosted.record = ended_record(d, call_id, name)
@@ -321,7 +327,7 @@ class HostedTurn:
                     inline_limit=_INLINE,
                 )
                 # only a deferrable call runs its stage in a task of its own (to stop it there)
-                record = await (until_decided(stage, parked) if defer else stage)
+                record = await (stage if parked is None else until_decided(stage, parked))
             finally:
                 CURRENT.reset(token)
             if record is None:  # deferred at its gate: nothing ran, nothing is stored
@@ -334,8 +340,8 @@ class HostedTurn:
             self._open = True
         finally:
             self._release(call_id)
-            del self._running[call_id]
-            if not running.done():
+            running = self._running.pop(call_id)
+            if running is not None and not running.done():
                 running.set_result(None)
         return hosted
 
@@ -399,6 +405,15 @@ class HostedTurn:
         for top in {path.split(".", 1)[0] for path in stash.keys()}:  # noqa: SIM118
             if top not in snapshot:
                 stash.delete(top)
+
+
+def _no_op() -> None:
+    return None
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _wait_handle(handle: TurnHandle) -> None:
