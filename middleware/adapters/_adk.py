@@ -1,4 +1,4 @@
-"""`LoopwarePlugin`: loopware's stack as a Google ADK plugin (docs/adapters.md).
+"""`LoopwarePlugin`: loopware's stack as a Google ADK plugin (docs/adapters/adk.md).
 
 One ADK invocation is one hosted turn (`pipeline.hosted`), keyed by its ``invocation_id``:
 ``before_run_callback`` begins it (the session is the conversation), ``before_model_callback``

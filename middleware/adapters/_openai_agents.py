@@ -1,4 +1,4 @@
-"""`Loopware`: loopware's stack on an OpenAI Agents SDK run (docs/adapters.md).
+"""`Loopware`: loopware's stack on an OpenAI Agents SDK run (docs/adapters/openai-agents.md).
 
 The SDK has no run-wide tool hook, so the adapter wraps the agent's function tools and runs the
 agent itself: `Loopware.run` begins a hosted turn (`pipeline.hosted`), runs

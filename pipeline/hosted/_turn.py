@@ -4,7 +4,7 @@ A host (pydantic-ai, LangChain, the OpenAI Agents SDK, ADK, an MCP client) runs 
 loop and its own tools. A hosted turn is an ordinary loopware turn (``turn_input``, dispatch
 iterations, ``turn_output``, the store, the record keepers) whose executor is the host: each
 iteration waits for the host's calls of one model step, and ends when the host closes the batch
-(`end_batch`) or the run (`finish`). The mapping (docs/adapters.md):
+(`end_batch`) or the run (`finish`). The mapping (docs/adapters/index.md):
 
 * conversation = the host's thread or session (``conversation_id``), turn = one host run;
 * iteration = one model step and its tool batch (``dispatch_output`` runs at `end_batch`);
