@@ -420,7 +420,9 @@ class Tool(Generic[ArgsT]):
                 raise not_json(name, "nested too deeply") from None
         if validated is None:
             validated = self._schema.validate(args)
-        wants_start, wants_end = _wants(ctx, ToolExecutionStart), _wants(ctx, ToolExecutionEnd)
+        wants_start = wants_end = False
+        if getattr(ctx, "listening", True):  # nobody listens: nothing to ask per event type
+            wants_start, wants_end = _wants(ctx, ToolExecutionStart), _wants(ctx, ToolExecutionEnd)
         started_at = datetime.now(UTC) if wants_start or wants_end else None
         if wants_start and started_at is not None:
             ctx.emit(
@@ -488,11 +490,9 @@ def is_async_callable(fn: object) -> bool:
 
 
 def _wants(ctx: ToolContext, event_type: type[Event]) -> bool:
-    """Whether a listener takes ``event_type`` (a context that cannot tell: if it listens)."""
+    """Whether a listener takes ``event_type`` (a context that cannot tell: yes)."""
     listens_for = getattr(ctx, "listens_for", None)
-    if listens_for is None:
-        return bool(getattr(ctx, "listening", True))
-    return bool(listens_for(event_type))
+    return True if listens_for is None else bool(listens_for(event_type))
 
 
 def _end(
