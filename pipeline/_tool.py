@@ -399,7 +399,7 @@ class Tool(Generic[ArgsT]):
         (`ToolThreads`: bounded, the context copied; a cancellation returns at once while the
         thread runs on) and its result awaited if it is awaitable; (5) `ToolExecutionEnd`. The
         events carry ``call_id`` (the provider's id of the call) and ``checksum`` (what was
-        asked); they are built only when the context has a listener (``ctx.listening``).
+        asked); each is built only when a listener takes it (``ctx.listens_for``).
 
         When the handler raises, the end event carries ``is_error=True`` and: a `LoopError`
         (including `TurnAbortedError`) is re-raised unchanged; any other exception becomes a
@@ -420,11 +420,11 @@ class Tool(Generic[ArgsT]):
                 raise not_json(name, "nested too deeply") from None
         if validated is None:
             validated = self._schema.validate(args)
-        listening = getattr(ctx, "listening", True)
-        starts = listening and _wants(ctx, ToolExecutionStart)
-        ends = listening and _wants(ctx, ToolExecutionEnd)
-        started_at = datetime.now(UTC) if starts or ends else None
-        if starts and started_at is not None:
+        wants_start = wants_end = False
+        if getattr(ctx, "listening", True):  # nobody listens: nothing to ask per event type
+            wants_start, wants_end = _wants(ctx, ToolExecutionStart), _wants(ctx, ToolExecutionEnd)
+        started_at = datetime.now(UTC) if wants_start or wants_end else None
+        if wants_start and started_at is not None:
             ctx.emit(
                 ToolExecutionStart(
                     turn_id=ctx.turn_id,
@@ -436,7 +436,7 @@ class Tool(Generic[ArgsT]):
                     started_at=started_at,
                 )
             )
-        start = perf_counter() if ends else 0.0
+        start = perf_counter() if started_at is not None else 0.0
         try:
             handler, meta = self._handler, self._meta
             if self._is_async:
@@ -444,7 +444,7 @@ class Tool(Generic[ArgsT]):
             else:
                 result = await run_in_thread(handler, validated, ctx, meta)
         except BaseException as exc:
-            if ends and started_at is not None:
+            if wants_end and started_at is not None:
                 ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, True))
             if isinstance(exc, LoopError) or not isinstance(exc, Exception):
                 raise
@@ -452,7 +452,7 @@ class Tool(Generic[ArgsT]):
             raise ToolDownstreamError(
                 f"tool {name!r} failed: {detail}", tool_name=name, call_id=call_id
             ) from exc
-        if ends and started_at is not None:
+        if wants_end and started_at is not None:
             ctx.emit(_end(ctx, name, call_id, checksum, validated, started_at, start, False))
         return result
 
@@ -490,7 +490,7 @@ def is_async_callable(fn: object) -> bool:
 
 
 def _wants(ctx: ToolContext, event_type: type[Event]) -> bool:
-    """Whether a listener takes events of ``event_type`` (a context that cannot tell: yes)."""
+    """Whether a listener takes ``event_type`` (a context that cannot tell: yes)."""
     listens_for = getattr(ctx, "listens_for", None)
     return True if listens_for is None else bool(listens_for(event_type))
 

@@ -1,4 +1,4 @@
-"""loopware's stack inside the agent frameworks people already use (docs/adapters.md).
+"""loopware's stack inside the agent frameworks people already use (docs/adapters/).
 
 One module per host, each importing its host's SDK on first use (extras ``pydantic-ai``,
 ``langchain``, ``openai-agents``, ``adk``, or ``adapters`` for all):

@@ -1,4 +1,4 @@
-"""`LoopwarePlugin`: loopware's stack as a Google ADK plugin (docs/adapters.md).
+"""`LoopwarePlugin`: loopware's stack as a Google ADK plugin (docs/adapters/adk.md).
 
 One ADK invocation is one hosted turn (`pipeline.hosted`), keyed by its ``invocation_id``:
 ``before_run_callback`` begins it (the session is the conversation), ``before_model_callback``
@@ -154,14 +154,16 @@ class LoopwarePlugin(BasePlugin):
         if turn is None or call_id is None:
             return None
         loop = asyncio.get_running_loop()
-        entered: asyncio.Future[None] = loop.create_future()
+        entered: asyncio.Future[None] = loop.create_future()  # the centre, or the stage's end
         outcome: asyncio.Future[object] = loop.create_future()
+        reached: list[bool] = []
 
         async def centre(args: dict[str, Any]) -> object:
             if args != tool_args:  # a hook replaced them: ADK runs the tool with these
                 tool_args.clear()
                 tool_args.update(args)
-            entered.set_result(None)
+            reached.append(True)
+            _settle(entered)
             return await outcome
 
         approval = self._approval(turn, tool_context)
@@ -177,8 +179,9 @@ class LoopwarePlugin(BasePlugin):
                 defer=self._defer,
             )
         )
-        await asyncio.wait((entered, run), return_when=asyncio.FIRST_COMPLETED)
-        if not entered.done():  # decided before the centre: ADK skips the tool
+        run.add_done_callback(lambda _: _settle(entered))
+        await entered
+        if not reached:  # decided before the centre: ADK skips the tool
             hosted = run.result()
             return _paused(turn, hosted, tool_context) if hosted.deferred else _refusal(hosted)
         self._pending[call_id] = _Pending(run, outcome)
@@ -229,6 +232,11 @@ class LoopwarePlugin(BasePlugin):
         pending.outcome.set_exception(error)
         hosted = await pending.run
         return None if hosted.raises else _refusal(hosted)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _declared(llm_request: LlmRequest) -> list[types.Tool]:

@@ -1,4 +1,6 @@
-"""`LoopwareMiddleware`: loopware's stack as a LangChain v1 agent middleware (docs/adapters.md).
+"""`LoopwareMiddleware`: loopware's stack as a LangChain v1 agent middleware.
+
+The guide: docs/adapters/langchain.md.
 
 One agent invocation is one hosted turn (`pipeline.hosted`): ``before_agent`` begins it (its key
 is kept in the graph state, untracked, so concurrent invocations each find their own),

@@ -1,4 +1,4 @@
-"""`Loopware`: loopware's stack on an OpenAI Agents SDK run (docs/adapters.md).
+"""`Loopware`: loopware's stack on an OpenAI Agents SDK run (docs/adapters/openai-agents.md).
 
 The SDK has no run-wide tool hook, so the adapter wraps the agent's function tools and runs the
 agent itself: `Loopware.run` begins a hosted turn (`pipeline.hosted`), runs
@@ -269,9 +269,15 @@ def _wrapped(tool: FunctionTool, owner: Loopware) -> FunctionTool:
         async def centre(args: dict[str, Any]) -> object:
             return await invoke(ctx, json.dumps(args) if args != validated else arguments)
 
-        validated = _validated(arguments, defaults)
+        parsed = _parsed(arguments)  # parsed once: the seam takes the object as it is
+        validated = None if parsed is None else {**defaults, **parsed}
         hosted = await turn.call(
-            ctx.tool_call_id, name, arguments, centre, validated=validated, approval=approval
+            ctx.tool_call_id,
+            name,
+            arguments if parsed is None else parsed,
+            centre,
+            validated=validated,
+            approval=approval,
         )
         if hosted.forwarded:
             return hosted.value
@@ -322,15 +328,18 @@ def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _validated(arguments: str, defaults: dict[str, Any]) -> dict[str, Any] | None:
-    """The arguments with the schema's top-level defaults filled in (what repetition compares)."""
+def _parsed(arguments: str) -> dict[str, Any] | None:
+    """The model's arguments as a JSON object, or None when they are not one.
+
+    Their validation, for the hooks, is this with the schema's top-level defaults filled in
+    (what repetition compares); text that is not an object goes to loopware as it came, whose
+    parser refuses it with the usual message.
+    """
     try:
         parsed = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
         return None
-    if not isinstance(parsed, dict):
-        return None
-    return {**defaults, **parsed}
+    return parsed if isinstance(parsed, dict) else None
 
 
 Loopware.__module__ = "middleware.adapters.openai_agents"

@@ -1,4 +1,6 @@
-"""`LoopwareCapability`: loopware's stack as a pydantic-ai capability (docs/adapters.md).
+"""`LoopwareCapability`: loopware's stack as a pydantic-ai capability.
+
+The guide: docs/adapters/pydantic-ai.md.
 
 One pydantic-ai run is one hosted turn (`pipeline.hosted`): ``wrap_run`` begins and finishes
 it, ``prepare_tools`` (once per step, before the model call) closes the previous step's batch

@@ -1,6 +1,6 @@
 """loopware's stack on Google ADK runners: `LoopwarePlugin` (extra ``adk``).
 
-ADK is imported when the name is first used, not with this module; docs/adapters.md maps an
+ADK is imported when the name is first used, not with this module; docs/adapters/adk.md maps an
 invocation, its model steps and tool calls onto loopware's turn, iterations and `ToolCall`s.
 """
 

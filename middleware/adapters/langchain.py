@@ -1,7 +1,7 @@
 """loopware's stack inside LangChain v1 agents: `LoopwareMiddleware` (extra ``langchain``).
 
 LangChain and LangGraph are imported when a name is first used, not with this module;
-docs/adapters.md maps an invocation, its model steps and tool calls onto loopware's turn,
+docs/adapters/langchain.md maps an invocation, its model steps and tool calls onto loopware's turn,
 iterations and `ToolCall`s.
 """
 

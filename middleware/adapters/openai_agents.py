@@ -1,7 +1,8 @@
 """loopware's stack on OpenAI Agents SDK runs: `Loopware` (extra ``openai-agents``).
 
-The SDK is imported when the name is first used, not with this module; docs/adapters.md maps a
-run, its model steps and function-tool calls onto loopware's turn, iterations and `ToolCall`s.
+The SDK is imported when the name is first used, not with this module;
+docs/adapters/openai-agents.md maps a run, its model steps and function-tool calls onto
+loopware's turn, iterations and `ToolCall`s.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """loopware's stack inside pydantic-ai: `LoopwareCapability` (extra ``pydantic-ai``).
 
-pydantic-ai is imported when the name is first used, not with this module; docs/adapters.md
-maps pydantic-ai's run, steps and calls onto loopware's turn, iterations and `ToolCall`s.
+pydantic-ai is imported when the name is first used, not with this module;
+docs/adapters/pydantic-ai.md maps pydantic-ai's run, steps and calls onto loopware's turn,
+iterations and `ToolCall`s.
 """
 
 from __future__ import annotations

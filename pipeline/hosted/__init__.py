@@ -4,7 +4,7 @@
 run is a `HostedTurn` (`HostedRunner.begin`), whose `HostedTurn.call` runs the ``tool_call``
 stage around the host's own handler, keyed by the host's call id, and stores one record per
 call id; `HostedCall` says what the host does next. The adapters in ``middleware.adapters``
-(pydantic-ai, LangChain) and the MCP gateway are built on it; docs/adapters.md maps each host.
+(pydantic-ai, LangChain) and the MCP gateway are built on it; docs/adapters/index.md maps each host.
 """
 
 from ._call import HostedCall as HostedCall

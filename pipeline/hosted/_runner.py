@@ -9,7 +9,7 @@ from .._events import GateOpened
 from .._runner import TurnRunner
 from .._tool import Tool
 from ._deferral import on_gate_opened
-from ._tools import HostTool, host_tool
+from ._tools import HostTool, HostToolCache
 from ._turn import DRIVER, HostedTurn
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class HostedRunner:
         InvalidRunnerConfigError: as `TurnRunner` does, naming every bad field.
     """
 
-    __slots__ = ("_runner",)
+    __slots__ = ("_runner", "_tools")
 
     def __init__(
         self,
@@ -56,9 +56,10 @@ class HostedRunner:
         spool: SpoolStore | None = None,
     ) -> None:
         """Compose the stack once (see the class docstring)."""
+        self._tools = HostToolCache()  # the host's tools, built once for every turn
         self._runner = TurnRunner(
             executor=_drive,
-            tools=[t if isinstance(t, Tool) else host_tool(t) for t in tools],
+            tools=[t if isinstance(t, Tool) else self._tools.tool(t) for t in tools],
             middleware=middleware,
             store=store,
             spool=spool,
@@ -94,7 +95,7 @@ class HostedRunner:
             TypeError: ``input`` is not a string or ``conversation_id`` is malformed.
             InvalidStashValueError: ``stash`` is not a mapping of plain data.
         """
-        turn = HostedTurn(conversation_id)
+        turn = HostedTurn(conversation_id, self._tools)
         runner = self._runner
         await turn.start(
             lambda: runner.start(input, stash=stash, conversation_id=conversation_id)

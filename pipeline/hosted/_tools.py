@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .._stash import Stash
     from ._call import HostedCall
 
-__all__ = ["CURRENT", "HostArguments", "HostCentre", "HostTool", "host_tool"]
+__all__ = ["CURRENT", "HostArguments", "HostCentre", "HostTool", "HostToolCache", "host_tool"]
 
 HostCentre = Callable[[dict[str, Any]], Awaitable[object]]
 """The host's own handler of one call: its (possibly replaced) arguments in, the host's value
@@ -42,6 +42,8 @@ CURRENT: Final[contextvars.ContextVar[HostedCall | None]] = contextvars.ContextV
 """The host call being run in this context (set by `HostedTurn.call` around its run)."""
 
 _ANY_OBJECT: Final = {"type": "object"}
+_CACHED: Final = 256
+"""How many built host tools a runner keeps (the oldest is dropped past it)."""
 
 
 class HostArguments(BaseModel):
@@ -139,6 +141,40 @@ def host_tool(spec: HostTool) -> Tool[HostArguments]:
     )
 
 
-for _cls in (HostArguments, HostTool):
+class HostToolCache:
+    """The `Tool`s built for a runner's host tools, kept across its turns.
+
+    Building one makes a pydantic model class (`host_tool`), which costs more than a run's
+    tool calls; a host offers the same tools run after run, so each is built once per runner,
+    keyed by its name, description and schema (a changed schema is a new tool).
+    """
+
+    __slots__ = ("_built",)
+
+    def __init__(self) -> None:
+        """Start with no tool built."""
+        self._built: dict[tuple[str, str, str], Tool[HostArguments]] = {}
+
+    def __repr__(self) -> str:
+        """Show how many tools are kept."""
+        return f"HostToolCache(tools={len(self._built)})"
+
+    def tool(self, spec: HostTool) -> Tool[HostArguments]:
+        """The `Tool` of ``spec``: built on first use, the same one afterwards.
+
+        Raises:
+            InvalidToolError: the name is not a tool name loopware accepts.
+        """
+        key = (spec.name, spec.description, json.dumps(spec.json_schema, sort_keys=True))
+        built = self._built.get(key)
+        if built is None:
+            built = host_tool(spec)
+            if len(self._built) >= _CACHED:
+                del self._built[next(iter(self._built))]
+            self._built[key] = built
+        return built
+
+
+for _cls in (HostArguments, HostTool, HostToolCache):
     _cls.__module__ = "pipeline.hosted"
 host_tool.__module__ = "pipeline.hosted"

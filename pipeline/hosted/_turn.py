@@ -4,7 +4,7 @@ A host (pydantic-ai, LangChain, the OpenAI Agents SDK, ADK, an MCP client) runs 
 loop and its own tools. A hosted turn is an ordinary loopware turn (``turn_input``, dispatch
 iterations, ``turn_output``, the store, the record keepers) whose executor is the host: each
 iteration waits for the host's calls of one model step, and ends when the host closes the batch
-(`end_batch`) or the run (`finish`). The mapping (docs/adapters.md):
+(`end_batch`) or the run (`finish`). The mapping (docs/adapters/index.md):
 
 * conversation = the host's thread or session (``conversation_id``), turn = one host run;
 * iteration = one model step and its tool batch (``dispatch_output`` runs at `end_batch`);
@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from .._tool_checks import is_tool_name
@@ -27,7 +28,7 @@ from ..errors import InvalidToolCallError
 from ._call import HostedCall, ended_record
 from ._deferral import until_decided
 from ._order import BatchOrder
-from ._tools import CURRENT, HostCentre, HostTool, host_tool
+from ._tools import CURRENT, HostCentre, HostTool, HostToolCache
 
 if TYPE_CHECKING:
     from .._dispatch import DispatchContext
@@ -66,11 +67,12 @@ class HostedTurn:
         "_result",
         "_running",
         "_signal",
+        "_tools",
         "conversation_id",
     )
 
-    def __init__(self, conversation_id: str | None) -> None:
-        """Prepare a hosted turn (`HostedRunner.begin` starts it)."""
+    def __init__(self, conversation_id: str | None, tools: HostToolCache | None = None) -> None:
+        """Prepare a hosted turn (`HostedRunner.begin` starts it, with its runner's ``tools``)."""
         self.conversation_id = conversation_id
         """The conversation (the host's thread or session) the turn belongs to, if any."""
         loop = asyncio.get_running_loop()
@@ -80,10 +82,11 @@ class HostedTurn:
         self._ready: asyncio.Future[None] = loop.create_future()
         self._signal: asyncio.Future[bool] | None = None
         self._calls: dict[str, HostedCall] = {}
-        self._running: dict[str, asyncio.Future[None]] = {}
+        self._running: dict[str, asyncio.Future[None] | None] = {}
         self._open = False
         self._order = BatchOrder()
         self._result: TurnResult | None = None
+        self._tools = HostToolCache() if tools is None else tools
 
     def __repr__(self) -> str:
         """Show the turn and how many calls it ran."""
@@ -204,7 +207,7 @@ class HostedTurn:
         registry = d.tools
         for spec in tools:
             if registry.get(spec.name) is None and is_tool_name(spec.name):
-                registry.register(host_tool(spec))
+                registry.register(self._tools.tool(spec))
 
     def knows(self, name: str) -> bool:
         """Whether the turn holds a tool of this name, or a decision withdrew it.
@@ -287,31 +290,36 @@ class HostedTurn:
             known = None  # a deferred call resumed with the host's decision: decide it now
             self._calls.pop(call_id)
         if known is not None:
-            running = self._running.get(call_id)
-            if running is not None:  # the same call, still on its way: its one decision
+            if call_id in self._running:  # the same call, still on its way: its one decision
+                running = self._running[call_id]
+                if running is None:
+                    running = asyncio.get_running_loop().create_future()
+                    self._running[call_id] = running
                 await asyncio.shield(running)
             return known
-        loop = asyncio.get_running_loop()
-        parked: asyncio.Future[None] = loop.create_future()
+        # a deferrable call's stage waits for its gate beside it (`until_decided`)
+        parked = asyncio.get_running_loop().create_future() if defer else None
         hosted = HostedCall(
             call_id,
             name,
             arguments,
             centre,
             validated,
-            lambda: self._order.release(call_id),
+            partial(self._order.release, call_id),
             approval=approval,
             defer=defer,
-            parked=lambda: None if parked.done() else parked.set_result(None),
+            parked=_no_op if parked is None else partial(_settle, parked),
         )
         self._calls[call_id] = hosted
-        running = self._running[call_id] = loop.create_future()
+        self._running[call_id] = None  # a future only once a second ask waits for it
         d = self._dispatch
         if d is not None and not self.ended:  # if the turn ends first, it records the call
             d.announce(call_id, name)
         try:
-            await self._order.wait(call_id)
-            await self._until_ready()
+            if call_id in self._order:
+                await self._order.wait(call_id)
+            if not self._ready.done():
+                await self._until_ready()
             d = self._dispatch
             if d is None or self.ended:
                 stored = None if d is None else d.get_tool_call(call_id)
@@ -332,8 +340,8 @@ class HostedTurn:
             self._open = True
         finally:
             self._order.release(call_id)
-            del self._running[call_id]
-            if not running.done():
+            running = self._running.pop(call_id)
+            if running is not None and not running.done():
                 running.set_result(None)
         return hosted
 
@@ -342,7 +350,7 @@ class HostedTurn:
         d: DispatchContext,
         hosted: HostedCall,
         arguments: str | Mapping[str, Any],
-        parked: asyncio.Future[None],
+        parked: asyncio.Future[None] | None,
     ) -> ToolCall | None:
         """The call's ``tool_call`` stage: its record, or None when it was deferred at a gate."""
         name = hosted.name
@@ -358,7 +366,7 @@ class HostedTurn:
                 inline_limit=_INLINE,
             )
             # only a deferrable call runs its stage in a task of its own (to stop it there)
-            return await (until_decided(stage, parked) if hosted.defer else stage)
+            return await (stage if parked is None else until_decided(stage, parked))
         finally:
             CURRENT.reset(token)
 
@@ -397,6 +405,15 @@ class HostedTurn:
 async def _wait_handle(handle: TurnHandle) -> None:
     with contextlib.suppress(BaseException):  # its outcome is read by `finish`
         await handle
+
+
+def _no_op() -> None:
+    return None
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 HostedTurn.__module__ = "pipeline.hosted"

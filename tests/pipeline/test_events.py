@@ -324,3 +324,32 @@ async def test_an_event_nobody_takes_is_never_built(
     names = ["IterationStart", "ToolExecutionStart", "IterationStart"]
     assert built == names
     assert [type(e).__name__ for e in starts] == names
+
+
+@pytest.mark.parametrize(("listened", "built"), [(TurnEnd, 0), (ToolExecutionEnd, 2)])
+async def test_a_call_builds_its_execution_end_event_only_when_a_listener_takes_it(
+    echo_tool: Tool[BaseModel],
+    monkeypatch: pytest.MonkeyPatch,
+    listened: type[Event],
+    built: int,
+) -> None:
+    """A listener of another event type (a hosted runner's `GateOpened` one, a `TurnEnd` one)
+    does not make every call build events nobody takes; a listener of the event does."""
+    import pipeline._tool as tool_module
+
+    made: list[Event] = []
+    real = tool_module._end
+
+    def counting(*args: Any) -> ToolExecutionEnd:
+        event = real(*args)
+        made.append(event)
+        return event
+
+    monkeypatch.setattr(tool_module, "_end", counting)
+    runner = make_runner(echo_tool, n_calls=2)
+    taken: list[Event] = []
+    runner.on(listened, taken.append)
+    result = await runner.run("hi")
+    assert result.status == "completed"
+    assert len(made) == built
+    assert len(taken) == (1 if listened is TurnEnd else 2)

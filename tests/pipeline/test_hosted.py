@@ -326,3 +326,20 @@ async def test_a_call_without_a_host_handler_to_an_unknown_name_is_refused_not_o
     assert not call.record.ran
     assert call.record.is_error
     assert not call.forwarded
+
+
+async def test_a_host_tool_is_built_once_per_runner_and_anew_when_its_schema_changes() -> None:
+    """Building a host tool makes a pydantic model class: a runner builds each host tool once
+    for all its turns, and builds it again only when the host describes it differently."""
+    runner = HostedRunner()
+    built = []
+    for spec in (SEARCH, SEARCH, HostTool("search", "Search.", {"type": "object"})):
+        turn = await runner.begin("go")
+        turn.offer([spec])
+        assert turn.dispatch is not None
+        built.append(turn.dispatch.tools.get("search"))
+        await turn.finish()
+    assert built[0] is built[1]
+    assert built[2] is not built[0]
+    assert built[2] is not None
+    assert built[2].describe()["input_schema"] == {"type": "object"}
