@@ -297,7 +297,7 @@ class HookEndpoint:
             return
         verdict = await self.approvals.wait(approval, receive)
         if verdict is None:  # the gateway gave up (or is about to): it rejects the call
-            answer = {"approved": False, "reason": "expired", "by": self.by}
+            answer = {"approved": False, "reason": "no answer in the console in time"}
         else:
             answer = {"approved": verdict.approved, "reason": verdict.reason, "by": self.by}
         await self._send(send, 200, answer)
