@@ -38,6 +38,8 @@ _EXIT_OK: Final = 0
 _EXIT_BAD_INPUT: Final = 3  # the log, the store or the system database cannot be opened
 _EXIT_BAD_TARGET: Final = 4  # a non-loopback address without --allow-remote
 
+_SHUTDOWN_WAIT: Final = 3  # seconds a stopping console waits for requests in flight
+
 _EXTRA_MODULES: Final = ("starlette", "jinja2", "uvicorn", "multipart")
 
 CONSOLE_DESCRIPTION: Final = """\
@@ -210,6 +212,10 @@ def run_console(args: argparse.Namespace) -> int:
         f'?token={hook_token}"',
         flush=True,
     )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # held webhook requests (the gateway's approvals) would hold a graceful shutdown until the
+    # gateway's timeout: past a few seconds they are dropped, which the gateway takes as a no
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=_SHUTDOWN_WAIT
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return _EXIT_OK

@@ -27,7 +27,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from middleware.audit import JsonlAuditSink
+from middleware.audit import AuditSink, JsonlAuditSink, SqliteAuditSink
 from tests.mcp.conftest import fixture_command, logged
 from tests.mcp.test_gateway import stdio_gateway, texts
 
@@ -91,10 +91,15 @@ def call_log(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def audit(tmp_path: Path) -> Path:
-    """The gateway's audit log, made before the console opens it."""
-    path = tmp_path / "gateway-audit.jsonl"
-    JsonlAuditSink(path).close()
+def audit(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """The gateway's audit log (JSON Lines unless the test asks for ``sqlite``), made before
+    the console opens it."""
+    if getattr(request, "param", "jsonl") == "sqlite":
+        path = tmp_path / "gateway-audit.sqlite"
+        SqliteAuditSink(path).close()
+    else:
+        path = tmp_path / "gateway-audit.jsonl"
+        JsonlAuditSink(path).close()
     return path
 
 
@@ -140,7 +145,8 @@ def _form(url: str, fields: dict[str, str], cookie: dict[str, Any]) -> tuple[int
 
 
 def _rows(audit: Path) -> list[Any]:
-    sink = JsonlAuditSink(audit)
+    """The log's rows, once its chain verified."""
+    sink: AuditSink = SqliteAuditSink(audit) if audit.suffix == ".sqlite" else JsonlAuditSink(audit)
     try:
         assert sink.verify(), sink.verify().explain()
         return [row.entry for row in sink.rows()]
@@ -160,6 +166,7 @@ def _until(check: Callable[[], bool], page: Any, timeout: float = 60) -> None:
 
 
 @needs_chromium
+@pytest.mark.parametrize("audit", ["jsonl", "sqlite"], indirect=True)
 def test_gateway_approvals_answered_in_the_browser_forward_one_call_refuse_the_other_and_are_audited(  # noqa: E501
     tmp_path: Path, audit: Path, console: Console, browser_page: Any, call_log: Path
 ) -> None:
@@ -210,7 +217,8 @@ def test_gateway_approvals_answered_in_the_browser_forward_one_call_refuse_the_o
     assert "principal" in plain.locator("p.meta").inner_text()
     assert "waiting since" in plain.locator("p.meta").inner_text()
     _assert_nothing_ran(page)
-    shoot(page, tmp_path, "approvals-gateway")
+    if audit.suffix == ".jsonl":
+        shoot(page, tmp_path, "approvals-gateway")
 
     # an answer without the CSRF value, or with a wrong one, changes nothing
     hook_id = hostile.locator("input[name=hook_id]").get_attribute("value") or ""
@@ -308,15 +316,46 @@ def test_a_webhook_request_whose_caller_leaves_expires(console: Console) -> None
     with pytest.raises(TimeoutError):
         connection.getresponse()  # held: nobody answers
     connection.close()
-    jar = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    read = _session(console)
     page = ""
     for _ in range(50):
-        with jar.open(console.url, timeout=10) as front:
-            front.read()
-        with jar.open(console.base + "/gates", timeout=10) as gates:
-            page = gates.read().decode()
+        page = read("/gates")
         if "expired-row" in page:
             break
         threading.Event().wait(0.2)
     assert "expired-row" in page
     assert 'id="no-gates"' in page
+
+
+def _session(console: Console) -> Callable[[str], str]:
+    """A reader of the console's pages, with a session of its own."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with opener.open(console.url, timeout=10) as front:
+        front.read()
+
+    def read(path: str) -> str:
+        with opener.open(console.base + path, timeout=10) as answer:
+            text: str = answer.read().decode()
+            return text
+
+    return read
+
+
+def test_stopping_the_console_rejects_the_gateways_waiting_calls(
+    tmp_path: Path, audit: Path, console: Console, call_log: Path
+) -> None:
+    read = _session(console)
+    config = _gateway_config(tmp_path, call_log, audit, console.webhook, timeout=120)
+    calls = _Calls(config, "while it stops")
+    for _ in range(120):
+        if 'section class="gate hook"' in read("/gates"):
+            break
+        threading.Event().wait(0.5)
+    else:
+        raise AssertionError("the gateway's approval never waited on the console")
+    console.stop()
+    (refused,) = calls.wait(timeout=60)  # well before the gateway's own timeout (120 s)
+    assert refused.is_error
+    assert "E_CALL_REJECTED" in texts(refused)
+    assert logged(call_log) == []
+    assert [e.kind for e in _rows(audit) if e.kind == "answer"] == []
