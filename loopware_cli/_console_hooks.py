@@ -43,6 +43,7 @@ __all__ = [
     "HookDoor",
     "HookEndpoint",
     "HookRequestError",
+    "HookVerdict",
     "parse_hook_request",
 ]
 
@@ -151,9 +152,13 @@ def parse_hook_request(raw: bytes) -> HookApproval:
 
 
 @dataclass(frozen=True, slots=True)
-class _Verdict:
+class HookVerdict:
+    """The answer a person gave on the page, as the webhook's answer carries it."""
+
     approved: bool
+    """Approve (True) or reject."""
     reason: str | None
+    """Why, if they said."""
 
 
 class HookApprovals:
@@ -163,7 +168,7 @@ class HookApprovals:
 
     def __init__(self) -> None:
         """No approval waits yet."""
-        self._pending: dict[str, tuple[HookApproval, asyncio.Future[_Verdict]]] = {}
+        self._pending: dict[str, tuple[HookApproval, asyncio.Future[HookVerdict]]] = {}
         self._expired: collections.deque[tuple[HookApproval, datetime]] = collections.deque(
             maxlen=_EXPIRED_KEPT
         )
@@ -199,7 +204,7 @@ class HookApprovals:
         found = self._pending.pop(hook_id, None)
         if found is None or found[1].done():
             return False
-        found[1].set_result(_Verdict(approved, reason))
+        found[1].set_result(HookVerdict(approved, reason))
         return True
 
     def _expire(self, hook_id: str) -> None:
@@ -209,9 +214,9 @@ class HookApprovals:
             if not found[1].done():
                 found[1].cancel()
 
-    async def wait(self, approval: HookApproval, receive: Receive) -> _Verdict | None:
+    async def wait(self, approval: HookApproval, receive: Receive) -> HookVerdict | None:
         """Hold ``approval`` until it is answered (its verdict) or the gateway gives up (None)."""
-        verdict: asyncio.Future[_Verdict] = asyncio.get_running_loop().create_future()
+        verdict: asyncio.Future[HookVerdict] = asyncio.get_running_loop().create_future()
         self._pending[approval.hook_id] = (approval, verdict)
         gone: asyncio.Future[None] = asyncio.ensure_future(_disconnected(receive))
         limit = None if approval.timeout is None else max(approval.timeout - _MARGIN, 0.0)
