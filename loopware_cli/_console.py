@@ -3,7 +3,9 @@
 It serves the pages of ``loopware_cli/_console_app.py`` with uvicorn, on 127.0.0.1 by default;
 an address that is not loopback needs ``--allow-remote`` (exit 4 without it, as ``loopware
 gateway --http`` without ``[auth]``). At start it prints one URL with a random access token
-(``?token=...``); the page trades it for a session cookie (``_console_auth.py``). Starlette,
+(``?token=...``); the page trades it for a session cookie (``_console_auth.py``). A second
+line gives the MCP gateway's ``[approval] webhook`` URL, with a second random token
+(``_console_hooks.py``). Starlette,
 Jinja2, uvicorn and python-multipart (the ``console`` extra) are imported when the command
 runs: without them it prints the one missing-extra line and exits 7.
 """
@@ -14,6 +16,7 @@ import argparse
 import getpass
 import importlib
 import ipaddress
+import secrets
 import socket
 import sys
 from collections.abc import Callable
@@ -35,6 +38,8 @@ _EXIT_OK: Final = 0
 _EXIT_BAD_INPUT: Final = 3  # the log, the store or the system database cannot be opened
 _EXIT_BAD_TARGET: Final = 4  # a non-loopback address without --allow-remote
 
+_SHUTDOWN_WAIT: Final = 3  # seconds a stopping console waits for requests in flight
+
 _EXTRA_MODULES: Final = ("starlette", "jinja2", "uvicorn", "multipart")
 
 CONSOLE_DESCRIPTION: Final = """\
@@ -42,8 +47,9 @@ Serve a local web console over an audit log (SQLite, JSON Lines or PostgreSQL), 
 turn store and a durable runner's gates: turns and their calls with every decision,
 the chain's verification, and the gates turns wait on, to approve or reject with a
 reason (each answer is recorded in the audit log as console:NAME). It binds to
-127.0.0.1 and prints a URL with a random access token; open that URL once. See
-docs/guides/console.md."""
+127.0.0.1 and prints a URL with a random access token; open that URL once. It also
+prints a webhook URL for `loopware gateway`'s [approval] webhook: the gateway's
+approvals then wait on the same page. See docs/guides/console.md."""
 
 
 def add_console_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,6 +186,7 @@ def run_console(args: argparse.Namespace) -> int:
 
     from ._console_app import console_app
     from ._console_auth import ConsoleAuth
+    from ._console_hooks import HOOK_PATH
 
     answerer = args.answerer or _os_user()
     open_sources = _opener(args, answerer)
@@ -195,8 +202,20 @@ def run_console(args: argparse.Namespace) -> int:
     auth = ConsoleAuth(port)
     shown = f"[{host}]" if ":" in host else host
     hosts = ["*"] if args.allow_remote else ["127.0.0.1", "localhost", "[::1]", "::1", shown]
-    app = console_app(open_sources, auth, answerer=answerer, allowed_hosts=hosts)
+    hook_token = secrets.token_urlsafe(32)  # not the access token: it opens no session
+    app = console_app(
+        open_sources, auth, answerer=answerer, allowed_hosts=hosts, hook_token=hook_token
+    )
     print(f"loopware console: http://{shown}:{port}/?token={auth.token}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    print(
+        f'loopware console: gateway webhook = "http://{shown}:{port}{HOOK_PATH}'
+        f'?token={hook_token}"',
+        flush=True,
+    )
+    # held webhook requests (the gateway's approvals) would hold a graceful shutdown until the
+    # gateway's timeout: past a few seconds they are dropped, which the gateway takes as a no
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=_SHUTDOWN_WAIT
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return _EXIT_OK

@@ -1,5 +1,8 @@
 """The console's pages: turns, one turn, approvals, the audit chain; the answer form's endpoint.
 
+The approvals page lists the durable runner's gates and the MCP gateway's approvals waiting on
+the console's webhook (``_console_hooks.py``); one form answers both, with the same CSRF check.
+
 Server-rendered with Jinja2 (autoescape on: every value a model or a tool wrote is text on the
 page, never markup) on Starlette's routing. The one script is ``static/console.js``: it polls
 ``/state`` (the chain's rows and the waiting gates) and reloads the page when it changed, unless
@@ -31,16 +34,24 @@ from middleware.audit import AuditRow
 from pipeline.durable import GateNotWaitingError, WaitingGate
 
 from ._audit import DECISION_WORDS
-from ._console_auth import ConsoleAuth, TokenGate
+from ._console_auth import SECURITY_HEADERS, ConsoleAuth, TokenGate
 from ._console_data import (
     answers_of,
     calls_of,
     chain_view,
     gate_views,
+    hook_view,
     result_preview,
     turns_of,
 )
-from ._console_sources import AnswerNotRecordedError, ConsoleSources, GateAnswer
+from ._console_hooks import HookApprovals, HookDoor, HookEndpoint
+from ._console_sources import (
+    ANSWER_POLICY,
+    AnswerNotRecordedError,
+    ConsoleSources,
+    GateAnswer,
+    HookNotWaitingError,
+)
 from ._console_views import Filters
 
 __all__ = ["console_app"]
@@ -62,10 +73,15 @@ class _Pages:
     """The endpoints, over the console's sources, auth and templates."""
 
     def __init__(
-        self, sources: Callable[[], ConsoleSources], auth: ConsoleAuth, answerer: str
+        self,
+        sources: Callable[[], ConsoleSources],
+        auth: ConsoleAuth,
+        answerer: str,
+        hooks: HookApprovals,
     ) -> None:
         self.sources = sources
         self.auth = auth
+        self.hooks = hooks
         self.answerer = answerer
         self.templates = _templates()
 
@@ -85,7 +101,8 @@ class _Pages:
         sources = self.sources()
         rows = await sources.fingerprint()
         gates = await sources.waiting()
-        text = f"{rows}:" + ",".join(sorted(g["gate_id"] for g in gates))
+        held = sorted(g["gate_id"] for g in gates) + [a.hook_id for a in self.hooks.pending()]
+        text = f"{rows}:{len(self.hooks.expired())}:" + ",".join(held)
         return hashlib.sha256(text.encode()).hexdigest()[:16], gates
 
     async def _rows(self, context: dict[str, Any]) -> list[AuditRow]:
@@ -119,7 +136,7 @@ class _Pages:
             **problem,
             turns=turns,
             filters=filters,
-            gates=len(gates),
+            gates=len(gates) + len(self.hooks),
             chain=chain_view(await sources.verify()),
             conversations=sorted({t.conversation_id for t in every if t.conversation_id}),
             tools=sorted({c.tool for c in calls_of(rows)}),
@@ -165,6 +182,8 @@ class _Pages:
             digest,
             **problem,
             gates=gate_views(gates),
+            hooks=[hook_view(a) for a in self.hooks.pending()],
+            expired=self.hooks.expired()[:10],
             answers=answers_of(rows)[:50],
             durable=sources.client is not None,
             done=request.query_params.get("done", ""),
@@ -202,13 +221,16 @@ class _Pages:
         session = self.auth.session_of(request)
         form = await request.form()
         csrf, gate_id = str(form.get("csrf", "")), str(form.get("gate_id", ""))
+        hook_id = str(form.get("hook_id", ""))
         decision, reason = str(form.get("decision", "")), str(form.get("reason", ""))
         if session is None or not self.auth.csrf_matches(session, csrf):
             return PlainTextResponse(
                 "loopware console: the form's CSRF value is missing or wrong\n", status_code=403
             )
-        if decision not in ("approve", "reject") or not gate_id:
+        if decision not in ("approve", "reject") or not (gate_id or hook_id):
             return PlainTextResponse("loopware console: bad answer\n", status_code=400)
+        if hook_id:
+            return await self._answer_hook(hook_id, decision == "approve", reason)
         answer = GateAnswer(gate_id=gate_id, approve=decision == "approve", reason=reason)
         try:
             await self.sources().answer(answer)
@@ -219,6 +241,17 @@ class _Pages:
             "/gates?" + urlencode({"done": f"{said} {gate_id}"}), status_code=303
         )
 
+    async def _answer_hook(self, hook_id: str, approve: bool, reason: str) -> Response:
+        """Answer one of the MCP gateway's approvals (its row first, then the webhook)."""
+        answer = GateAnswer(gate_id=hook_id, approve=approve, reason=reason)
+        try:
+            row = await self.sources().answer_hook(self.hooks, answer)
+        except (HookNotWaitingError, AnswerNotRecordedError) as exc:
+            return RedirectResponse("/gates?" + urlencode({"error": str(exc)}), status_code=303)
+        said = "approved" if approve else "rejected"
+        done = f"{said} {row.entry.tool} call {row.entry.call_id} (from the MCP gateway)"
+        return RedirectResponse("/gates?" + urlencode({"done": done}), status_code=303)
+
 
 def console_app(
     open_sources: Callable[[], ConsoleSources],
@@ -226,9 +259,20 @@ def console_app(
     *,
     answerer: str,
     allowed_hosts: list[str],
+    hook_token: str | None = None,
 ) -> Starlette:
-    """The console's ASGI app; ``open_sources`` opens the stores when the app starts."""
+    """The console's ASGI app; ``open_sources`` opens the stores when the app starts.
+
+    With ``hook_token``, ``POST /hooks/approval?token=HOOK_TOKEN`` takes the MCP gateway's
+    approvals (``loopware_cli/_console_hooks.py``); without it that path answers 404.
+    """
     opened: list[ConsoleSources] = []
+    hooks = HookApprovals()
+    endpoint = (
+        None
+        if hook_token is None
+        else HookEndpoint(hooks, hook_token, f"{ANSWER_POLICY}:{answerer}", SECURITY_HEADERS)
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -238,7 +282,7 @@ def console_app(
         finally:
             opened.pop().close()
 
-    pages = _Pages(lambda: opened[0], auth, answerer)
+    pages = _Pages(lambda: opened[0], auth, answerer, hooks)
     routes = [
         Route("/", pages.turns),
         Route("/turns/{turn_id:path}", pages.turn),
@@ -250,6 +294,7 @@ def console_app(
     ]
     middleware = [
         Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts),
+        Middleware(HookDoor, endpoint=endpoint),  # the webhook: its own token, no session
         Middleware(TokenGate, auth=auth),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

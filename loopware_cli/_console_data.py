@@ -21,7 +21,16 @@ from pipeline.artifacts import SpooledArtifact
 from pipeline.calls import ToolCall
 from pipeline.durable import WaitingGate
 
-from ._console_views import AnswerView, CallView, ChainView, DecisionView, GateView, TurnView
+from ._console_hooks import HookApproval
+from ._console_views import (
+    AnswerView,
+    CallView,
+    ChainView,
+    DecisionView,
+    GateView,
+    HookView,
+    TurnView,
+)
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -29,10 +38,12 @@ __all__ = [
     "calls_of",
     "chain_view",
     "gate_views",
+    "hook_view",
     "pretty_json",
     "result_preview",
     "turns_of",
     "usage_text",
+    "waited_text",
 ]
 
 PREVIEW_CHARS = 2000
@@ -180,6 +191,31 @@ def gate_views(gates: Iterable[WaitingGate]) -> list[GateView]:
             )
         )
     return views
+
+
+def waited_text(seconds: float) -> str:
+    """A wait as text: ``42 s``, ``3 min 5 s``, ``2 h 1 min``."""
+    whole = max(int(seconds), 0)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def hook_view(approval: HookApproval) -> HookView:
+    """An MCP gateway approval as the approvals page shows it."""
+    return HookView(
+        hook_id=approval.hook_id,
+        tool=approval.tool,
+        call_id=approval.call_id,
+        args=json.dumps(approval.args, indent=2, ensure_ascii=False, sort_keys=True, default=str),
+        reason=approval.reason,
+        principal=approval.principal,
+        conversation=approval.conversation,
+        received_at=approval.received_at,
+        waited=waited_text(approval.waited()),
+    )
 
 
 def chain_view(found: AuditVerification) -> ChainView:

@@ -20,8 +20,15 @@ from pipeline.durable import DurableClient, GateNotWaitingError, WaitingGate
 from pipeline.stores import PostgresStore, SqliteStore
 
 from ._console_data import usage_text
+from ._console_hooks import HookApproval, HookApprovals
 
-__all__ = ["ANSWER_POLICY", "AnswerNotRecordedError", "ConsoleSources", "GateAnswer"]
+__all__ = [
+    "ANSWER_POLICY",
+    "AnswerNotRecordedError",
+    "ConsoleSources",
+    "GateAnswer",
+    "HookNotWaitingError",
+]
 
 ANSWER_POLICY = "console"
 """The prefix of an ``answer`` row's ``policy``: ``console:<name>``."""
@@ -29,6 +36,10 @@ ANSWER_POLICY = "console"
 
 class AnswerNotRecordedError(Exception):
     """The gate was settled, but its ``answer`` row could not be appended (the cause chained)."""
+
+
+class HookNotWaitingError(Exception):
+    """The MCP gateway's approval no longer waits (answered, expired, or unknown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,42 @@ class ConsoleSources:
                 ) from exc
         return rows[0]
 
+    async def answer_hook(self, hooks: HookApprovals, answer: GateAnswer) -> AuditRow:
+        """Answer the MCP gateway's approval ``answer.gate_id`` (a hook id of ``hooks``).
+
+        The ``answer`` row is appended before the webhook is answered, so an approval is only
+        given once who gave it is recorded (a row that cannot be written rejects the call).
+
+        Raises:
+            HookNotWaitingError: the approval no longer waits (the gateway gave up, or it was
+                answered already); nothing is written.
+            AnswerNotRecordedError: the row could not be written; the call was rejected.
+        """
+        async with self._lock:
+            approval = hooks.take(answer.gate_id)
+            if approval is None:
+                said = "expired" if hooks.is_expired(answer.gate_id) else "does not wait"
+                raise HookNotWaitingError(
+                    f"the MCP gateway's approval {answer.gate_id!r} {said} (the gateway "
+                    "stopped waiting, or it was answered): nothing was answered"
+                )
+            who = f"{ANSWER_POLICY}:{self.answerer}"
+            said = answer.reason.strip()
+            try:
+                rows = await self.sink.append([_hook_entry(approval, answer.approve, who, said)])
+            except Exception as exc:  # fail closed: no recorded answer, no approval
+                hooks.settle(answer.gate_id, False, "the console could not record it")
+                raise AnswerNotRecordedError(
+                    f"the MCP gateway's call {approval.call_id!r} was rejected: its answer row "
+                    f"could not be written: {exc}"
+                ) from exc
+            if not hooks.settle(answer.gate_id, answer.approve, said or None):
+                raise HookNotWaitingError(
+                    f"the MCP gateway stopped waiting for {approval.call_id!r} while its answer "
+                    f"was recorded (row {rows[0].index}); the gateway rejected the call"
+                )
+        return rows[0]
+
     def close(self) -> None:
         """Close the sink, the store and the client."""
         self.sink.close()
@@ -165,6 +212,22 @@ def _answer_entry(gate: WaitingGate, answer: GateAnswer, who: str, reason: str) 
         checksum=answer.gate_id,
         args=canonical_json(held.get("args", payload)),
         decision="approved" if answer.approve else "rejected",
+        policy=who,
+        reason=reason or None,
+    )
+
+
+def _hook_entry(approval: HookApproval, approve: bool, who: str, reason: str) -> AuditEntry:
+    return AuditEntry(
+        kind="answer",
+        turn_id=approval.turn_id or "",
+        conversation_id=approval.conversation,
+        recorded_at=datetime.now(UTC),
+        call_id=approval.call_id,
+        tool=approval.tool,
+        checksum=approval.gate or f"mcp-gateway:{approval.call_id}",
+        args=canonical_json(approval.args),
+        decision="approved" if approve else "rejected",
         policy=who,
         reason=reason or None,
     )

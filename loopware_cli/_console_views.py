@@ -18,6 +18,7 @@ __all__ = [
     "DecisionView",
     "Filters",
     "GateView",
+    "HookView",
     "TurnView",
 ]
 
@@ -198,3 +199,27 @@ class Filters:
         if not self.tool and not self.decision:
             return True
         return any(self.keeps_call(call) for call in turn.calls)
+
+
+@dataclass(frozen=True, slots=True)
+class HookView:
+    """An approval the MCP gateway waits for on the console's webhook."""
+
+    hook_id: str
+    """The console's id for it (what the answer form names)."""
+    tool: str
+    """The tool called."""
+    call_id: str
+    """The call's id."""
+    args: str
+    """The arguments the handler will receive, as indented JSON text."""
+    reason: str
+    """The gate's text."""
+    principal: str | None
+    """Who called the gateway, when it said."""
+    conversation: str | None
+    """The gateway turn's conversation, when it said."""
+    received_at: datetime
+    """When the request arrived."""
+    waited: str
+    """How long it has waited, as text (``42 s``, ``3 min 5 s``)."""

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 from pipeline.calls import ToolCall
 
+from ._gateway_approval import CALLER
+
 if TYPE_CHECKING:
     from pipeline.hosted import HostedCall, HostedRunner, HostedTurn
 
@@ -167,11 +169,19 @@ class Session:
                 self._calls_in_turn += 1
                 self._running += 1
                 token = _raw.set(box)
+                caller = CALLER.set(
+                    {
+                        "principal": self.principal,
+                        "conversation": self.conversation_id(conversation),
+                        "turn_id": turn.turn_id,
+                    }
+                )
                 try:
                     if self._running == 1:
                         await turn.end_batch()  # none in flight: the last batch is closed
                     hosted = await turn.call(call_id, name, args)
                 finally:
+                    CALLER.reset(caller)
                     _raw.reset(token)
                     self._finished(turn)
                 if not hosted.late or attempt == 2:  # late: closing the batch ended the turn

@@ -121,12 +121,13 @@ class AuditEntry:
       token, a wrong or expired one): ``decision`` ``"denied"``, ``policy`` who refused,
       ``reason`` why, ``args`` the request as canonical JSON (method, path, peer; never a
       credential), ``turn_id`` empty, ``is_error`` True.
-    - ``"answer"``: a gate answered from outside its turn (``loopware console``): ``turn_id``
-      the waiting turn, ``call_id``, ``tool`` and ``args`` those of the call the gate holds
-      (the validated arguments the handler receives), ``decision`` ``"approved"`` or
-      ``"rejected"``, ``policy`` who answered (``console:<name>``), ``reason`` the reason
-      given, ``checksum`` the gate's durable id. The call's own row follows when its turn
-      stores it.
+    - ``"answer"``: a gate answered from outside its turn (``loopware console``: a durable
+      gate, or the MCP gateway's approval through its webhook): ``turn_id`` the waiting turn,
+      ``call_id``, ``tool`` and ``args`` those of the call the gate holds (the validated
+      arguments the handler receives), ``decision`` ``"approved"`` or ``"rejected"``,
+      ``policy`` who answered (``console:<name>``), ``reason`` the reason given, ``checksum``
+      the gate's id (durable, or the gateway's); ``conversation_id`` the gateway turn's (None
+      for a durable gate). The call's own row follows when its turn stores it.
     """
     turn_id: str
     """The turn (empty for repair and access rows)."""

@@ -61,6 +61,11 @@ class Console:
         self.url = line.split()[-1]
         self.base = self.url.split("/?token=")[0]
         self.token = self.url.split("?token=")[1]
+        assert self.proc.stdout is not None
+        hook = self.proc.stdout.readline()  # printed at once after the URL
+        assert hook.startswith("loopware console: gateway webhook = "), hook
+        self.webhook = hook.strip().split(" = ", 1)[1].strip('"')
+        """The URL for the gateway's ``[approval] webhook`` (with the hook token)."""
 
     def _first_line(self, timeout: float = 60) -> str:
         assert self.proc.stdout is not None

@@ -1,16 +1,23 @@
-"""The gateway's approvers: a terminal prompt (on a pseudo-terminal here), and failures reject."""
+"""The gateway's approvers: a terminal prompt (on a pseudo-terminal here), failures reject, and
+the webhook's body names the call and its caller; a rejection's reason reaches the gate."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, ClassVar
 
 import pytest
 
-from loopware_cli._gateway_approval import build_approver
+from loopware_cli._gateway_approval import CALLER, build_approver
 from loopware_cli._gateway_config import ApprovalConfig
 from pipeline import Gate
+from pipeline.errors import PolicyViolationError
 
 
 def gate() -> Gate[bool]:
@@ -56,3 +63,60 @@ async def test_an_unreachable_webhook_raises_and_so_rejects() -> None:
     )
     with pytest.raises(OSError, match=r"refused|URLError|Errno"):
         await approver(gate())
+
+
+class _Hook(BaseHTTPRequestHandler):
+    bodies: ClassVar[list[dict[str, Any]]] = []
+    answer: ClassVar[dict[str, Any]] = {}
+
+    def do_POST(self) -> None:
+        self.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        data = json.dumps(self.answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def hook() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/hook"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_the_webhook_body_names_the_call_and_who_makes_it_and_a_reason_reaches_the_gate(
+    hook: str,
+) -> None:
+    approver = build_approver(ApprovalConfig(tools=("x",), webhook=hook, timeout=7))
+    _Hook.answer = {"approved": False, "reason": "not today", "by": "console:alice"}
+    token = CALLER.set({"principal": "p1", "conversation": "p1#c", "turn_id": "t1"})
+    try:
+        held = gate()
+        assert await approver(held) is False
+    finally:
+        CALLER.reset(token)
+    assert _Hook.bodies[-1] == {
+        "tool": "git_add",
+        "call_id": "c1",
+        "args": {"files": ["a.txt"]},
+        "reason": "approve git_add",
+        "gate": "c1",
+        "principal": "p1",
+        "conversation": "p1#c",
+        "turn_id": "t1",
+        "timeout": 7,
+    }
+    with pytest.raises(PolicyViolationError, match=r"rejected by console:alice: not today"):
+        await held.wait()
+    _Hook.answer = {"approved": True}
+    assert await approver(gate()) is True
+    assert _Hook.bodies[-1]["principal"] is None  # outside a gateway call: nobody named
