@@ -141,7 +141,8 @@ class TurnView:
         A read-only view, not a copy (O(1)): it keeps showing what it showed when read, so
         reading it every iteration costs nothing per message (``pipeline/_history.py``).
         """
-        return HistoryView((), self._state.messages)
+        state = self._state
+        return HistoryView(state.history_messages, state.messages)
 
     @property
     def turn_tool_calls(self) -> Sequence[ToolCall]:
@@ -163,7 +164,11 @@ class TurnView:
 
     @property
     def history_tool_calls(self) -> Sequence[ToolCall]:
-        """Stored calls of earlier turns of the conversation, loaded at turn start."""
+        """Stored calls of earlier turns of the conversation, as of the turn's start.
+
+        A store that keeps the conversation's counts (`pipeline.stores.HistoryStore`) may load
+        them when first read: reading it costs what the conversation holds.
+        """
         return self._state.history_calls
 
     @property

@@ -39,6 +39,7 @@ from .errors import (
     TurnAbortedError,
 )
 from .models._message import new_message
+from .stores._conversation import ConversationHistory, HistoryStore
 from .stores._store import TurnRecord
 
 if TYPE_CHECKING:
@@ -256,15 +257,21 @@ class Turn:
         )
         if conversation_id is not None:
             state.running_ids = running_ids.enter(conversation_id)  # left in `execute`
+            store = state.store
             try:
-                messages, calls = await state.store.load_conversation(conversation_id)
+                if isinstance(store, HistoryStore):  # counts kept by the store: O(1) here
+                    history = await store.load_history(conversation_id)
+                else:
+                    history = ConversationHistory.of_records(
+                        *await store.load_conversation(conversation_id)
+                    )
             except BaseException as exc:  # a store error, or the caller cancelling meanwhile
                 if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)
                 if isinstance(exc, Exception):
                     raise _store_failed("loading the conversation", exc) from exc
                 raise
-            state.load_history(messages, calls)
+            state.load_history(history)
         first_message = len(state.messages)
         if start is not None:
             state.emit(start)

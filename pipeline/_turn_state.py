@@ -11,10 +11,16 @@ persist first and then update every index together.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Container,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from functools import partial
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._events import (
@@ -45,14 +51,11 @@ if TYPE_CHECKING:
     from .calls._decision import DecisionAction, ToolDecision
     from .calls._toolcall import ToolCall
     from .models._message import Message
+    from .stores._conversation import ConversationHistory
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
 
 __all__ = ["InterruptedRun", "TurnState", "uncancellable"]
-
-_CHECKSUM = attrgetter("checksum")
-_CALL_ID = attrgetter("id")
-_VALIDATED = attrgetter("validated_checksum")
 
 T = TypeVar("T")
 
@@ -117,6 +120,7 @@ class TurnState:
         "errors",
         "history_calls",
         "history_ids",
+        "history_messages",
         "input",
         "interrupted",
         "iterations",
@@ -186,14 +190,19 @@ class TurnState:
         self.keeping = keeping
         """The runner's record keepers (None when it has none): every change to the stored
         calls goes through them (``pipeline/_record_keeping.py``)."""
+        self.history_messages: Sequence[Message] = ()
+        """The conversation's messages before this turn (loaded when first read, per store)."""
         self.messages: list[Message] = []
+        """This turn's messages (after ``history_messages``)."""
         self.calls: list[ToolCall] = []
         self.by_id: dict[str, ToolCall] = {}
         self.checksums: dict[str, int] = {}
         self.validated: dict[str, int] = {}
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
-        self.history_calls: tuple[ToolCall, ...] = ()
-        self.history_ids: set[str] = set()
+        self.history_calls: Sequence[ToolCall] = ()
+        """The conversation's calls before this turn (loaded when first read, per store)."""
+        self.history_ids: Container[str] = frozenset()
+        """The ids of ``history_calls`` (membership only: no set of them is built)."""
         self.unstored: dict[str, ToolCall] = {}
         """Completed calls whose store write failed, by id (stored again at the turn's end)."""
         self.running_ids: set[str] | frozenset[str] = NO_IDS
@@ -238,19 +247,17 @@ class TurnState:
         )
 
     # -- history -------------------------------------------------------------------------------
-    def load_history(self, messages: Sequence[Message], calls: Sequence[ToolCall]) -> None:
-        """Put a conversation's earlier messages and calls before this turn's (they count)."""
-        self.messages = [*messages, *self.messages]  # a new list: views of the old one hold
-        self.history_calls = (*calls, *self.history_calls)
-        # Counted in C (a conversation's history is loaded again by every turn of it).
-        checksums = self.checksums
-        for checksum, n in Counter(map(_CHECKSUM, calls)).items():
-            checksums[checksum] = checksums.get(checksum, 0) + n
-        validated = self.validated
-        for vchecksum, n in Counter(map(_VALIDATED, calls)).items():
-            if vchecksum is not None:
-                validated[vchecksum] = validated.get(vchecksum, 0) + n
-        self.history_ids.update(map(_CALL_ID, calls))
+    def load_history(self, history: ConversationHistory) -> None:
+        """Put a conversation's earlier messages and calls before this turn's (they count).
+
+        Called once, before the turn stores anything. Costs what the store's counts hold (one
+        copy of them), never a pass over the records (``pipeline/stores/_conversation.py``).
+        """
+        self.history_messages = history.messages
+        self.history_calls = history.calls
+        self.history_ids = history.call_ids
+        self.checksums = _merged(self.checksums, history.checksums)
+        self.validated = _merged(self.validated, history.validated)
 
     def seed_calls(
         self, calls: Iterable[ToolCall], *, new_calls: Sequence[ToolCall] | None = None
@@ -567,6 +574,15 @@ class TurnState:
             self.artifact_version += 1
         elif delta < 0 and self.artifact_ids.pop(call.id, None) is not None:
             self.artifact_version += 1
+
+
+def _merged(counts: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` plus ``more``: a copy of ``more`` (in C) when ``counts`` is empty."""
+    if not counts:
+        return dict(more)
+    for key, n in more.items():
+        counts[key] = counts.get(key, 0) + n
+    return counts
 
 
 def _bump(counts: dict[str, int], key: str, delta: int) -> None:

@@ -1,0 +1,347 @@
+"""A conversation's history as a turn reads it, kept incrementally by the stores.
+
+A turn of a conversation needs four things of the turns before it: how many stored calls carry
+each checksum and each validated checksum (repetition, ``tool_call_count``), whether a call id
+is taken, and the messages and calls themselves (the model request, ``ctx.history``). Counting
+them from every stored call at every turn made a turn's start grow with the conversation
+(docs/architecture.md, "A conversation's history"). A `HistoryStore` answers with a
+`ConversationHistory` instead: counts it keeps with each write (`ConversationIndex`), and the
+records as sequences that cost nothing until read (`LazyRecords`, or a view of a list the store
+only appends to).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import (
+    TYPE_CHECKING,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVar,
+    overload,
+    runtime_checkable,
+)
+
+from .._history import HistoryView
+
+if TYPE_CHECKING:
+    from ..calls._toolcall import ToolCall
+    from ..models._message import Message
+
+__all__ = [
+    "ConversationHistory",
+    "ConversationIndex",
+    "ConversationLog",
+    "HistoryStore",
+    "IndexKind",
+    "LazyRecords",
+    "RecordLog",
+    "TakenIds",
+    "reads_its_own_way",
+]
+
+T = TypeVar("T")
+
+IndexKind = Literal["c", "v", "i"]
+"""What a row of a conversation's index counts: checksums, validated checksums, call ids."""
+
+_CHECKSUM = attrgetter("checksum")
+_VALIDATED = attrgetter("validated_checksum")
+_CALL_ID = attrgetter("id")
+
+
+class TakenIds(Container[str]):
+    """The call ids a conversation had stored as of one version of its index (membership only).
+
+    It reads the index's live table of ids, each with the version that first stored it, so it
+    is not a copy: an id stored after that version (by a turn running beside the reader) is
+    not taken for it, as a copy made at the turn's start would not hold it either.
+    """
+
+    __slots__ = ("_ids", "_version")
+
+    def __init__(self, ids: Mapping[str, int], version: int) -> None:
+        """Answer for the ids of ``ids`` (id -> version that stored it) up to ``version``."""
+        self._ids = ids
+        self._version = version
+
+    def __contains__(self, call_id: object) -> bool:
+        """True when ``call_id`` was stored at or before the version (O(1))."""
+        since = self._ids.get(call_id) if isinstance(call_id, str) else None
+        return since is not None and since <= self._version
+
+    def __repr__(self) -> str:
+        """Show the version it answers for."""
+        return f"TakenIds(version={self._version})"
+
+
+class LazyRecords(Sequence[T]):
+    """A read-only sequence of stored records that loads them on first use, once.
+
+    Its length is a use too: whoever reads the history pays for loading it, and a turn whose
+    executor never reads it (a replay) pays nothing. ``load`` runs synchronously in the
+    thread that first reads (a store runs its query there, or waits for its own thread).
+    """
+
+    __slots__ = ("_load", "_records")
+
+    def __init__(self, load: Callable[[], Sequence[T]]) -> None:
+        """Hold ``load`` until the records are first read."""
+        self._load: Callable[[], Sequence[T]] | None = load
+        self._records: Sequence[T] = ()
+
+    def _get(self) -> Sequence[T]:
+        load = self._load
+        if load is not None:
+            self._records = load()
+            self._load = None
+        return self._records
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the records were read (and so loaded) already."""
+        return self._load is None
+
+    def __len__(self) -> int:
+        """The number of records (loads them)."""
+        return len(self._get())
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        """A record, or the records a slice selects (loads them)."""
+        return self._get()[index]
+
+    def __iter__(self) -> Iterator[T]:
+        """The records, oldest first (loads them)."""
+        return iter(self._get())
+
+    def __repr__(self) -> str:
+        """Say whether the records are loaded, without loading them."""
+        return f"LazyRecords(loaded={self.loaded})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationHistory:
+    """What a turn reads of its conversation's earlier turns (`HistoryStore.load_history`).
+
+    The counts are the store's as of the load: the turn copies them into its own (its calls
+    count on top). ``call_ids`` answers membership without holding a set of every id, and
+    ``messages`` and ``calls`` may load when first read (`LazyRecords`).
+    """
+
+    messages: Sequence[Message]
+    """The conversation's messages, in storage order."""
+    calls: Sequence[ToolCall]
+    """Its stored tool calls, in storage order."""
+    checksums: Mapping[str, int]
+    """Stored calls per ``checksum``."""
+    validated: Mapping[str, int]
+    """Stored calls per ``validated_checksum`` (those that carry one)."""
+    call_ids: Container[str]
+    """The ids of its stored calls (``in`` only)."""
+
+    @classmethod
+    def of_records(
+        cls, messages: Sequence[Message], calls: Sequence[ToolCall]
+    ) -> ConversationHistory:
+        """The history of loaded records, counted here (a store that keeps no index)."""
+        validated = Counter(map(_VALIDATED, calls))
+        validated.pop(None, None)
+        return cls(
+            messages=messages,
+            calls=calls,
+            checksums=Counter(map(_CHECKSUM, calls)),
+            validated=validated,
+            call_ids=frozenset(map(_CALL_ID, calls)),
+        )
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """A `TurnStore` that keeps each conversation's counts as it writes (all three stores).
+
+    A turn of a conversation then starts from `load_history`, whose cost does not grow with the
+    conversation; a store without it is read with ``load_conversation`` and counted at each turn.
+    """
+
+    async def load_history(self, conversation_id: str) -> ConversationHistory:
+        """The conversation's history as of now (see `ConversationHistory`)."""
+        ...
+
+
+class ConversationIndex:
+    """One conversation's counts, kept as its calls are written; a store's, not public.
+
+    ``version`` grows with every change; each id remembers the version that stored it, so a
+    `TakenIds` reads the live table as of an older version. `MemoryStore` changes it with
+    `add`/`remove`; the database stores keep the counts in a table and copy the rows changed
+    since the version they hold with `put` (docs/architecture.md, "A conversation's history").
+    """
+
+    __slots__ = ("checksums", "id_counts", "ids", "validated", "version")
+
+    def __init__(self) -> None:
+        """An empty index at version 0."""
+        self.version = 0
+        self.checksums: dict[str, int] = {}
+        self.validated: dict[str, int] = {}
+        self.ids: dict[str, int] = {}
+        """Call id -> the version that stored it (while any call of the id is stored)."""
+        self.id_counts: dict[str, int] = {}
+        """Call id -> how many stored calls have it (`add` only: turns may share an id)."""
+
+    def add(self, call: ToolCall, delta: int) -> None:
+        """Count ``call`` in (``delta`` 1) or out (-1).
+
+        The caller bumps ``version`` once per write, before its changes.
+        """
+        _bump(self.checksums, call.checksum, delta)
+        vkey = call.validated_checksum
+        if vkey is not None:
+            _bump(self.validated, vkey, delta)
+        cid = call.id
+        if _bump(self.id_counts, cid, delta):
+            self.ids.setdefault(cid, self.version)
+        else:
+            self.ids.pop(cid, None)
+
+    def put(self, kind: str, key: str, n: int, version: int) -> None:
+        """Set one count as a store's index table holds it (``n`` 0: none left)."""
+        if kind == "i":
+            if n > 0:
+                self.ids.setdefault(key, version)
+            else:
+                self.ids.pop(key, None)
+            return
+        counts = self.checksums if kind == "c" else self.validated
+        if n > 0:
+            counts[key] = n
+        else:
+            counts.pop(key, None)
+
+    def history(
+        self, messages: Sequence[Message], calls: Sequence[ToolCall]
+    ) -> ConversationHistory:
+        """The history as of now: these records, the live counts, the ids as of this version."""
+        return ConversationHistory(
+            messages=messages,
+            calls=calls,
+            checksums=self.checksums,
+            validated=self.validated,
+            call_ids=TakenIds(self.ids, self.version),
+        )
+
+
+def _bump(counts: dict[str, int], key: str, delta: int) -> int:
+    n = counts.get(key, 0) + delta
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+    return n
+
+
+K = TypeVar("K")
+
+
+class RecordLog(Generic[K, T]):
+    """Records in storage order, keyed, in a list that is only ever appended to in place.
+
+    A replaced or removed record makes a new list (the old one stays as it was), so a
+    `HistoryView` of ``records`` taken earlier keeps showing what it showed, at no copy for
+    the common case: a store appending one record at a time.
+    """
+
+    __slots__ = ("positions", "records")
+
+    def __init__(self) -> None:
+        """An empty log."""
+        self.records: list[T] = []
+        self.positions: dict[K, int] = {}
+
+    def put(self, key: K, record: T) -> T | None:
+        """Append ``record``, or replace the one under ``key`` in its place; return that one."""
+        at = self.positions.get(key)
+        if at is None:
+            self.positions[key] = len(self.records)
+            self.records.append(record)
+            return None
+        records = list(self.records)
+        old, records[at] = records[at], record
+        self.records = records
+        return old
+
+    def remove(self, key: K) -> T | None:
+        """Remove the record under ``key``; return it (None when there was none)."""
+        at = self.positions.pop(key, None)
+        if at is None:
+            return None
+        records = list(self.records)
+        old = records.pop(at)
+        self.records = records
+        for other, position in self.positions.items():
+            if position > at:
+                self.positions[other] = position - 1
+        return old
+
+
+class ConversationLog:
+    """One conversation in process memory: its messages, its calls and their index.
+
+    `MemoryStore` keeps one per conversation; a write costs O(1) (a replaced or deleted record
+    copies the list once), and `history` costs O(1) whatever the conversation's length.
+    """
+
+    __slots__ = ("calls", "index", "messages")
+
+    def __init__(self) -> None:
+        """An empty conversation."""
+        self.messages: RecordLog[str, Message] = RecordLog()
+        self.calls: RecordLog[tuple[str, str], ToolCall] = RecordLog()
+        self.index = ConversationIndex()
+
+    def save_call(self, turn_id: str, call: ToolCall) -> None:
+        """Keep ``call``, replacing its turn's call of that id in place."""
+        index = self.index
+        index.version += 1
+        old = self.calls.put((turn_id, call.id), call)
+        if old is not None:
+            index.add(old, -1)
+        index.add(call, 1)
+
+    def delete_call(self, turn_id: str, call_id: str) -> bool:
+        """Forget a turn's call; return whether it was there."""
+        old = self.calls.remove((turn_id, call_id))
+        if old is None:
+            return False
+        self.index.version += 1
+        self.index.add(old, -1)
+        return True
+
+    def history(self) -> ConversationHistory:
+        """The history as of now, in O(1): views of the logs and the live counts."""
+        return self.index.history(
+            HistoryView((), self.messages.records), HistoryView((), self.calls.records)
+        )
+
+
+def reads_its_own_way(store: object, base: type, method: str = "load_conversation") -> bool:
+    """Whether ``store``'s class overrides ``base``'s ``method`` (a user's store reading its way).
+
+    Such a store's `HistoryStore.load_history` reads through that method and counts the records
+    (`ConversationHistory.of_records`), so what the override answers is what a turn sees.
+    """
+    return getattr(type(store), method) is not getattr(base, method)
+
+
+for _cls in (ConversationHistory, HistoryStore, LazyRecords):
+    _cls.__module__ = "pipeline.stores"
