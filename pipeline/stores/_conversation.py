@@ -229,14 +229,20 @@ class ConversationIndex:
             counts.pop(key, None)
 
     def history(
-        self, messages: Sequence[Message], calls: Sequence[ToolCall]
+        self, messages: Sequence[Message], calls: Sequence[ToolCall], *, copy: bool = False
     ) -> ConversationHistory:
-        """The history as of now: these records, the live counts, the ids as of this version."""
+        """The history as of now: these records, the counts, the ids as of this version.
+
+        The counts are the live ones (the reader copies them at once), or copies when ``copy``
+        (the index changes on another thread than the reader's). The ids are never copied: a
+        `TakenIds` reads the live table as of this version.
+        """
+        checksums, validated = self.checksums, self.validated
         return ConversationHistory(
             messages=messages,
             calls=calls,
-            checksums=self.checksums,
-            validated=self.validated,
+            checksums=checksums.copy() if copy else checksums,
+            validated=validated.copy() if copy else validated,
             call_ids=TakenIds(self.ids, self.version),
         )
 
