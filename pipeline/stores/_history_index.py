@@ -71,22 +71,21 @@ class IndexCache:
     ) -> ConversationIndex:
         """Apply the rows read since the held version, now at ``version``; return the index.
 
-        ``rows`` are (kind, key, n, row version) as the table holds them. A held index newer
-        than ``version`` (the database was replaced under the store) is dropped for the rows.
+        ``rows`` are (kind, key, n, row version) as the table holds them, read in one snapshot
+        with ``version``. When the held index is already as new (another read of the same
+        conversation finished first), it is kept as it is: rows hold absolute counts, and an
+        older snapshot's must not overwrite a newer one's.
         """
         indexes = self._indexes
         index = indexes.get(scope)
-        if index is None or index.version > version:
+        if index is None:
             index = ConversationIndex()
-        for kind, key, n, at in rows:
-            index.put(kind, key, n, at)
-        index.version = version
+        if index.version < version:
+            for kind, key, n, at in rows:
+                index.put(kind, key, n, at)
+            index.version = version
         indexes[scope] = index
         indexes.move_to_end(scope)
         while len(indexes) > self._size:
             indexes.popitem(last=False)
         return index
-
-    def forget(self) -> None:
-        """Drop every held index (the next read of each reads all its rows)."""
-        self._indexes.clear()

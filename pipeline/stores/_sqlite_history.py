@@ -49,9 +49,7 @@ def read_index(cur: sqlite3.Cursor, scope: str | bytes, cache: IndexCache) -> Co
     row = cur.execute("SELECT version FROM conversations WHERE scope = ?", (scope,)).fetchone()
     version = 0 if row is None else int(row[0])
     since = cache.version(name)
-    if since > version:  # the file was replaced under the store: read it all again
-        since = 0
-    rows = () if since == version else cur.execute(_SINCE, (scope, since)).fetchall()
+    rows = () if since >= version else cur.execute(_SINCE, (scope, since)).fetchall()
     return cache.refresh(
         name, version, ((kind, from_sql_text(key), n, at) for kind, key, n, at in rows)
     )
