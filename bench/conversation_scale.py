@@ -1,0 +1,196 @@
+"""A turn's start cost as its conversation grows: the 10th turn against the 10,000th.
+
+Run from the repository root::
+
+    python -m bench.conversation_scale                      # 10,000 turns, SQLite and PostgreSQL
+    python -m bench.conversation_scale --store sqlite --turns 2000
+    python -m bench.conversation_scale --quick              # 300 turns, a smoke run
+
+What is measured
+----------------
+* One conversation of ``--turns`` turns through one real `TurnRunner` on each store:
+  `SqliteStore` (a file, ``synchronous="normal"``), `PostgresStore` (a throw-away PostgreSQL
+  server: ``tests/_pg.py``, ``initdb``/``pg_ctl``, Unix socket, ``fsync=off``, unless
+  ``--conninfo`` names one; skipped when no PostgreSQL is installed) and `MemoryStore`.
+* Each turn stores ``--calls`` tool calls through the ``tool_call`` stage, with
+  ``RepetitionDetector`` and ``ToolCallLimit(scope="conversation")`` (so every call reads the
+  conversation's counts); arguments cycle over 50 values, so checksums repeat. The executor
+  replays (as ``middleware.transcripts`` does): it never reads the history's records, only the
+  counts. An executor that sends the model the whole conversation reads it once per turn
+  (that is what the model asks for).
+* Start cost: from ``runner.run()`` to the executor's first call (loading the conversation,
+  ``TurnStart``, the user message stored), in CPU time of this process (the store's worker
+  thread included; PostgreSQL's server is another process) and wall time. Turn cost: the whole
+  ``run()``. Each figure is the median over a window of turns: ``early`` after the first
+  ``--window`` turns, ``late`` the last ``--window``.
+* Verdict: the late turns' median start CPU within 5% of the early ones' (``--tolerance``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from middleware import RepetitionDetector, ToolCallLimit
+from pipeline import DispatchContext, TurnRunner, tool
+from pipeline.models import Message
+from pipeline.stores import MemorySpoolStore, MemoryStore, PostgresStore, SqliteStore
+
+_ARGS = 50
+
+
+@tool
+def lookup(q: int) -> str:
+    """Look a number up."""
+    return str(q)
+
+
+class Replayer:
+    """Stores ``calls`` lookup calls per turn through the ``tool_call`` stage, then answers.
+
+    Notes when each turn's executor is first entered (the end of the turn's start).
+    """
+
+    def __init__(self, calls: int) -> None:
+        """Store ``calls`` calls per turn."""
+        self.calls = calls
+        self.entered: tuple[float, float] | None = None
+        self.stored = 0
+
+    async def __call__(self, ctx: DispatchContext) -> None:
+        """One iteration: the first call of a turn notes the time; store one call or answer."""
+        if self.entered is None:
+            self.entered = (time.process_time(), time.perf_counter())
+        if len(ctx.turn_tool_calls) >= self.calls:
+            await ctx.store_message(Message(role="assistant", content="done"))
+            ctx.ack()
+            return
+        self.stored += 1
+        cid = f"call_{self.stored}"
+        await ctx.store_message(Message(role="assistant", content="", tool_call_ids=(cid,)))
+        call = await ctx.run_tool("lookup", f'{{"q": {self.stored % _ARGS}}}', call_id=cid)
+        await ctx.store_tool_call(call)
+
+
+def median_ms(rows: list[tuple[float, ...]], column: int) -> float:
+    """The median of one column of the rows, in milliseconds."""
+    return statistics.median(row[column] for row in rows) * 1000
+
+
+async def run_store(name: str, store: Any, turns: int, calls: int, window: int) -> float:
+    """Run the conversation on ``store``; print early and late figures; return late/early."""
+    replayer = Replayer(calls)
+    runner = TurnRunner(
+        executor=replayer,
+        tools=[lookup],
+        middleware=[
+            RepetitionDetector(threshold=10**9),  # reads the counts; never fires
+            ToolCallLimit(total=10**9, scope="conversation"),
+        ],
+        store=store,
+    )
+    rows: list[tuple[float, float, float, float]] = []
+    for turn in range(turns):
+        replayer.entered = None
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = await runner.run(f"turn {turn}", conversation_id="long")
+        cpu_end, wall_end = time.process_time(), time.perf_counter()
+        if result.status != "completed" or replayer.entered is None:
+            raise SystemExit(f"{name}: turn {turn} ended {result.status}: {result.errors}")
+        cpu_in, wall_in = replayer.entered
+        rows.append((cpu_in - cpu, wall_in - wall, cpu_end - cpu, wall_end - wall))
+    early, late = rows[window : 2 * window], rows[-window:]
+    print(f"\n{name}: {turns} turns of {calls} calls ({turns * calls} calls in the end)")
+    print(f"{'turns':>12} {'start cpu ms':>13} {'start wall ms':>14} {'turn cpu ms':>12}")
+    for label, part in ((f"{window}-{2 * window}", early), (f"last {window}", late)):
+        print(
+            f"{label:>12} {median_ms(part, 0):>13.3f} {median_ms(part, 1):>14.3f} "
+            f"{median_ms(part, 2):>12.3f}"
+        )
+    ratio = median_ms(late, 0) / median_ms(early, 0)
+    print(f"late start CPU / early: {ratio:.2f}")
+    return ratio
+
+
+@contextlib.contextmanager
+def postgres(wanted: bool, conninfo: str | None) -> Iterator[str | None]:
+    """A PostgreSQL connection string: ``conninfo``, a throw-away server's, or None."""
+    if not wanted:
+        yield None
+        return
+    if conninfo:
+        yield conninfo
+        return
+    from tests._pg import cluster, find_bindir
+
+    if find_bindir() is None:
+        yield None
+        return
+    with cluster() as pg:
+        yield pg.create_database("bench_conversation")
+
+
+@contextlib.asynccontextmanager
+async def opened(kind: str, folder: Path, conninfo: str | None) -> AsyncIterator[Any]:
+    """The store of ``kind``, open, closed afterwards."""
+    if kind == "memory":
+        yield MemoryStore()
+    elif kind == "sqlite":
+        async with SqliteStore(folder / "conversation.db", synchronous="normal") as lite:
+            yield lite
+    else:
+        async with PostgresStore(conninfo or "", spool=MemorySpoolStore()) as pg:
+            yield pg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; return 0 when every store's late starts cost what early ones do."""
+    parser = argparse.ArgumentParser(prog="python -m bench.conversation_scale")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres", "memory"),
+        action="append",
+        help="repeatable; default: sqlite and postgres",
+    )
+    parser.add_argument("--turns", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=2, help="tool calls per turn")
+    parser.add_argument("--window", type=int, default=200, help="turns per median")
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--conninfo", help="use this PostgreSQL server")
+    parser.add_argument("--quick", action="store_true", help="300 turns, a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.turns, args.window = 300, 50
+    kinds = args.store or ["sqlite", "postgres"]
+    print(f"conversation scale: Python {platform.python_version()}, {platform.machine()}")
+    ratios: dict[str, float] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="loopware-bench-") as folder,
+        postgres("postgres" in kinds, args.conninfo) as conninfo,
+    ):
+        for kind in kinds:
+            if kind == "postgres" and not conninfo:
+                print("\npostgres: skipped (no PostgreSQL installed, no --conninfo)")
+                continue
+
+            async def one(kind: str = kind) -> float:
+                async with opened(kind, Path(folder), conninfo) as store:
+                    return await run_store(kind, store, args.turns, args.calls, args.window)
+
+            ratios[kind] = asyncio.run(one())
+    flat = all(r <= 1 + args.tolerance for r in ratios.values())
+    summary = ", ".join(f"{k} {r:.2f}" for k, r in ratios.items())
+    print(f"\nlate/early start CPU: {summary} ({'flat' if flat else 'NOT flat'})")
+    return 0 if flat or args.quick else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
