@@ -171,6 +171,18 @@ class TurnView:
         """
         return self._state.history_calls
 
+    async def load_history(self) -> None:
+        """Load the conversation's earlier messages and calls now, without blocking the loop.
+
+        A store that keeps the conversation's counts (`pipeline.stores.HistoryStore`) loads
+        its records when first read, in the thread that reads them. Await this before reading
+        ``messages``, ``tool_calls`` or `model_request` in a long conversation: the records
+        load in a worker thread while the event loop runs on. Costs nothing once loaded, or
+        when the store handed them loaded (`MemoryStore`).
+        """
+        if self._state.history_lazy:
+            await self._state.fetch_history()
+
     @property
     def tool_calls(self) -> Sequence[ToolCall]:
         """Every stored call the model has seen: the history's, then this turn's.

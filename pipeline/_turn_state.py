@@ -38,6 +38,7 @@ from ._running_ids import NO_IDS, announce
 from ._tool_threads import shared_tool_threads, tool_thread_loop
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
+from .stores._conversation import LazyRecords
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ class TurnState:
         "errors",
         "history_calls",
         "history_ids",
+        "history_lazy",
         "history_messages",
         "input",
         "interrupted",
@@ -201,6 +203,8 @@ class TurnState:
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
         self.history_calls: Sequence[ToolCall] = ()
         """The conversation's calls before this turn (loaded when first read, per store)."""
+        self.history_lazy = False
+        """Whether the history's records may still load when read (`fetch_history`)."""
         self.history_ids: Container[str] = frozenset()
         """The ids of ``history_calls`` (membership only: no set of them is built)."""
         self.unstored: dict[str, ToolCall] = {}
@@ -255,9 +259,20 @@ class TurnState:
         """
         self.history_messages = history.messages
         self.history_calls = history.calls
+        self.history_lazy = isinstance(history.messages, LazyRecords) or isinstance(
+            history.calls, LazyRecords
+        )
         self.history_ids = history.call_ids
         self.checksums = _merged(self.checksums, history.checksums)
         self.validated = _merged(self.validated, history.validated)
+
+    async def fetch_history(self) -> None:
+        """Load the history's records now if they load when read, off the event loop."""
+        if self.history_lazy:
+            for records in (self.history_messages, self.history_calls):
+                if isinstance(records, LazyRecords):
+                    await records.aload()
+            self.history_lazy = False
 
     def seed_calls(
         self, calls: Iterable[ToolCall], *, new_calls: Sequence[ToolCall] | None = None

@@ -12,6 +12,7 @@ only appends to).
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,7 +85,9 @@ class LazyRecords(Sequence[T]):
 
     Its length is a use too: whoever reads the history pays for loading it, and a turn whose
     executor never reads it (a replay) pays nothing. ``load`` runs synchronously in the
-    thread that first reads (a store runs its query there, or waits for its own thread).
+    thread that first reads (a store runs its query there, or waits for its own thread), so a
+    reader on an event loop awaits `aload` first (``TurnView.load_history``) to keep the loop
+    running while a long conversation loads.
     """
 
     __slots__ = ("_load", "_records")
@@ -105,6 +108,14 @@ class LazyRecords(Sequence[T]):
     def loaded(self) -> bool:
         """Whether the records were read (and so loaded) already."""
         return self._load is None
+
+    async def aload(self) -> None:
+        """Load the records now, in a worker thread: the event loop runs on meanwhile."""
+        load = self._load
+        if load is not None:
+            records = await asyncio.to_thread(load)
+            if self._load is not None:  # not loaded by a read meanwhile
+                self._records, self._load = records, None
 
     def __len__(self) -> int:
         """The number of records (loads them)."""

@@ -305,3 +305,36 @@ async def test_repetition_and_a_conversation_limit_hold_across_turns(
     finally:
         if hasattr(store, "aclose"):
             await store.aclose()
+
+
+class Recording:
+    """A model that answers at once and notes what each request held of the conversation."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    async def complete(self, request: Any) -> ModelResponse:
+        self.seen.append((len(request.messages), len(request.tool_calls)))
+        return ModelResponse(text="ok")
+
+
+async def test_the_model_reads_the_whole_conversation_loaded_off_the_loop(
+    tmp_path: Path,
+) -> None:
+    """ToolLoopExecutor awaits ``ctx.load_history()``: the request holds every earlier message,
+    and the records were loaded in a worker thread before the request was built."""
+    model = Recording()
+    loaded: list[bool] = []
+
+    async def note(ctx: DispatchContext) -> None:
+        before = ctx.history_tool_calls
+        await ToolLoopExecutor(model)(ctx)
+        loaded.append(not isinstance(before, LazyRecords) or before.loaded)
+
+    async with SqliteStore(tmp_path / "m.db") as store:
+        await store.save_tool_call("c", "t0", a_call(0, 0, -1))
+        runner = TurnRunner(executor=note, store=store)
+        for _ in range(3):
+            assert (await runner.run("hello", conversation_id="c")).status == "completed"
+    assert model.seen == [(1, 1), (3, 1), (5, 1)]  # user + answer per turn, the stored call
+    assert loaded == [True, True, True]
