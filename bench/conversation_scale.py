@@ -13,16 +13,17 @@ What is measured
   server: ``tests/_pg.py``, ``initdb``/``pg_ctl``, Unix socket, ``fsync=off``, unless
   ``--conninfo`` names one; skipped when no PostgreSQL is installed) and `MemoryStore`.
 * Each turn stores ``--calls`` tool calls through the ``tool_call`` stage, with
-  ``RepetitionDetector`` and ``ToolCallLimit(scope="conversation")`` (so every call reads the
-  conversation's counts); arguments cycle over 50 values, so checksums repeat. The executor
+  ``RepetitionDetector`` (every call reads the conversation's counts) and ``ToolCallLimit``;
+  arguments cycle over 50 values, so checksums repeat. ``--conversation-limit`` makes the limit
+  ``scope="conversation"`` (its slots are counted in the store: see its own figures). The executor
   replays (as ``middleware.transcripts`` does): it never reads the history's records, only the
   counts. An executor that sends the model the whole conversation reads it once per turn
   (that is what the model asks for).
-* Start cost: from ``runner.run()`` to the executor's first call (loading the conversation,
-  ``TurnStart``, the user message stored), in CPU time of this process (the store's worker
-  thread included; PostgreSQL's server is another process) and wall time. Turn cost: the whole
-  ``run()``. Each figure is the median over a window of turns: ``early`` after the first
-  ``--window`` turns, ``late`` the last ``--window``.
+* Start cost: from ``runner.run()`` to the turn's first ``IterationStart`` (loading the
+  conversation, ``TurnStart``, the user message stored, ``turn_input``), in CPU time of this
+  process (the store's worker thread included; PostgreSQL's server is another process) and wall
+  time. Turn cost: the whole ``run()``. Each figure is the median over a window of turns:
+  ``early`` after the first ``--window`` turns, ``late`` the last ``--window``.
 * Verdict: the late turns' median start CPU within 5% of the early ones' (``--tolerance``).
 """
 
@@ -41,6 +42,7 @@ from typing import Any
 
 from middleware import RepetitionDetector, ToolCallLimit
 from pipeline import DispatchContext, TurnRunner, tool
+from pipeline.events import IterationStart
 from pipeline.models import Message
 from pipeline.stores import MemorySpoolStore, MemoryStore, PostgresStore, SqliteStore
 
@@ -56,7 +58,7 @@ def lookup(q: int) -> str:
 class Replayer:
     """Stores ``calls`` lookup calls per turn through the ``tool_call`` stage, then answers.
 
-    Notes when each turn's executor is first entered (the end of the turn's start).
+    Notes when each turn's first iteration starts (the end of the turn's start).
     """
 
     def __init__(self, calls: int) -> None:
@@ -65,10 +67,13 @@ class Replayer:
         self.entered: tuple[float, float] | None = None
         self.stored = 0
 
-    async def __call__(self, ctx: DispatchContext) -> None:
-        """One iteration: the first call of a turn notes the time; store one call or answer."""
+    def started(self, event: IterationStart) -> None:
+        """Note the first iteration's start of each turn."""
         if self.entered is None:
             self.entered = (time.process_time(), time.perf_counter())
+
+    async def __call__(self, ctx: DispatchContext) -> None:
+        """One iteration: store one call, or answer once the turn stored its calls."""
         if len(ctx.turn_tool_calls) >= self.calls:
             await ctx.store_message(Message(role="assistant", content="done"))
             ctx.ack()
@@ -85,18 +90,23 @@ def median_ms(rows: list[tuple[float, ...]], column: int) -> float:
     return statistics.median(row[column] for row in rows) * 1000
 
 
-async def run_store(name: str, store: Any, turns: int, calls: int, window: int) -> float:
+async def run_store(
+    name: str, store: Any, turns: int, calls: int, window: int, scope: str
+) -> float:
     """Run the conversation on ``store``; print early and late figures; return late/early."""
     replayer = Replayer(calls)
+    limit = (
+        ToolCallLimit(total=10**9)
+        if scope == "turn"
+        else ToolCallLimit(total=10**9, scope="conversation")
+    )
     runner = TurnRunner(
         executor=replayer,
         tools=[lookup],
-        middleware=[
-            RepetitionDetector(threshold=10**9),  # reads the counts; never fires
-            ToolCallLimit(total=10**9, scope="conversation"),
-        ],
+        middleware=[RepetitionDetector(threshold=10**9), limit],  # they read; never fire
         store=store,
     )
+    runner.on(IterationStart, replayer.started)
     rows: list[tuple[float, float, float, float]] = []
     for turn in range(turns):
         replayer.entered = None
@@ -108,7 +118,10 @@ async def run_store(name: str, store: Any, turns: int, calls: int, window: int) 
         cpu_in, wall_in = replayer.entered
         rows.append((cpu_in - cpu, wall_in - wall, cpu_end - cpu, wall_end - wall))
     early, late = rows[window : 2 * window], rows[-window:]
-    print(f"\n{name}: {turns} turns of {calls} calls ({turns * calls} calls in the end)")
+    print(
+        f"\n{name}: {turns} turns of {calls} calls ({turns * calls} calls in the end), "
+        f"ToolCallLimit scope={scope}"
+    )
     print(f"{'turns':>12} {'start cpu ms':>13} {'start wall ms':>14} {'turn cpu ms':>12}")
     for label, part in ((f"{window}-{2 * window}", early), (f"last {window}", late)):
         print(
@@ -165,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=200, help="turns per median")
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--conninfo", help="use this PostgreSQL server")
+    parser.add_argument(
+        "--conversation-limit",
+        action="store_true",
+        help='ToolCallLimit(scope="conversation") instead of the turn scope',
+    )
     parser.add_argument("--quick", action="store_true", help="300 turns, a smoke run")
     args = parser.parse_args(argv)
     if args.quick:
@@ -183,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
 
             async def one(kind: str = kind) -> float:
                 async with opened(kind, Path(folder), conninfo) as store:
-                    return await run_store(kind, store, args.turns, args.calls, args.window)
+                    scope = "conversation" if args.conversation_limit else "turn"
+                    return await run_store(kind, store, args.turns, args.calls, args.window, scope)
 
             ratios[kind] = asyncio.run(one())
     flat = all(r <= 1 + args.tolerance for r in ratios.values())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import (
     TYPE_CHECKING,
+    Any,
     Generic,
     Literal,
     Protocol,
@@ -134,6 +135,19 @@ class LazyRecords(Sequence[T]):
     def __iter__(self) -> Iterator[T]:
         """The records, oldest first (loads them)."""
         return iter(self._get())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence (not a str) holding the same records (loads them)."""
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        mine = self._get()
+        return len(other) == len(mine) and all(a == b for a, b in zip(mine, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # compares by content, like a list
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and deepcopy) as a plain tuple of the records (loads them)."""
+        return (tuple, (tuple(self._get()),))
 
     def __repr__(self) -> str:
         """Say whether the records are loaded, without loading them."""
