@@ -8,7 +8,7 @@ process writes; a read transaction sees one snapshot of the version and the rows
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -30,10 +30,15 @@ _SINCE = "SELECT kind, key, n, version FROM conversation_counts WHERE scope = ? 
 
 
 def count_call(
-    cur: sqlite3.Cursor, scope: str | bytes, old: CallKeys | None, new: CallKeys | None
+    cur: sqlite3.Cursor, scope: str | bytes, old: Sequence[Any] | None, new: CallKeys | None
 ) -> None:
-    """Count a conversation's call write (``old`` replaced by ``new``) in its transaction."""
-    changes = deltas(old, new)
+    """Count a conversation's call write in its transaction.
+
+    ``old`` is the replaced row's (checksum, validated checksum, id) as stored (an id with a
+    lone surrogate is stored as bytes), None for a new call; ``new`` None for a delete.
+    """
+    was = None if old is None else (old[0], old[1], from_sql_text(old[2]))
+    changes = deltas(was, new)
     if not changes:
         return
     version = cur.execute(_BUMP, (scope,)).fetchone()[0]

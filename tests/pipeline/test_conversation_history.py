@@ -51,9 +51,14 @@ OPS = st.lists(
 )
 
 
+def cid(n: int) -> str:
+    """Call id ``n``; the last one holds a lone surrogate (SQLite stores such text as bytes)."""
+    return f"call_{n}" if n < 6 else f"call_\udc80{n}"
+
+
 def a_call(call_id: int, checksum: int, validated: int) -> ToolCall:
     """A completed call whose checksum (and validated checksum, -1: none) we choose."""
-    call = ToolCall.completed(id=f"call_{call_id}", tool="t", args={"k": checksum}, results="ok")
+    call = ToolCall.completed(id=cid(call_id), tool="t", args={"k": checksum}, results="ok")
     return call if validated < 0 else replace(call, validated_checksum=f"{validated:064x}")
 
 
@@ -64,7 +69,7 @@ async def apply(store: Any, conversation: str, ops: list[Op]) -> None:
         if action == "save":
             await store.save_tool_call(conversation, turn_id, a_call(call_id, checksum, validated))
         elif action == "delete":
-            await store.delete_tool_call(conversation, turn_id, f"call_{call_id}")
+            await store.delete_tool_call(conversation, turn_id, cid(call_id))
         else:
             message = Message(role="user", content=f"turn {turn}", id=f"m{call_id}")
             await store.save_message(conversation, turn_id, message)  # replaced by id
@@ -78,7 +83,7 @@ async def assert_recounted(store: Any, conversation: str) -> None:
     counted = ConversationHistory.of_records(messages, calls)
     assert dict(kept.checksums) == dict(counted.checksums)
     assert dict(kept.validated) == dict(counted.validated)
-    ids = {f"call_{n}" for n in range(7)} | {"never"}
+    ids = {cid(n) for n in range(7)} | {"never"}
     assert {i for i in ids if i in kept.call_ids} == {i for i in ids if i in counted.call_ids}
     assert list(kept.messages) == list(messages)
     assert list(kept.calls) == list(calls)
