@@ -39,8 +39,7 @@ from .errors import (
     TurnAbortedError,
 )
 from .models._message import new_message
-from .stores._conversation import ConversationHistory, HistoryStore
-from .stores._store import TurnRecord
+from .stores._store import TurnRecord, read_history
 
 if TYPE_CHECKING:
     from ._onion import Onion
@@ -257,14 +256,8 @@ class Turn:
         )
         if conversation_id is not None:
             state.running_ids = running_ids.enter(conversation_id)  # left in `execute`
-            store = state.store
             try:
-                if isinstance(store, HistoryStore):  # counts kept by the store: O(1) here
-                    history = await store.load_history(conversation_id)
-                else:
-                    history = ConversationHistory.of_records(
-                        *await store.load_conversation(conversation_id)
-                    )
+                history = await read_history(state.store, conversation_id)
             except BaseException as exc:  # a store error, or the caller cancelling meanwhile
                 if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)

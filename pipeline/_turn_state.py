@@ -17,7 +17,6 @@ from collections.abc import (
     Container,
     Hashable,
     Iterable,
-    Mapping,
     Sequence,
 )
 from functools import partial
@@ -38,7 +37,7 @@ from ._running_ids import NO_IDS, announce
 from ._tool_threads import shared_tool_threads, tool_thread_loop
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
-from .stores._conversation import LazyRecords
+from .stores._conversation import LazyRecords, added_counts, load_records
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -263,16 +262,13 @@ class TurnState:
             history.calls, LazyRecords
         )
         self.history_ids = history.call_ids
-        self.checksums = _merged(self.checksums, history.checksums)
-        self.validated = _merged(self.validated, history.validated)
+        self.checksums = added_counts(self.checksums, history.checksums)
+        self.validated = added_counts(self.validated, history.validated)
 
     async def fetch_history(self) -> None:
         """Load the history's records now if they load when read, off the event loop."""
-        if self.history_lazy:
-            for records in (self.history_messages, self.history_calls):
-                if isinstance(records, LazyRecords):
-                    await records.aload()
-            self.history_lazy = False
+        await load_records(self.history_messages, self.history_calls)
+        self.history_lazy = False
 
     def seed_calls(
         self, calls: Iterable[ToolCall], *, new_calls: Sequence[ToolCall] | None = None
@@ -589,15 +585,6 @@ class TurnState:
             self.artifact_version += 1
         elif delta < 0 and self.artifact_ids.pop(call.id, None) is not None:
             self.artifact_version += 1
-
-
-def _merged(counts: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
-    """``counts`` plus ``more``: a copy of ``more`` (in C) when ``counts`` is empty."""
-    if not counts:
-        return dict(more)
-    for key, n in more.items():
-        counts[key] = counts.get(key, 0) + n
-    return counts
 
 
 def _bump(counts: dict[str, int], key: str, delta: int) -> None:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from ._conversation import ConversationHistory, ConversationLog, reads_its_own_way
+from ._conversation import ConversationHistory, HistoryStore, reads_its_own_way
 from ._counters import CounterLimit, MemoryCounters, SlotGrant
+from ._memory_history import ConversationLog
 
 if TYPE_CHECKING:
     from .._events import TurnStatus
@@ -26,6 +27,7 @@ __all__ = [
     "TurnRecord",
     "TurnStore",
     "is_durable",
+    "read_history",
 ]
 
 
@@ -103,6 +105,17 @@ class TurnStore(Protocol):
     ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         """Return a conversation's messages and tool calls, each in storage order."""
         ...
+
+
+async def read_history(store: TurnStore, conversation_id: str) -> ConversationHistory:
+    """A conversation's history, as `Turn` starts from it.
+
+    The store's kept counts when it is a `HistoryStore`; else its records
+    (``load_conversation``) counted here (a user's store, `DurableStore`).
+    """
+    if isinstance(store, HistoryStore):  # counts kept by the store: O(1) here
+        return await store.load_history(conversation_id)
+    return ConversationHistory.of_records(*await store.load_conversation(conversation_id))
 
 
 def is_durable(store: object) -> bool:
