@@ -132,6 +132,7 @@ class ContextWindow:
     @dispatch_input
     async def trim(self, ctx: DispatchContext, call_next: CallNext) -> None:
         """Start this iteration's request at the oldest turn that keeps it within the budget."""
+        await ctx.load_history()  # it reads the whole conversation: loaded off the event loop
         if not ctx.is_signalled and ctx.messages:
             request = dataclasses.replace(
                 ctx.model_request(), messages=ctx.messages, tool_calls=ctx.tool_calls

@@ -141,7 +141,8 @@ class TurnView:
         A read-only view, not a copy (O(1)): it keeps showing what it showed when read, so
         reading it every iteration costs nothing per message (``pipeline/_history.py``).
         """
-        return HistoryView((), self._state.messages)
+        state = self._state
+        return HistoryView(state.history_messages, state.messages)
 
     @property
     def turn_tool_calls(self) -> Sequence[ToolCall]:
@@ -163,8 +164,24 @@ class TurnView:
 
     @property
     def history_tool_calls(self) -> Sequence[ToolCall]:
-        """Stored calls of earlier turns of the conversation, loaded at turn start."""
+        """Stored calls of earlier turns of the conversation, as of the turn's start.
+
+        A store that keeps the conversation's counts (`pipeline.stores.HistoryStore`) may load
+        them when first read: reading it costs what the conversation holds.
+        """
         return self._state.history_calls
+
+    async def load_history(self) -> None:
+        """Load the conversation's earlier messages and calls now, without blocking the loop.
+
+        A store that keeps the conversation's counts (`pipeline.stores.HistoryStore`) loads
+        its records when first read, in the thread that reads them. Await this before reading
+        ``messages``, ``tool_calls`` or `model_request` in a long conversation: the records
+        load in a worker thread while the event loop runs on. Costs nothing once loaded, or
+        when the store handed them loaded (`MemoryStore`).
+        """
+        if self._state.history_lazy:
+            await self._state.fetch_history()
 
     @property
     def tool_calls(self) -> Sequence[ToolCall]:

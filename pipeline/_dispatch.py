@@ -170,7 +170,7 @@ class DispatchContext(TurnView):
         """
         state = self._state
         view, bus = state.tools.view(), state.bus
-        messages: Sequence[Message] = HistoryView((), state.messages)
+        messages: Sequence[Message] = HistoryView(state.history_messages, state.messages)
         calls: Sequence[ToolCall] = HistoryView(state.history_calls, state.calls)
         if self._history_start:
             messages, calls = _window(messages, calls, self._history_start)
@@ -197,7 +197,8 @@ class DispatchContext(TurnView):
             ValueError: ``index`` is out of range, or not the index of a user message (a
                 conversation sent to a provider begins with what the user said).
         """
-        messages = self._state.messages
+        state = self._state
+        messages = HistoryView(state.history_messages, state.messages)
         given: object = index
         count = len(messages)
         if isinstance(given, bool) or not isinstance(given, int) or not 0 <= index < max(count, 1):

@@ -92,6 +92,7 @@ class ToolLoopExecutor:
 
     async def __call__(self, ctx: DispatchContext) -> None:
         """Run one iteration on ``ctx``."""
+        await ctx.load_history()  # a long conversation loads off the event loop (once)
         response = await self.model.complete(ctx.model_request())
         usage = response.usage
         if usage is not NO_USAGE and usage != NO_USAGE:

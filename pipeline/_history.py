@@ -4,7 +4,8 @@ Every iteration hands the model the whole conversation (``ModelRequest.messages`
 ``tool_calls``) and middleware read it through ``ctx.messages`` and ``ctx.tool_calls``. Copying it
 each time made a turn's cost quadratic in its length. The turn state only ever appends to its
 lists in place; the rare edits (``mutate_tool_call``, ``delete_tool_call``, loading history)
-replace the list with an edited copy (``pipeline/_turn_state.py``). So a view that remembers
+replace the list with an edited copy (``pipeline/_turn_state.py``; the memory store's
+conversation logs work the same way). So a view that remembers
 the list and its length at creation shows exactly what it showed then, for ever, at the cost of
 three references.
 """
@@ -29,8 +30,12 @@ class HistoryView(Sequence[T]):
 
     __slots__ = ("_head", "_len", "_n", "_tail")
 
-    def __init__(self, head: tuple[T, ...], tail: list[T]) -> None:
-        """View ``head`` followed by the items ``tail`` holds now (later appends are not seen)."""
+    def __init__(self, head: Sequence[T], tail: list[T]) -> None:
+        """View ``head`` followed by the items ``tail`` holds now (later appends are not seen).
+
+        ``head`` is a sequence that does not change: a tuple, another view, or a conversation's
+        history as its store loads it (``pipeline/stores/_conversation.py``).
+        """
         self._head = head
         self._tail = tail
         self._n = len(tail)

@@ -27,6 +27,7 @@ from ._turn_state import TurnState
 from .calls._toolcall import ToolCall
 from .models._message import Message
 from .models._seam import ModelRequest, ModelResponse
+from .stores._conversation import ConversationHistory
 from .stores._spool import MemorySpoolStore, SpoolStore
 from .stores._store import MemoryStore, TurnStore
 
@@ -137,7 +138,7 @@ def make_dispatch_context(
         tool_call_onion=Onion((), ()),
         system_prompt=system_prompt,
     )
-    state.load_history(messages, history_tool_calls)
+    state.load_history(ConversationHistory.of_records(tuple(messages), tuple(history_tool_calls)))
     state.seed_calls(tool_calls, new_calls=new_tool_calls)
     ctx = DispatchContext(state, TurnContext(state), "dispatch_test")
     ctx.iteration = iteration

@@ -39,7 +39,7 @@ from .errors import (
     TurnAbortedError,
 )
 from .models._message import new_message
-from .stores._store import TurnRecord
+from .stores._store import TurnRecord, read_history
 
 if TYPE_CHECKING:
     from ._onion import Onion
@@ -257,14 +257,14 @@ class Turn:
         if conversation_id is not None:
             state.running_ids = running_ids.enter(conversation_id)  # left in `execute`
             try:
-                messages, calls = await state.store.load_conversation(conversation_id)
+                history = await read_history(state.store, conversation_id)
             except BaseException as exc:  # a store error, or the caller cancelling meanwhile
                 if start is not None:  # every TurnEnd pairs with a TurnStart
                     state.emit(start)
                 if isinstance(exc, Exception):
                     raise _store_failed("loading the conversation", exc) from exc
                 raise
-            state.load_history(messages, calls)
+            state.load_history(history)
         first_message = len(state.messages)
         if start is not None:
             state.emit(start)

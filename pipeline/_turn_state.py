@@ -11,10 +11,15 @@ persist first and then update every index together.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Container,
+    Hashable,
+    Iterable,
+    Sequence,
+)
 from functools import partial
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._events import (
@@ -32,6 +37,7 @@ from ._running_ids import NO_IDS, announce
 from ._tool_threads import shared_tool_threads, tool_thread_loop
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
+from .stores._conversation import LazyRecords, added_counts, load_records
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -45,14 +51,11 @@ if TYPE_CHECKING:
     from .calls._decision import DecisionAction, ToolDecision
     from .calls._toolcall import ToolCall
     from .models._message import Message
+    from .stores._conversation import ConversationHistory
     from .stores._spool import SpoolReader, SpoolStore
     from .stores._store import TurnStore
 
 __all__ = ["InterruptedRun", "TurnState", "uncancellable"]
-
-_CHECKSUM = attrgetter("checksum")
-_CALL_ID = attrgetter("id")
-_VALIDATED = attrgetter("validated_checksum")
 
 T = TypeVar("T")
 
@@ -118,6 +121,8 @@ class TurnState:
         "errors",
         "history_calls",
         "history_ids",
+        "history_lazy",
+        "history_messages",
         "input",
         "interrupted",
         "iterations",
@@ -187,14 +192,21 @@ class TurnState:
         self.keeping = keeping
         """The runner's record keepers (None when it has none): every change to the stored
         calls goes through them (``pipeline/_record_keeping.py``)."""
+        self.history_messages: Sequence[Message] = ()
+        """The conversation's messages before this turn (loaded when first read, per store)."""
         self.messages: list[Message] = []
+        """This turn's messages (after ``history_messages``)."""
         self.calls: list[ToolCall] = []
         self.by_id: dict[str, ToolCall] = {}
         self.checksums: dict[str, int] = {}
         self.validated: dict[str, int] = {}
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
-        self.history_calls: tuple[ToolCall, ...] = ()
-        self.history_ids: set[str] = set()
+        self.history_calls: Sequence[ToolCall] = ()
+        """The conversation's calls before this turn (loaded when first read, per store)."""
+        self.history_lazy = False
+        """Whether the history's records may still load when read (`fetch_history`)."""
+        self.history_ids: Container[str] = frozenset()
+        """The ids of ``history_calls`` (membership only: no set of them is built)."""
         self.unstored: dict[str, ToolCall] = {}
         """Completed calls whose store write failed, by id (stored again at the turn's end)."""
         self.announced: dict[str, str] = {}
@@ -242,19 +254,25 @@ class TurnState:
         )
 
     # -- history -------------------------------------------------------------------------------
-    def load_history(self, messages: Sequence[Message], calls: Sequence[ToolCall]) -> None:
-        """Put a conversation's earlier messages and calls before this turn's (they count)."""
-        self.messages = [*messages, *self.messages]  # a new list: views of the old one hold
-        self.history_calls = (*calls, *self.history_calls)
-        # Counted in C (a conversation's history is loaded again by every turn of it).
-        checksums = self.checksums
-        for checksum, n in Counter(map(_CHECKSUM, calls)).items():
-            checksums[checksum] = checksums.get(checksum, 0) + n
-        validated = self.validated
-        for vchecksum, n in Counter(map(_VALIDATED, calls)).items():
-            if vchecksum is not None:
-                validated[vchecksum] = validated.get(vchecksum, 0) + n
-        self.history_ids.update(map(_CALL_ID, calls))
+    def load_history(self, history: ConversationHistory) -> None:
+        """Put a conversation's earlier messages and calls before this turn's (they count).
+
+        Called once, before the turn stores anything. Costs what the store's counts hold (one
+        copy of them), never a pass over the records (``pipeline/stores/_conversation.py``).
+        """
+        self.history_messages = history.messages
+        self.history_calls = history.calls
+        self.history_lazy = isinstance(history.messages, LazyRecords) or isinstance(
+            history.calls, LazyRecords
+        )
+        self.history_ids = history.call_ids
+        self.checksums = added_counts(self.checksums, history.checksums)
+        self.validated = added_counts(self.validated, history.validated)
+
+    async def fetch_history(self) -> None:
+        """Load the history's records now if they load when read, off the event loop."""
+        await load_records(self.history_messages, self.history_calls)
+        self.history_lazy = False
 
     def seed_calls(
         self, calls: Iterable[ToolCall], *, new_calls: Sequence[ToolCall] | None = None

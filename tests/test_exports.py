@@ -30,7 +30,7 @@ SURFACE = {
     "pipeline.mcp": 6,
     "pipeline.models": 16,
     "pipeline.stages": 14,
-    "pipeline.stores": 14,
+    "pipeline.stores": 17,
     "pipeline.testing": 3,
     "middleware": 34,
     "middleware.adapters": 0,

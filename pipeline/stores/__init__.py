@@ -5,7 +5,9 @@ database, `PostgresStore` for a database shared by many processes); `SpoolStore`
 bodies (`MemorySpoolStore` by default, `FileSpoolStore` for bodies too large for memory).
 A store that runs other writers' writes in its own transactions (an audit sink's rows beside
 the call they record) is a `JointStore` and runs `TransactionWriter`s. A store that keeps
-counts across turns and processes for scoped limits (all three stores) is a `CounterStore`. See
+counts across turns and processes for scoped limits (all three stores) is a `CounterStore`; one
+that keeps each conversation's counts as it writes, so a turn's start does not grow with the
+conversation (all three), is a `HistoryStore` answering a `ConversationHistory`. See
 ``docs/architecture.md``. `SqliteStore`, `PostgresStore` and `FileSpoolStore` load when
 first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 """
@@ -13,6 +15,9 @@ first named, not on ``import pipeline`` (docs/architecture.md, "Import time").
 import typing as _typing
 
 from .._lazy import lazy_exports as _lazy_exports
+from ._conversation import ConversationHistory as ConversationHistory
+from ._conversation import HistoryStore as HistoryStore
+from ._conversation import LazyRecords as LazyRecords
 from ._counters import CounterLimit as CounterLimit
 from ._counters import CounterStore as CounterStore
 from ._counters import SlotGrant as SlotGrant
@@ -43,10 +48,13 @@ __getattr__, __dir__ = _lazy_exports(
 
 
 __all__ = [
+    "ConversationHistory",
     "CounterLimit",
     "CounterStore",
     "FileSpoolStore",
+    "HistoryStore",
     "JointStore",
+    "LazyRecords",
     "MemorySpoolStore",
     "MemoryStore",
     "PostgresStore",

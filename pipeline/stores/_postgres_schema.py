@@ -145,6 +145,41 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE loopware.tool_calls ADD COLUMN unparsed_args bytea",
         ),
     ),
+    (
+        6,
+        (
+            # a conversation's counts kept with each call's write (as SqliteStore's version 8,
+            # pipeline/stores/_history_index.py), and its records found by scope in seq order
+            """CREATE TABLE loopware.conversations (
+                scope bytea PRIMARY KEY,
+                version bigint NOT NULL
+            )""",
+            """CREATE TABLE loopware.conversation_counts (
+                scope bytea NOT NULL,
+                kind text NOT NULL,
+                key bytea NOT NULL,
+                n bigint NOT NULL,
+                version bigint NOT NULL,
+                PRIMARY KEY (scope, kind, key)
+            )""",
+            "CREATE INDEX conversation_counts_by_version "
+            "ON loopware.conversation_counts (scope, version)",
+            "CREATE INDEX messages_by_scope ON loopware.messages (scope, seq)",
+            "CREATE INDEX tool_calls_by_scope ON loopware.tool_calls (scope, seq)",
+            "INSERT INTO loopware.conversations (scope, version) SELECT DISTINCT scope, 1 "
+            "FROM loopware.tool_calls WHERE conversation_id IS NOT NULL",
+            "INSERT INTO loopware.conversation_counts "
+            "SELECT scope, 'c', convert_to(checksum, 'UTF8'), count(*), 1 FROM loopware.tool_calls "
+            "WHERE conversation_id IS NOT NULL GROUP BY scope, checksum",
+            "INSERT INTO loopware.conversation_counts "
+            "SELECT scope, 'v', convert_to(validated_checksum, 'UTF8'), count(*), 1 "
+            "FROM loopware.tool_calls WHERE conversation_id IS NOT NULL "
+            "AND validated_checksum IS NOT NULL GROUP BY scope, validated_checksum",
+            "INSERT INTO loopware.conversation_counts "
+            "SELECT scope, 'i', id, count(*), 1 FROM loopware.tool_calls "
+            "WHERE conversation_id IS NOT NULL GROUP BY scope, id",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

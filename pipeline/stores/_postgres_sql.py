@@ -7,17 +7,30 @@ encode and decode calls, messages and turns with the same code.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidRunnerConfigError
-from ._sqlite_codec import CALL_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, message_from_row
+from ._sqlite_codec import (
+    CALL_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    PartRow,
+    call_from_row,
+    message_from_row,
+)
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, AsyncCursor
 
+    from ..calls._toolcall import ToolCall
     from ..models._message import Message
+    from ._spool import SpoolStore
+    from ._store import TransactionWriter
 
 __all__ = [
     "CALL_BYTEA",
@@ -38,9 +51,12 @@ __all__ = [
     "bytea",
     "check_options",
     "opt",
+    "query_calls",
     "redact",
+    "run_writers",
     "scope",
     "select_messages",
+    "settled",
     "spool_keys",
     "text",
 ]
@@ -66,9 +82,7 @@ CALL_UPSERT = (
     + "excluded.conversation_id, "
     + ", ".join(f"{c} = excluded.{c}" for c in CALL_COLUMNS[1:])
 )
-_CALL_SEQ = (
-    "(SELECT seq FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s AND id = %s)"
-)
+_CALL_SEQ = "(SELECT seq FROM loopware.tool_calls WHERE scope = %s AND turn_id = %s AND id = %s)"
 PART_INSERT = (
     "INSERT INTO loopware.tool_call_results "
     "(position, kind, artifact_class, text, byte_length, media, data, spool_key, call_seq) "
@@ -156,7 +170,7 @@ async def spool_keys(cur: AsyncCursor[Row]) -> list[str]:
 
 
 async def select_messages(
-    conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
+    conn: AsyncConnection[Row], where: str, params: tuple[object, ...]
 ) -> list[Message]:
     cur = await conn.execute(f"{MESSAGE_SELECT} WHERE {where} ORDER BY seq", params)
     return [message_from_row(row) for row in await cur.fetchall()]
@@ -179,3 +193,49 @@ def redact(conninfo: str) -> str:
     if "password" in params:
         params["password"] = "***"
     return make_conninfo("", **params)
+
+
+async def query_calls(
+    spool: SpoolStore, conn: AsyncConnection[Row], where: str, params: tuple[object, ...]
+) -> Callable[[], Awaitable[list[ToolCall]]]:
+    """Queue the queries for the calls matching ``where`` and their parts (pipelined).
+
+    Returns what decodes them once the results are in.
+    """
+    calls = await conn.execute(f"{CALL_SELECT} WHERE {where} ORDER BY seq", params)
+    parts = await conn.execute(
+        f"{PART_SELECT} WHERE call_seq IN (SELECT seq FROM loopware.tool_calls WHERE {where})",
+        params,
+    )
+
+    async def decode() -> list[ToolCall]:
+        by_call: dict[int, list[PartRow]] = {}
+        for part in await parts.fetchall():
+            by_call.setdefault(part[0], []).append(part[1:])
+        rows = await calls.fetchall()
+        return [call_from_row(row[1:], by_call.get(row[0], ()), spool) for row in rows]
+
+    return decode
+
+
+async def run_writers(conn: AsyncConnection[Row], writers: Sequence[TransactionWriter]) -> None:
+    """Run other writers' writes in the transaction of ``conn`` (see `JointStore`)."""
+    for writer in writers:
+        pending = writer.write(conn)
+        if pending is not None:
+            await pending
+
+
+async def settled(write: Awaitable[R], writers: Sequence[TransactionWriter]) -> R:
+    """Await a write whose transaction runs ``writers``, then tell them how it ended."""
+    if not writers:
+        return await write
+    committed = False
+    try:
+        result = await write
+        committed = True
+        return result
+    finally:
+        for writer in writers:
+            with contextlib.suppress(Exception):
+                writer.settle(committed)

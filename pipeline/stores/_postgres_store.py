@@ -18,23 +18,24 @@ psycopg is imported when the store opens, never by ``import pipeline``: install 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
 
 from .._extras import require_extra
-from ..errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError, StoreError
 from . import _postgres_counters as slots_sql
 from . import _postgres_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
+from ._conversation import ConversationHistory, LazyRecords, reads_its_own_way
+from ._history_index import IndexCache
 from ._loop_thread import LoopThread
+from ._postgres_history import BUMP, COUNT, count_params, read_index
 from ._postgres_schema import migrate
 from ._postgres_sql import Row
 from ._sqlite_codec import (
-    PartRow,
-    call_from_row,
     encode_call,
     encode_message,
     encode_turn,
@@ -87,6 +88,7 @@ class PostgresStore:
         "_closed",
         "_conninfo",
         "_database",
+        "_indexes",
         "_lock",
         "_max",
         "_min",
@@ -121,6 +123,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._closed = False
         self._database: str | None = None
+        self._indexes = IndexCache()  # read on the store's loop only
 
     durable = True
     """Its writes are committed in PostgreSQL before they return (see `TurnStore`)."""
@@ -169,18 +172,17 @@ class PostgresStore:
         connection) is run once more on a fresh one: every job is one transaction of
         idempotent statements (upserts, deletes by key, reads), so running it again is safe.
         """
+        return await self._loop_thread().run(self._on_loop(job))
 
-        async def on_store_loop() -> R:
-            import psycopg
+    async def _on_loop(self, job: Callable[[Pool], Awaitable[R]]) -> R:
+        import psycopg
 
-            pool = await self._ready()
-            try:
-                return await job(pool)
-            except psycopg.OperationalError:
-                await pool.check()  # drop the dead connections before the second attempt
-                return await job(pool)
-
-        return await self._loop_thread().run(on_store_loop())
+        pool = await self._ready()
+        try:
+            return await job(pool)
+        except psycopg.OperationalError:
+            await pool.check()  # drop the dead connections before the second attempt
+            return await job(pool)
 
     async def _ready(self) -> Pool:
         """Return the open pool (on the store's loop), opening it once."""
@@ -312,19 +314,25 @@ class PostgresStore:
         values += sql.bytea(row, sql.CALL_BYTEA)
         key = (values[0], values[2], values[3])  # scope, turn id, call id
         part_values = [(*sql.bytea(p, sql.PART_BYTEA), *key) for p in parts]
+        counted = None
+        if conversation_id is not None:
+            counted = count_params(key, call.checksum, call.validated_checksum)
 
         async def write(pool: Pool) -> list[str]:
             # one round trip: the statements are pipelined in one transaction
             async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                if counted is not None:  # a conversation's: its kept counts first
+                    await conn.execute(BUMP, key[:1])
+                    await conn.execute(COUNT, counted)
                 await conn.execute(sql.CALL_UPSERT, values)
                 old = await conn.execute(sql.PARTS_DELETE, key)
                 if part_values:
                     async with conn.cursor() as cur:
                         await cur.executemany(sql.PART_INSERT, part_values)
-                await _run_writers(conn, writers)
+                await sql.run_writers(conn, writers)
             return await sql.spool_keys(old)
 
-        stale = await self._run_joint(write, writers)
+        stale = await sql.settled(self._run(write), writers)
         kept = {sql.text(p[-1]) for p in parts if p[-1] is not None}
         await self._forget_bodies([k for k in stale if k not in kept])
 
@@ -344,14 +352,17 @@ class PostgresStore:
 
         async def delete(pool: Pool) -> list[str] | None:
             async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+                if conversation_id is not None:  # a conversation's: its kept counts first
+                    await conn.execute(BUMP, key[:1])
+                    await conn.execute(COUNT, count_params(key, None, None))
                 parts = await conn.execute(sql.PARTS_DELETE, key)
                 gone = await conn.execute(sql.CALL_DELETE, key)
-                await _run_writers(conn, writers)
+                await sql.run_writers(conn, writers)
             if await gone.fetchone() is None:
                 return None
             return await sql.spool_keys(parts)
 
-        stale = await self._run_joint(delete, writers)
+        stale = await sql.settled(self._run(delete), writers)
         if stale is None:
             return False
         await self._forget_bodies(stale)
@@ -370,10 +381,44 @@ class PostgresStore:
                 messages = await conn.execute(
                     f"{sql.MESSAGE_SELECT} WHERE scope = %s ORDER BY seq", (scope,)
                 )
-                calls = await self._query_calls(conn, "scope = %s", (scope,))
+                calls = await sql.query_calls(self._spool, conn, "scope = %s", (scope,))
             return [message_from_row(r) for r in await messages.fetchall()], await calls()
 
         return await self._run(load)
+
+    async def load_history(self, conversation_id: str) -> ConversationHistory:
+        """The conversation's kept counts; its records load when first read (`HistoryStore`)."""
+        if reads_its_own_way(self, PostgresStore):  # a subclass's load_conversation answers
+            return ConversationHistory.of_records(*await self.load_conversation(conversation_id))
+        scope = sql.scope(conversation_id, "")
+
+        async def load(pool: Pool) -> ConversationHistory:
+            async with pool.connection() as conn:
+                index, message_seq, call_seq = await read_index(conn, scope, self._indexes)
+            return index.history(
+                LazyRecords(partial(self._read_upto, scope, False, message_seq)),
+                LazyRecords(partial(self._read_upto, scope, True, call_seq)),
+                copy=True,  # the counts change on the store's thread while a turn copies them
+            )
+
+        return await self._run(load)
+
+    def _read_upto(self, scope: bytes, calls: bool, seq: int) -> list[Any]:
+        """A lazy history's records up to ``seq``, read from the reader's thread."""
+        import psycopg
+
+        where, params = "scope = %s AND seq <= %s", (scope, seq)
+
+        async def read(pool: Pool) -> list[Any]:
+            async with pool.connection() as conn, conn.pipeline():
+                if calls:
+                    return await (await sql.query_calls(self._spool, conn, where, params))()
+                return await sql.select_messages(conn, where, params)
+
+        try:
+            return self._loop_thread().run_sync(self._on_loop(read))
+        except (psycopg.Error, RuntimeError) as exc:
+            raise StoreError(f"reading the conversation failed: {exc}") from exc
 
     # -- CounterStore (one transaction each, advisory-locked per counter) ---------------------
     async def reserve_slot(
@@ -423,7 +468,7 @@ class PostgresStore:
 
         async def read(pool: Pool) -> list[ToolCall]:
             async with pool.connection() as conn, conn.pipeline():
-                calls = await self._query_calls(conn, "turn_id = %s", (sql.b(turn_id),))
+                calls = await sql.query_calls(self._spool, conn, "turn_id = %s", (sql.b(turn_id),))
             return await calls()
 
         return await self._run(read)
@@ -442,9 +487,7 @@ class PostgresStore:
 
         async def read(pool: Pool) -> Row | None:
             async with pool.connection() as conn:
-                cur = await conn.execute(
-                    sql.TURN_SELECT + " WHERE turn_id = %s", (sql.b(turn_id),)
-                )
+                cur = await conn.execute(sql.TURN_SELECT + " WHERE turn_id = %s", (sql.b(turn_id),))
                 found: Row | None = await cur.fetchone()
                 return found
 
@@ -452,22 +495,6 @@ class PostgresStore:
         return None if row is None else turn_from_row(row)
 
     # -- internals ------------------------------------------------------------------------------
-    async def _run_joint(
-        self, job: Callable[[Pool], Awaitable[R]], writers: Sequence[TransactionWriter]
-    ) -> R:
-        """`_run` a write whose transaction runs ``writers``; tell them how it ended."""
-        if not writers:
-            return await self._run(job)
-        committed = False
-        try:
-            result = await self._run(job)
-            committed = True
-            return result
-        finally:
-            for writer in writers:
-                with contextlib.suppress(Exception):
-                    writer.settle(committed)
-
     async def _forget_bodies(self, keys: list[str]) -> None:
         """Delete the bodies this store copied for rows that no longer refer to them."""
         owned = [k for k in keys if is_owned(k)]
@@ -475,41 +502,9 @@ class PostgresStore:
             spool = self._spool
             await asyncio.to_thread(lambda: [spool.delete(k) for k in owned])
 
-    async def _query_calls(
-        self, conn: AsyncConnection[Row], where: str, params: tuple[bytes, ...]
-    ) -> Callable[[], Awaitable[list[ToolCall]]]:
-        """Queue the queries for the calls matching ``where`` and their parts (pipelined).
-
-        Returns what decodes them once the results are in.
-        """
-        calls = await conn.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params)
-        parts = await conn.execute(
-            f"{sql.PART_SELECT} WHERE call_seq IN "
-            f"(SELECT seq FROM loopware.tool_calls WHERE {where})",
-            params,
-        )
-        spool = self._spool
-
-        async def decode() -> list[ToolCall]:
-            by_call: dict[int, list[PartRow]] = {}
-            for part in await parts.fetchall():
-                by_call.setdefault(part[0], []).append(part[1:])
-            rows = await calls.fetchall()
-            return [call_from_row(row[1:], by_call.get(row[0], ()), spool) for row in rows]
-
-        return decode
-
 
 async def _nothing(pool: Pool) -> None:
     return None
-
-
-async def _run_writers(conn: AsyncConnection[Row], writers: Sequence[TransactionWriter]) -> None:
-    """Run other writers' writes in the transaction of ``conn`` (see `JointStore`)."""
-    for writer in writers:
-        pending = writer.write(conn)
-        if pending is not None:
-            await pending
 
 
 async def _execute(pool: Pool, query: str, values: Sequence[object]) -> None:

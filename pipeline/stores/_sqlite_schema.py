@@ -168,6 +168,34 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "ALTER TABLE tool_calls ADD COLUMN unparsed_args TEXT",
         ),
     ),
+    (
+        8,
+        (
+            # a conversation's counts kept with each call's write, so a turn's start reads the
+            # rows changed since it last read them, not every call (pipeline/stores/
+            # _history_index.py): a version per conversation, and per counted key (c: checksum,
+            # v: validated checksum, i: call id) how many stored calls carry it
+            "CREATE TABLE conversations (scope TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+            """CREATE TABLE conversation_counts (
+                scope TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                key TEXT NOT NULL,
+                n INTEGER NOT NULL,
+                version INTEGER NOT NULL,
+                PRIMARY KEY (scope, kind, key)
+            ) WITHOUT ROWID""",
+            "CREATE INDEX conversation_counts_by_version ON conversation_counts (scope, version)",
+            "INSERT INTO conversations (scope, version) SELECT DISTINCT scope, 1 FROM tool_calls "
+            "WHERE conversation_id IS NOT NULL",
+            "INSERT INTO conversation_counts SELECT scope, 'c', checksum, COUNT(*), 1 "
+            "FROM tool_calls WHERE conversation_id IS NOT NULL GROUP BY scope, checksum",
+            "INSERT INTO conversation_counts SELECT scope, 'v', validated_checksum, COUNT(*), 1 "
+            "FROM tool_calls WHERE conversation_id IS NOT NULL AND validated_checksum IS NOT NULL "
+            "GROUP BY scope, validated_checksum",
+            "INSERT INTO conversation_counts SELECT scope, 'i', id, COUNT(*), 1 "
+            "FROM tool_calls WHERE conversation_id IS NOT NULL GROUP BY scope, id",
+        ),
+    ),
 )
 
 SCHEMA_VERSION = _MIGRATIONS[-1][0]

@@ -37,28 +37,28 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, ParamSpec, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Self, TypeVar
 
-from ..errors import InvalidRunnerConfigError
+from ..errors import InvalidRunnerConfigError, StoreError
 from . import _sqlite_counters as slots_sql
 from . import _sqlite_sql as sql
 from ._body_refs import is_owned, owned_key, reference_body
+from ._conversation import ConversationHistory, reads_its_own_way
 from ._file_spool import FileSpoolStore
+from ._history_index import IndexCache, call_keys
 from ._spool import MemorySpoolStore, SpoolStore
 from ._sqlite_bodies import externalise_bodies
 from ._sqlite_codec import (
-    CALL_COLUMNS,
-    PartRow,
-    call_from_row,
     encode_call,
     encode_message,
     encode_turn,
     from_sql_text,
-    message_from_row,
     sql_text,
     turn_from_row,
 )
+from ._sqlite_history import count_call, read_history
 from ._sqlite_schema import migrate
 
 if TYPE_CHECKING:
@@ -73,11 +73,11 @@ __all__ = ["SqliteStore"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
 def _scope(conversation_id: str | None, turn_id: str) -> str | bytes:
     return sql_text(f"t:{turn_id}" if conversation_id is None else f"c:{conversation_id}")
 
 
-_NO_BODIES = MemorySpoolStore()
 """The spool given to rows that reference no body (so reading never creates the default one)."""
 
 
@@ -110,7 +110,7 @@ class SqliteStore:
     Use it as an async context manager, or call `close()` / `aclose()` when done.
     """
 
-    __slots__ = ("_closed", "_conn", "_database", "_executor", "_path", "_spool")
+    __slots__ = ("_closed", "_conn", "_database", "_executor", "_indexes", "_path", "_spool")
 
     def __init__(
         self,
@@ -149,6 +149,7 @@ class SqliteStore:
             self._spool = MemorySpoolStore()
         self._closed = False
         self._conn: sqlite3.Connection | None = None
+        self._indexes = IndexCache()  # read on the worker thread only
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loopware-sqlite")
         try:
             self._executor.submit(self._open, synchronous, busy_timeout).result()
@@ -313,6 +314,28 @@ class SqliteStore:
         """Return the conversation's messages and tool calls, each in storage order."""
         return await self._run(self._read_conversation, _scope(conversation_id, ""))
 
+    async def load_history(self, conversation_id: str) -> ConversationHistory:
+        """The conversation's kept counts; its records load when first read (`HistoryStore`)."""
+        if reads_its_own_way(self, SqliteStore):  # a subclass's load_conversation answers
+            return ConversationHistory.of_records(*await self.load_conversation(conversation_id))
+        return await self._run(self._read_history, _scope(conversation_id, ""))
+
+    def _read_history(self, scope: str | bytes) -> ConversationHistory:
+        with self._transaction(write=False) as cur:
+            return read_history(cur, scope, self._indexes, partial(self._read_upto, scope))
+
+    def _read_upto(self, scope: str | bytes, calls: bool, seq: int) -> list[Any]:
+        """A lazy history's records up to ``seq``, read from the reader's thread."""
+        if self._closed:
+            raise StoreError("the SqliteStore was closed before the history was read")
+        read = self._read_calls if calls else self._read_messages
+        try:
+            return self._executor.submit(
+                lambda: read("scope = ? AND seq <= ?", (scope, seq))
+            ).result()
+        except sqlite3.Error as exc:
+            raise StoreError(f"reading the conversation failed: {exc}") from exc
+
     # -- CounterStore (one BEGIN IMMEDIATE transaction each) -----------------------------------
     async def reserve_slot(
         self, slot: str, limits: Sequence[CounterLimit], *, now: float, ttl: float | None
@@ -385,10 +408,9 @@ class SqliteStore:
         ids = _ids(conversation_id, turn_id)
         stale: list[str] = []
         with self._joint_transaction(writers) as cur:
-            found = cur.execute(
-                "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
-                (scope, ids[1], row[0]),
-            ).fetchone()
+            found = cur.execute(sql.CALL_FIND, (scope, ids[1], row[0])).fetchone()
+            if conversation_id is not None:  # its kept counts, in the same transaction
+                count_call(cur, scope, None if found is None else found[1:], call_keys(call))
             if found is None:
                 cur.execute(sql.CALL_INSERT, (scope, *ids, *row))
                 seq = cur.lastrowid
@@ -403,9 +425,7 @@ class SqliteStore:
         self._forget_bodies(k for k in stale if k not in kept)
 
     @contextmanager
-    def _joint_transaction(
-        self, writers: Sequence[TransactionWriter]
-    ) -> Iterator[sqlite3.Cursor]:
+    def _joint_transaction(self, writers: Sequence[TransactionWriter]) -> Iterator[sqlite3.Cursor]:
         """A write transaction whose ``writers`` run at its end, before the commit.
 
         Each writer is told how it ended (`TransactionWriter.settle`).
@@ -445,11 +465,10 @@ class SqliteStore:
     ) -> bool:
         stale: list[str] = []
         with self._joint_transaction(writers) as cur:
-            found = cur.execute(
-                "SELECT seq FROM tool_calls WHERE scope = ? AND turn_id = ? AND id = ?",
-                (scope, turn_id, call_id),
-            ).fetchone()
+            found = cur.execute(sql.CALL_FIND, (scope, turn_id, call_id)).fetchone()
             if found is not None:
+                if from_sql_text(scope).startswith("c:"):  # a conversation's: its counts
+                    count_call(cur, scope, found[1:], None)
                 stale = _keys(cur.execute(sql.PART_KEYS, (found[0],)).fetchall())
                 cur.execute("DELETE FROM tool_calls WHERE seq = ?", (found[0],))
         if found is None:
@@ -459,48 +478,25 @@ class SqliteStore:
 
     def _read_conversation(self, scope: str | bytes) -> tuple[list[Message], list[ToolCall]]:
         with self._transaction(write=False) as cur:  # one snapshot for both reads
-            messages = self._select_messages(cur, "scope = ?", (scope,))
-            calls = self._select_calls(cur, "scope = ?", (scope,))
+            messages = sql.select_messages(cur, "scope = ?", (scope,))
+            calls = sql.select_calls(cur, "scope = ?", (scope,), self._bodies)
         return messages, calls
 
-    def _read_calls(self, where: str, params: tuple[str | bytes, ...]) -> list[ToolCall]:
+    def _read_calls(self, where: str, params: tuple[object, ...]) -> list[ToolCall]:
         with self._transaction(write=False) as cur:
-            return self._select_calls(cur, where, params)
+            return sql.select_calls(cur, where, params, self._bodies)
 
-    def _read_messages(self, where: str, params: tuple[str | bytes, ...]) -> list[Message]:
+    def _read_messages(self, where: str, params: tuple[object, ...]) -> list[Message]:
         with self._transaction(write=False) as cur:
-            return self._select_messages(cur, where, params)
+            return sql.select_messages(cur, where, params)
+
+    def _bodies(self) -> SpoolStore:
+        return self.spool
 
     def _read_turn(self, turn_id: str | bytes) -> TurnRecord | None:
         with self._transaction(write=False) as cur:
             row = cur.execute(sql.TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
         return None if row is None else turn_from_row(row)
-
-    @staticmethod
-    def _select_messages(
-        cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
-    ) -> list[Message]:
-        rows = cur.execute(f"{sql.MESSAGE_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
-        return [message_from_row(row) for row in rows]
-
-    def _select_calls(
-        self,
-        cur: sqlite3.Cursor, where: str, params: tuple[str | bytes, ...]
-    ) -> list[ToolCall]:
-        rows = cur.execute(f"{sql.CALL_SELECT} WHERE {where} ORDER BY seq", params).fetchall()
-        if not rows:
-            return []
-        parts: dict[int, list[PartRow]] = {}
-        if any(row[CALL_COLUMNS.index("results_kind") + 1] != "text" for row in rows):
-            part_rows = cur.execute(
-                f"{sql.PART_SELECT} WHERE call_seq IN (SELECT seq FROM tool_calls WHERE {where})",
-                params,
-            ).fetchall()
-            for part in part_rows:
-                parts.setdefault(part[0], []).append(part[1:])
-        referenced = any(p[-1] is not None for found in parts.values() for p in found)
-        spool = self.spool if referenced else _NO_BODIES
-        return [call_from_row(row[1:], parts.get(row[0], ()), spool) for row in rows]
 
 
 SqliteStore.__module__ = "pipeline.stores"

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
+from ._conversation import ConversationHistory, HistoryStore, reads_its_own_way
 from ._counters import CounterLimit, MemoryCounters, SlotGrant
+from ._memory_history import ConversationLog
 
 if TYPE_CHECKING:
     from .._events import TurnStatus
@@ -25,6 +27,7 @@ __all__ = [
     "TurnRecord",
     "TurnStore",
     "is_durable",
+    "read_history",
 ]
 
 
@@ -102,6 +105,17 @@ class TurnStore(Protocol):
     ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         """Return a conversation's messages and tool calls, each in storage order."""
         ...
+
+
+async def read_history(store: TurnStore, conversation_id: str) -> ConversationHistory:
+    """A conversation's history, as `Turn` starts from it.
+
+    The store's kept counts when it is a `HistoryStore`; else its records
+    (``load_conversation``) counted here (a user's store, `DurableStore`).
+    """
+    if isinstance(store, HistoryStore):  # counts kept by the store: O(1) here
+        return await store.load_history(conversation_id)
+    return ConversationHistory.of_records(*await store.load_conversation(conversation_id))
 
 
 def is_durable(store: object) -> bool:
@@ -183,10 +197,12 @@ class MemoryStore:
 
     Turns run without a ``conversation_id`` are not retained: their records live in the
     `TurnResult`, so a long-running process does not grow with every turn. It is also a
-    `CounterStore` (for scoped limits), whose counts live as long as the store.
+    `CounterStore` (for scoped limits), whose counts live as long as the store, and a
+    `HistoryStore`: each conversation's counts are kept as its calls are written, so a turn's
+    start costs the same at any length of the conversation.
     """
 
-    __slots__ = ("_calls", "_counters", "_messages", "_turns")
+    __slots__ = ("_conversations", "_counters", "_turns")
 
     durable: ClassVar[bool] = False
     """Nothing it keeps survives the process (see `TurnStore`)."""
@@ -194,14 +210,14 @@ class MemoryStore:
     def __init__(self) -> None:
         """Create an empty store."""
         self._turns: dict[str, TurnRecord] = {}
-        self._messages: dict[str | None, dict[str, Message]] = {}
-        self._calls: dict[str | None, dict[tuple[str, str], ToolCall]] = {}
-        """Per conversation, calls keyed by (turn id, call id), in storage order."""
+        self._conversations: dict[str, ConversationLog] = {}
+        """Per conversation, its messages and its calls keyed by (turn id, call id), in storage
+        order, with their counts (``pipeline/stores/_conversation.py``)."""
         self._counters = MemoryCounters()
 
     def __repr__(self) -> str:
         """Show how much the store holds."""
-        calls = sum(len(c) for c in self._calls.values())
+        calls = sum(len(c.calls.records) for c in self._conversations.values())
         return f"MemoryStore(turns={len(self._turns)}, tool_calls={calls})"
 
     async def save_turn(self, record: TurnRecord) -> None:
@@ -215,7 +231,7 @@ class MemoryStore:
         """Keep a message under its conversation (``None``: no conversation)."""
         if conversation_id is None:
             return
-        self._messages.setdefault(conversation_id, {})[message.id] = message
+        self._conversation(conversation_id).messages.put(message.id, message)
 
     async def save_tool_call(
         self, conversation_id: str | None, turn_id: str, call: ToolCall
@@ -223,22 +239,39 @@ class MemoryStore:
         """Keep a call under its conversation, replacing its turn's call of that id in place."""
         if conversation_id is None:
             return
-        self._calls.setdefault(conversation_id, {})[turn_id, call.id] = call
+        self._conversation(conversation_id).save_call(turn_id, call)
 
     async def delete_tool_call(
         self, conversation_id: str | None, turn_id: str, call_id: str
     ) -> bool:
         """Forget a turn's tool call; return whether it was there."""
-        calls = self._calls.get(conversation_id)
-        return calls is not None and calls.pop((turn_id, call_id), None) is not None
+        if conversation_id is None or conversation_id not in self._conversations:
+            return False
+        return self._conversations[conversation_id].delete_call(turn_id, call_id)
 
     async def load_conversation(
         self, conversation_id: str
     ) -> tuple[Sequence[Message], Sequence[ToolCall]]:
         """Return the conversation's messages and calls in storage order."""
-        messages = tuple(self._messages.get(conversation_id, {}).values())
-        calls = tuple(self._calls.get(conversation_id, {}).values())
-        return messages, calls
+        log = self._conversations.get(conversation_id)
+        if log is None:
+            return (), ()
+        return tuple(log.messages.records), tuple(log.calls.records)
+
+    async def load_history(self, conversation_id: str) -> ConversationHistory:
+        """The conversation's history in O(1) (see `HistoryStore`).
+
+        A subclass that overrides ``load_conversation`` is read through it instead.
+        """
+        if reads_its_own_way(self, MemoryStore):
+            return ConversationHistory.of_records(*await self.load_conversation(conversation_id))
+        return self._conversation(conversation_id).history()
+
+    def _conversation(self, conversation_id: str) -> ConversationLog:
+        log = self._conversations.get(conversation_id)
+        if log is None:
+            log = self._conversations[conversation_id] = ConversationLog()
+        return log
 
     def turn(self, turn_id: str) -> TurnRecord | None:
         """Return a stored turn's summary, if any."""

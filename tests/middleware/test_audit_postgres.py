@@ -224,7 +224,10 @@ async def test_a_store_and_an_audit_sink_share_one_database(pg_conninfo: str) ->
     with psycopg.connect(pg_conninfo) as conn:
         store_versions = conn.execute("SELECT version FROM loopware.schema_migrations").fetchall()
         audit_versions = conn.execute("SELECT version FROM loopware.audit_migrations").fetchall()
-    assert (store_versions, audit_versions) == ([(1,), (2,), (3,), (4,), (5,)], [(1,), (2,), (3,)])
+    assert (store_versions, audit_versions) == (
+        [(1,), (2,), (3,), (4,), (5,), (6,)],
+        [(1,), (2,), (3,)],
+    )
 
 
 @tool

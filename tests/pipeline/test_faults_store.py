@@ -104,6 +104,8 @@ def _rewind_to_version_1(path: Path) -> None:
         conn.execute("ALTER TABLE messages DROP COLUMN provider_state")
         conn.execute("DELETE FROM schema_migrations WHERE version > 1")
         conn.execute("DROP TABLE counter_slots")  # version 6's
+        conn.execute("DROP TABLE conversations")  # version 8's
+        conn.execute("DROP TABLE conversation_counts")
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'tool_calls'").fetchone()
         assert "UNIQUE (scope, id)" in sql[0]
     conn.close()

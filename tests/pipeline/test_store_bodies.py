@@ -207,6 +207,8 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         conn.execute("ALTER TABLE tool_calls DROP COLUMN unparsed_args")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 3")
         conn.execute("DROP TABLE counter_slots")  # version 6's
+        conn.execute("DROP TABLE conversations")  # version 8's
+        conn.execute("DROP TABLE conversation_counts")
         for call_id in ("small", "large"):
             conn.execute(
                 "INSERT INTO tool_calls (scope, conversation_id, turn_id, id, tool, args, checksum,"
@@ -247,7 +249,7 @@ async def test_a_version_2_database_with_bodies_in_its_rows_stays_readable(
         inline = conn.execute("SELECT COUNT(*) FROM tool_call_results WHERE text IS NOT NULL")
         assert inline.fetchone() == (0,)  # the small row was deleted, the large one moved
     conn.close()
-    assert versions == [1, 2, 3, 4, 5, 6, 7]
+    assert versions == [1, 2, 3, 4, 5, 6, 7, 8]
     [moved] = list((tmp_path / "v2.db-spool").glob("*.spool"))
     assert moved.stat().st_size == size
 

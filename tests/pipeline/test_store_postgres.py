@@ -74,7 +74,7 @@ async def test_newer_schema_is_refused(pg_conninfo: str) -> None:
         await store.open()
     with psycopg.connect(pg_conninfo) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM loopware.schema_migrations")]
-    assert versions == [1, 2, 3, 4, 5, 99]
+    assert versions == [1, 2, 3, 4, 5, 6, 99]
 
 
 async def test_workers_opening_a_new_database_together_migrate_it_once(pg_conninfo: str) -> None:
@@ -84,7 +84,7 @@ async def test_workers_opening_a_new_database_together_migrate_it_once(pg_connin
     await asyncio.gather(*(store.aclose() for store in stores))
     with psycopg.connect(pg_conninfo) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM loopware.schema_migrations")]
-    assert versions == [1, 2, 3, 4, 5]
+    assert versions == [1, 2, 3, 4, 5, 6]
 
 
 async def test_the_first_operation_opens_and_a_closed_store_refuses_work(

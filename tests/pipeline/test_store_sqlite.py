@@ -49,7 +49,7 @@ def test_schema_is_versioned_and_uses_wal(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,)]
+    assert versions == [(1,), (2,), (3,), (4,), (5,), (6,), (7,), (8,)]
     assert mode == "wal"
 
 
@@ -85,6 +85,8 @@ async def test_parts_stored_under_the_old_class_paths_read_back_as_their_class(
         conn.execute("ALTER TABLE messages DROP COLUMN provider_state")  # added by version 7
         conn.execute("ALTER TABLE tool_calls DROP COLUMN unparsed_args")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 5")
+        conn.execute("DROP TABLE conversations")  # version 8's
+        conn.execute("DROP TABLE conversation_counts")
     conn.close()
     async with SqliteStore(path) as store:
         _, calls = await store.load_conversation("conv")
