@@ -34,6 +34,7 @@ import contextlib
 import math
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -196,7 +197,7 @@ class SqliteStore:
         conn = sqlite3.connect(self._path, isolation_level=None, timeout=busy_timeout)
         self._conn = conn
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enter_wal(conn, busy_timeout)
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         previous = self._migrate()  # foreign keys off: a migration may rebuild a table
         conn.execute("PRAGMA foreign_keys = ON")
@@ -497,6 +498,25 @@ class SqliteStore:
         with self._transaction(write=False) as cur:
             row = cur.execute(sql.TURN_SELECT + " WHERE turn_id = ?", (turn_id,)).fetchone()
         return None if row is None else turn_from_row(row)
+
+
+def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Put the database in WAL mode, waiting up to ``busy_timeout`` for other openers.
+
+    Switching a new file to WAL needs the file to itself, and SQLite answers "database is
+    locked" at once, without its busy handler, while another process opening the same new file
+    holds a lock (creating the schema): so the switch is tried again until the timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)
 
 
 SqliteStore.__module__ = "pipeline.stores"

@@ -163,3 +163,43 @@ async def test_an_in_memory_database_keeps_bodies_in_memory() -> None:
         assert isinstance(store.spool, MemorySpoolStore)
     assert isinstance(call.results, SpooledArtifact)
     assert call.results.as_string() == body
+
+
+_OPENER = """
+import os, sys, time
+path, go = sys.argv[1], sys.argv[2]
+while not os.path.exists(go):
+    time.sleep(0.001)
+from pipeline.stores import SqliteStore
+SqliteStore(path, synchronous="normal").close()
+"""
+
+
+def test_processes_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Two workers started together on a new database file: none fails with "database is
+    locked" (switching the file to WAL waits for the one creating the schema)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    for attempt in range(8):
+        folder = tmp_path / str(attempt)
+        folder.mkdir()
+        go = folder / "go"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPENER, str(folder / "turns.db"), str(go)],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        time.sleep(0.6)  # every process imports and waits for the gun
+        go.touch()
+        errors = [proc.communicate(timeout=60)[1] for proc in procs]
+        failed = [err[-2000:] for proc, err in zip(procs, errors, strict=True) if proc.returncode]
+        assert not failed, failed
