@@ -16,6 +16,7 @@ import argparse
 import getpass
 import importlib
 import ipaddress
+import os
 import secrets
 import socket
 import sys
@@ -78,6 +79,14 @@ def add_console_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-remote",
         action="store_true",
         help="serve on an address that is not loopback (the token is still required)",
+    )
+    parser.add_argument(
+        "--hook-token-env",
+        metavar="VAR",
+        default=None,
+        help="read the gateway webhook's token from this environment variable (at least 32 "
+        "characters), so the URL in the gateway's config survives a restart (default: a new "
+        "random token at each start)",
     )
     parser.add_argument(
         "--as",
@@ -171,6 +180,31 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_MIN_HOOK_TOKEN: Final = 32
+"""The shortest hook token ``--hook-token-env`` accepts (``token_urlsafe(32)`` gives 43)."""
+
+
+def _hook_token(variable: str | None) -> str:
+    """The gateway webhook's token: from ``variable``, else a new random one.
+
+    It is never the access token: it opens no session.
+
+    Raises:
+        ValueError: the variable is unset, or holds fewer than 32 characters.
+    """
+    if variable is None:
+        return secrets.token_urlsafe(32)
+    token = os.environ.get(variable, "").strip()
+    if len(token) < _MIN_HOOK_TOKEN:
+        state = "is not set" if not token else f"holds {len(token)} characters"
+        raise ValueError(
+            f"--hook-token-env {variable}: the variable {state}; give it a random token of at "
+            f"least {_MIN_HOOK_TOKEN} characters (python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
+    return token
+
+
 def run_console(args: argparse.Namespace) -> int:
     """The ``loopware console`` command."""
     if not is_loopback(args.host) and not args.allow_remote:
@@ -191,6 +225,7 @@ def run_console(args: argparse.Namespace) -> int:
     answerer = args.answerer or _os_user()
     open_sources = _opener(args, answerer)
     try:
+        hook_token = _hook_token(args.hook_token_env)
         open_sources().close()  # fail here, with exit 3, not on the first page
         sock = _bind(args.host, args.port)
     except MissingExtraError:  # told once, by main(): exit 7
@@ -202,7 +237,6 @@ def run_console(args: argparse.Namespace) -> int:
     auth = ConsoleAuth(port)
     shown = f"[{host}]" if ":" in host else host
     hosts = ["*"] if args.allow_remote else ["127.0.0.1", "localhost", "[::1]", "::1", shown]
-    hook_token = secrets.token_urlsafe(32)  # not the access token: it opens no session
     app = console_app(
         open_sources, auth, answerer=answerer, allowed_hosts=hosts, hook_token=hook_token
     )

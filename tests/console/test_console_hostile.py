@@ -122,11 +122,13 @@ def test_a_broken_chain_shows_its_first_bad_row_on_every_page(
         console.stop()
 
 
-def _console(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _console(
+    *argv: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "loopware_cli", "console", *argv],
         cwd=cwd,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
@@ -206,3 +208,33 @@ def test_a_row_that_does_not_parse_is_reported_and_every_page_still_answers(
         assert '<p class="note bad" id="problem">' in page, path
         assert "audit row 1 of" in page, path
     assert "Audit chain broken: row 1" in pages["/audit"]
+
+
+def test_a_hook_token_from_the_environment_keeps_the_webhook_url_across_restarts(
+    hostile_logs: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """``--hook-token-env``: two consoles started one after the other print the same webhook
+    URL; an unset or short variable exits 3 before anything is served."""
+    audit, _, _ = hostile_logs
+    token = "k" * 40
+    urls = []
+    for _ in range(2):
+        console = Console(
+            "--audit", str(audit), "--hook-token-env", "HOOK", cwd=tmp_path, env={"HOOK": token}
+        )
+        try:
+            urls.append(console.webhook.split("?token=")[1])
+            assert console.token != token  # the access token stays random
+        finally:
+            console.stop()
+    assert urls == [token, token]
+    unset = _console("--audit", str(audit), "--hook-token-env", "NO_SUCH_HOOK", cwd=tmp_path)
+    assert unset.returncode == 3
+    assert "NO_SUCH_HOOK" in unset.stderr
+    assert unset.stdout == ""
+    short = _console(
+        "--audit", str(audit), "--hook-token-env", "HOOK", cwd=tmp_path, env={"HOOK": "short"}
+    )
+    assert short.returncode == 3
+    assert "5 characters" in short.stderr
+    assert "short" not in short.stderr.replace("5 characters", "")  # the value is not echoed
