@@ -1,4 +1,4 @@
-"""One process of a Google ADK approval across processes (run by test_approvals_adk).
+"""One process of a Google ADK approval across processes (run by test_approvals).
 
 ``pause DIR``: run until the gated call asks for confirmation (``adk_request_confirmation``);
 the session lives in DIR/sessions.db (ADK's ``DatabaseSessionService`` on SQLite); save the

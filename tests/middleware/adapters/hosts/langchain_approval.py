@@ -1,4 +1,4 @@
-"""One process of a LangChain approval across processes (run by test_approvals_langchain).
+"""One process of a LangChain approval across processes (run by test_approvals).
 
 ``pause DIR MODE``: invoke the agent (``invoke`` or ``ainvoke``) until the gated call
 interrupts; save the checkpointer's contents to DIR and exit. ``resume DIR MODE yes|no``: a new

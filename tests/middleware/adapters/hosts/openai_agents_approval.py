@@ -1,4 +1,4 @@
-"""One process of an OpenAI Agents SDK approval across processes (test_approvals_openai_agents).
+"""One process of an OpenAI Agents SDK approval across processes (test_approvals).
 
 ``pause DIR``: run until the gated call needs approval; write ``result.to_state().to_json()``
 to DIR and exit. ``resume DIR yes|no``: a new process loads the ``RunState``, approves or

@@ -1,4 +1,4 @@
-"""One process of a pydantic-ai approval across processes (run by test_approvals_pydantic_ai).
+"""One process of a pydantic-ai approval across processes (run by test_approvals).
 
 ``pause DIR``: run the agent until the gated call defers; write the messages and the
 deferred requests' metadata to DIR and exit. ``resume DIR yes|no``: a new process resumes the
