@@ -59,8 +59,8 @@ class RepetitionDetector:
     batch already let through) triggers ``on_repeat``. With ``window`` set, an ``A, B, A, B``
     alternation among the last ``window`` calls triggers it too (``A`` and ``B`` distinct).
     Everything is judged in the ``tool_call`` stage, on the exact call, before its handler runs
-    (``order=-90``); identical calls in one batch count as they pass, so a batch cannot run
-    past the threshold. Actions:
+    (``order=-90``); identical calls in one batch count as they are judged
+    (`ToolCallContext.identical_calls`), so a batch cannot run past the threshold. Actions:
 
     * ``"block"`` (the default): deny the triggering call; the model reads why;
     * ``"warn"``: let it run with a ``"warned"`` decision on its record;
@@ -71,9 +71,10 @@ class RepetitionDetector:
       of the same batch are denied.
 
     After an oscillation triggered without blocking, the same alternation must recur in full
-    to trigger again. Calls to tools in ``exempt`` (polling, say) are ignored entirely. State
-    lives in the stash under ``namespace``: ``inflight`` (calls of the current iteration let
-    through) and ``recent`` (the oscillation window).
+    to trigger again. Calls to tools in ``exempt`` (polling, say) are ignored entirely. The
+    loop counts the calls; what the detector keeps lives in the stash under ``namespace``:
+    ``recent`` (the oscillation window, with ``window`` set) and ``triggered`` (a ``"hide"`` or
+    ``"nack"`` trigger, for the rest of its batch).
 
     Args:
         threshold: How many identical calls trigger (at least 2).
@@ -90,11 +91,11 @@ class RepetitionDetector:
     __slots__ = (
         "_exempt",
         "_exempt_match",
-        "_inflight",
         "_namespace",
         "_on_repeat",
         "_recent",
         "_threshold",
+        "_triggered",
         "_window",
     )
 
@@ -121,7 +122,7 @@ class RepetitionDetector:
         )
         self._namespace = check_namespace(owner, namespace)
         self._recent = f"{namespace}.recent"
-        self._inflight = f"{namespace}.inflight"
+        self._triggered = f"{namespace}.triggered"
 
     def __repr__(self) -> str:
         """Show the configuration."""
@@ -166,12 +167,14 @@ class RepetitionDetector:
         With ``"block"`` or ``"warn"`` everything is decided before the call runs, so the
         ``tool_call`` hook is `watch`, a check the call crosses in line; ``"hide"`` and
         ``"nack"`` act after the call that triggered them, so theirs is `watch_around`, which
-        wraps it.
+        wraps it, and `settle` forgets their triggers when the batch is over. The calls are
+        counted by the loop (`ToolCallContext.identical_calls`): ``"block"`` and ``"warn"``
+        keep no per-call state and compose no other stage.
         """
-        around = self._on_repeat in ("hide", "nack")
         methods = (
-            RepetitionDetector.watch_around if around else RepetitionDetector.watch,
-            RepetitionDetector.settle,
+            (RepetitionDetector.watch_around, RepetitionDetector.settle)
+            if self._on_repeat in _AFTER
+            else (RepetitionDetector.watch,)
         )
         return [
             registration.bind(self)
@@ -236,29 +239,18 @@ class RepetitionDetector:
         if self._is_exempt(tool):
             return None
         stash = ctx.stash
-        d = ctx.dispatch
         vchecksum = ctx.validated_checksum
-        entry = f"{tool}:{vchecksum}"
-        # "<entry> <call_id>" for each call let through this iteration (an entry holds no
-        # space); once stored, a call is counted by validated_call_count, so only those not
-        # stored yet are added. A call that triggered "hide" or "nack" adds [entry, call_id,
-        # action, reason, *tools]: the calls after it in the iteration (a batch) are refused,
-        # not run past the threshold. The call's own entry is skipped: a call deferred at an
-        # approval gate and resumed (a hosted host's pause, pipeline/hosted/_deferral.py) is
-        # counted once, not once per visit.
-        inflight: list[str | list[str]] | None = stash.get(self._inflight)
-        count = d.validated_call_count(vchecksum) + 1
-        if inflight:
-            stored = d.get_tool_call
-            for item in inflight:
-                if type(item) is list:
-                    if item[2] == "nack" or tool in item[4:]:
-                        ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
-                        return None
-                else:
-                    seen, _, call_id = item.partition(" ")  # type: ignore[union-attr]
-                    if seen == entry and call_id != ctx.call_id and stored(call_id) is None:
-                        count += 1
+        if self._on_repeat in _AFTER:
+            # a call that triggered "hide" or "nack" left [entry, call_id, action, reason,
+            # *tools] here: the calls after it in the iteration (a batch) are refused, not run
+            # past the threshold (the trigger acts only once the call that fired it returns)
+            for item in stash.get(self._triggered) or ():
+                if item[2] == "nack" or tool in item[4:]:
+                    ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
+                    return None
+        # the stored calls and the batch's calls judged before this one: no state of its own
+        count = ctx.identical_calls + 1
+        entry = f"{tool}:{vchecksum}" if count >= self._threshold or self._window else ""
         reason = None
         oscillated = False
         tools: tuple[str, ...] = (tool,)
@@ -279,7 +271,6 @@ class RepetitionDetector:
         if reason is not None and action == "block":
             ctx.deny(reason, policy=self._namespace)
             return None
-        stash.append(self._inflight, f"{entry} {ctx.call_id}")
         if oscillated:
             stash.set(self._recent, [])  # the same alternation must recur in full to trigger
         elif window is not None:
@@ -290,7 +281,7 @@ class RepetitionDetector:
             ctx.warn(reason, policy=self._namespace)
             return None
         # it runs; "hide" and "nack" act after it (a tool decision, the nack error)
-        stash.append(self._inflight, [entry, ctx.call_id, action, reason, *tools])
+        stash.append(self._triggered, [entry, ctx.call_id, action, reason, *tools])
         return reason, tools
 
     def _remember(self, ctx: ToolCallContext, entry: str, window: int) -> None:
@@ -316,8 +307,9 @@ class RepetitionDetector:
 
     @dispatch_output
     def settle(self, ctx: DispatchContext) -> None:
-        """Forget the iteration's calls in flight: stored now, they are counted as stored."""
-        ctx.stash.delete(self._inflight)
+        """Forget the iteration's triggers (``"hide"``, ``"nack"``): its batch is over."""
+        if ctx.stash.has(self._triggered):
+            ctx.stash.delete(self._triggered)
 
 
 RepetitionDetector.__module__ = "middleware"

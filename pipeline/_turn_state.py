@@ -126,6 +126,7 @@ class TurnState:
         "input",
         "interrupted",
         "iterations",
+        "judged",
         "keeping",
         "messages",
         "new_calls",
@@ -136,6 +137,7 @@ class TurnState:
         "shield",
         "spool",
         "spool_keys",
+        "staged",
         "stash",
         "store",
         "stored",
@@ -201,6 +203,11 @@ class TurnState:
         self.checksums: dict[str, int] = {}
         self.validated: dict[str, int] = {}
         """Stored calls per ``validated_checksum`` (those that carry one), history included."""
+        self.staged: set[str] = set()
+        """The ids of this turn's calls whose run went through the ``tool_call`` middleware."""
+        self.judged: dict[str, str] = {}
+        """This iteration's calls compared by their ``validated_checksum`` and not stored yet
+        (call id to checksum; `ToolCallContext.identical_calls`)."""
         self.history_calls: Sequence[ToolCall] = ()
         """The conversation's calls before this turn (loaded when first read, per store)."""
         self.history_lazy = False
@@ -290,8 +297,10 @@ class TurnState:
 
     # -- the loop's steps ------------------------------------------------------------------------
     def begin_iteration(self) -> None:
-        """Start an iteration: no call is the iteration's yet."""
+        """Start an iteration: no call is the iteration's yet (nor on its way)."""
         self.new_calls = ()
+        if self.judged:
+            self.judged.clear()
 
     def end_dispatch(self, iterations: int, error: LoopError | None) -> None:
         """Record how many iterations the dispatch ran and the error it ended with, if any."""
@@ -583,6 +592,8 @@ class TurnState:
         vkey = call.validated_checksum
         if vkey is not None:
             _bump(self.validated, vkey, delta)
+            if delta > 0 and self.judged:  # stored now: counted as stored, no longer on its way
+                self.judged.pop(call.id, None)
         results = call.results
         if not call.inline and not call.from_artifact_tool and isinstance(results, SpooledArtifact):
             if delta > 0:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .._context import ContextLog
     from .._dispatch import DispatchContext
     from .._gate import Gate
+    from .._onion import Onion
     from .._registry import ToolRegistry
     from .._stash import Stash
     from .._tool import Tool, ToolOutput
@@ -59,11 +60,12 @@ class ToolCallContext:
         "_approved",
         "_args",
         "_decisions",
-        "_layer",
         "_locked",
         "_message",
         "_model_args",
+        "_onion",
         "_output",
+        "_pos",
         "_raw_args",
         "_turn",
         "_unparsed",
@@ -86,7 +88,8 @@ class ToolCallContext:
     _model_args: FrozenDict
     _approved: dict[str, Any]
     _args: Any
-    _layer: str
+    _onion: Onion
+    _pos: int
     _locked: bool
     _vjson: dict[str, Any] | None
     checksum: str
@@ -123,6 +126,11 @@ class ToolCallContext:
             f"ToolCallContext(call_id={self.call_id!r}, tool={self.name!r}, "
             f"iteration={self.dispatch.iteration}, state={self._state()})"
         )
+
+    @property
+    def _layer(self) -> str:
+        """The name of the middleware now deciding (the layer or check the run is in)."""
+        return self._onion.names[max(self._pos, 0)]
 
     def _state(self) -> str:
         if self._message is not None:
@@ -180,6 +188,26 @@ class ToolCallContext:
                 vchecksum = tool_call_checksum(self.tool.name, validated)
             self._vchecksum = vchecksum
         return vchecksum
+
+    @property
+    def identical_calls(self) -> int:
+        """How many other calls of the turn ask what this one asks (its `validated_checksum`).
+
+        The stored calls (history included: `DispatchContext.validated_call_count`) and this
+        iteration's calls on their way: those whose hooks read this number and whose records
+        are not stored yet (the earlier calls of a batch, run in parallel or not). The call
+        itself is never counted, however often its hooks run (a call deferred at an approval
+        gate and resumed). What a repetition check compares against its threshold, with no
+        state of its own.
+        """
+        vchecksum = self.validated_checksum
+        turn = self._turn
+        judged = turn.judged
+        judged[self.call_id] = vchecksum
+        n = turn.validated.get(vchecksum, 0)
+        if len(judged) > 1:
+            n += [*judged.values()].count(vchecksum) - 1
+        return n
 
     def replace_args(
         self, raw_args: Mapping[str, Any], *, reason: str = "arguments replaced"

@@ -125,10 +125,7 @@ def test_research_agent_stays_within_limits(capsys: pytest.CaptureFixture[str]) 
         (4, "fetch_url", "allowed", True, []),
         (5, "web_search", "allowed", True, []),
     ]
-    assert report["pipelines"]["dispatch_output"] == [
-        "RepetitionDetector.settle",
-        "ToolCallLimit.tally",
-    ]
+    assert report["pipelines"]["dispatch_output"] == ["ToolCallLimit.tally"]
     assert [c["message_index"] for c in report["turns"][0]["calls"]] == [2, 4, 4, 7, 9, 11]
     assert [c["line"] for c in report["turns"][0]["calls"]] == [3, 5, 5, 8, 10, 12]
 
@@ -206,7 +203,6 @@ def test_several_middleware_options_compose_in_order(capsys: pytest.CaptureFixtu
         "RepetitionDetector.watch",
     ]
     assert report["pipelines"]["dispatch_output"] == [
-        "RepetitionDetector.settle",
         "ToolPolicy.enforce",
         "ToolCallLimit.tally",
     ]

@@ -69,7 +69,6 @@ async def test_describe_pipelines_lists_every_stage_including_class_based_items(
         "dispatch_output": [
             "custom.first_out",
             "ToolCallCounter.count",
-            "RepetitionDetector.settle",
         ],
         "turn_output": ["ToolCallCounter.count_late"],
     }
