@@ -8,7 +8,7 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Literal
 
-from pipeline import DispatchContext, Stash, StashKey, TurnContext
+from pipeline import DispatchContext, StashKey, TurnContext
 from pipeline.calls import LimitReading, ToolCall, ToolCallContext, ToolCallNext, ToolDecision
 from pipeline.errors import InvalidMiddlewareConfigError, PolicyViolationError
 from pipeline.stages import MiddlewareSpec
@@ -63,12 +63,12 @@ class ToolCallLimit:
     stage is denied, whatever its tool).
 
     Stash layout under ``namespace`` (default ``loopware.limit``): ``used.<tool>`` for each
-    tool with a limit, ``total`` (calls of every tool, kept when ``total`` is set),
-    ``pending.<tool>`` and ``pending_total`` (slots reserved by calls not stored yet; when a
-    call is stored its reservation moves to ``used``). Calls stored without
-    passing the stage (a custom executor that builds its own records) are still counted after
-    the fact in ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did
-    not run (an executor that stored calls and acked at once) in ``turn_output``.
+    tool with a limit and ``total`` (every tool's, kept when ``total`` is set): the slots
+    taken, by runs made and by calls running now (a call takes its slot as it passes the
+    stage and gives it back if it does not use it). Calls stored without passing the stage (a
+    custom executor that builds its own records) are still counted after the fact in
+    ``dispatch_output``, and calls of an iteration whose ``dispatch_output`` did not run (an
+    executor that stored calls and acked at once) in ``turn_output``.
 
     Scoped limits (``scope="conversation"`` or a key callable, with an optional ``window``)
     count in the turn's store (a `CounterStore`), reserving a slot atomically before the handler
@@ -101,8 +101,6 @@ class ToolCallLimit:
         "_limits",
         "_namespace",
         "_on_exceed",
-        "_pending",
-        "_pending_total",
         "_scope",
         "_slots",
         "_total",
@@ -149,9 +147,7 @@ class ToolCallLimit:
         self._count = check_choice(owner, "count", count, _COUNTS)
         self._namespace = check_namespace(owner, namespace)
         self._used = CountKeys(f"{namespace}.used.")
-        self._pending = CountKeys(f"{namespace}.pending.")
         self._total_key = StashKey[int](f"{namespace}.total", default=0)
-        self._pending_total = StashKey[int](f"{namespace}.pending_total", default=0)
         self._scope, counts = scoped_counts(
             owner,
             namespace,
@@ -259,29 +255,28 @@ class ToolCallLimit:
         if limit is None and total_limit is None:
             await call_next()
             return
-        # reserved before any await: parallel calls of one batch take slots in proposal order
+        # a slot is taken before any await (parallel calls of one batch take slots in
+        # proposal order) and counts at once: ``used`` holds the runs made and reserved
         if limit is not None:
-            used = stash.increment(self._pending(tool)) + stash[self._used(tool)]
-            if used > limit:
-                stash.increment(self._pending(tool), -1)
+            key = self._used(tool)
+            if stash.increment(key) > limit:
+                stash.increment(key, -1)
                 self._refuse(ctx, f"the limit of {_runs(limit)} of {tool!r} per turn is used up")
                 return
-        if total_limit is not None:
-            used = stash.increment(self._pending_total) + stash[self._total_key]
-            if used > total_limit:
-                stash.increment(self._pending_total, -1)
-                if limit is not None:
-                    stash.increment(self._pending(tool), -1)
-                self._refuse(ctx, self._total_reason(total_limit))
-                return
+        if total_limit is not None and stash.increment(self._total_key) > total_limit:
+            stash.increment(self._total_key, -1)
+            if limit is not None:
+                stash.increment(self._used(tool), -1)
+            self._refuse(ctx, self._total_reason(total_limit))
+            return
         try:
             await call_next()
         finally:
             if not ctx.ran or (self._count == "successes" and ctx.is_error):  # give it back
                 if limit is not None:
-                    stash.increment(self._pending(tool), -1)
+                    stash.increment(self._used(tool), -1)
                 if total_limit is not None:
-                    stash.increment(self._pending_total, -1)
+                    stash.increment(self._total_key, -1)
 
     @tool_call(order=-100)
     async def reserve_scoped(self, ctx: ToolCallContext, call_next: ToolCallNext) -> None:
@@ -340,33 +335,41 @@ class ToolCallLimit:
         self._tally(ctx, ctx.unseen_tool_calls(self))
 
     def _tally(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
-        """Count stored calls that used a slot and hide tools whose limit is used up.
+        """Count the stored calls that used a slot without one; hide tools whose limit is used up.
 
-        A stored call's reservation (``pending``), if it passed the stage, becomes a count
-        (``used``): the two move together, so nothing is deleted and the counts stay where one
-        lookup reads them. A call stored without passing the stage held no reservation.
+        A call that went through the stage took its slot there (`reserve`), so only a call
+        stored without crossing it (a custom executor's own record) is counted here; either
+        way a tool whose runs reach its limit is hidden, once the batch is over.
         """
         stash = ctx.stash
         limits = self._limits
         total_limit = self._total
-        hide = self._on_exceed == "hide"
+        crossed = ctx.crossed_tool_call_stage
+        last: dict[str, str] = {}  # per limited tool, the last call that used a slot
+        last_any: str | None = None
         for call in calls:
             if not self._uses(call.ran, call.is_error):
                 continue
             tool = call.tool
-            limit = limits.get(tool)
-            if limit is not None:
-                used = stash.increment(self._used(tool))
-                _settle(stash, self._pending(tool))
-                if used >= limit and hide:
-                    reason = f"its limit of {_runs(limit)} per turn is used up"
-                    self._hide(ctx, tool, call.id, reason)
+            reserved = crossed(call.id)
+            if tool in limits:
+                if not reserved:
+                    stash.increment(self._used(tool))
+                last[tool] = call.id
             if total_limit is not None:
-                total = stash.increment(self._total_key)
-                _settle(stash, self._pending_total)
-                if total >= total_limit and hide:
-                    for other in ctx.tools.visible():
-                        self._hide(ctx, other.name, call.id, self._total_reason(total_limit))
+                if not reserved:
+                    stash.increment(self._total_key)
+                last_any = call.id
+        if self._on_exceed != "hide":
+            return
+        for tool, call_id in last.items():
+            limit = limits[tool]
+            if stash[self._used(tool)] >= limit:
+                self._hide(ctx, tool, call_id, f"its limit of {_runs(limit)} per turn is used up")
+        total = stash[self._total_key] if last_any is not None else 0
+        if last_any is not None and total_limit is not None and total >= total_limit:
+            for other in ctx.tools.visible():
+                self._hide(ctx, other.name, last_any, self._total_reason(total_limit))
 
     def _hide(
         self, ctx: TurnContext | DispatchContext, tool: str, call_id: str | None, reason: str
@@ -378,12 +381,6 @@ class ToolCallLimit:
                 tool=tool, policy=self._namespace, action="hidden", reason=reason, call_id=call_id
             )
         )
-
-
-def _settle(stash: Stash, pending: StashKey[int]) -> None:
-    """Turn one reservation into a count: take it back from ``pending`` (none: a bypass)."""
-    if stash.increment(pending, -1) < 0:
-        stash.increment(pending)  # the call held none: it was stored without the stage
 
 
 def _runs(n: int, what: str = "run") -> str:

@@ -162,6 +162,17 @@ class TurnView:
         """
         return self._state.unseen_calls(reader, in_iteration=False)
 
+    def crossed_tool_call_stage(self, call_id: str) -> bool:
+        """Whether the call ``call_id`` of this turn went through the ``tool_call`` middleware.
+
+        True for a call whose run (`DispatchContext.run_tool`) reached the stage's hooks,
+        whatever they decided; False for a record stored without one (a custom executor's own,
+        a call refused before the stage: an unknown tool, unusable arguments). A middleware
+        that keeps its counts as calls cross the stage reads it to count, among the stored
+        calls, only those that did not (O(1)).
+        """
+        return call_id in self._state.staged
+
     @property
     def history_tool_calls(self) -> Sequence[ToolCall]:
         """Stored calls of earlier turns of the conversation, as of the turn's start.

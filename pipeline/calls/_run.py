@@ -62,7 +62,7 @@ class CallRun(ToolCallContext):
     `DispatchContext.run_tool` makes one per call; see the module docstring.
     """
 
-    __slots__ = ("_called", "_failing", "_onion", "_pos", "_shown")
+    __slots__ = ("_called", "_failing", "_shown")
 
     async def run(
         self, registry: ToolRegistry, arguments: object, onion: Onion, inline_limit: int
@@ -117,9 +117,9 @@ class CallRun(ToolCallContext):
         (one-argument hooks, `Onion.checks`) run in line, without a layer of their own.
         """
         self._onion = onion
+        self._turn.staged.add(self.call_id)
         self._pos = -1
         self._called: int = 0
-        self._layer = onion.names[0]
         self._failing: str | None = None
         self._locked = False
         self._vjson: dict[str, Any] | None = None
@@ -127,7 +127,8 @@ class CallRun(ToolCallContext):
             if onion.checks[0] is None:  # a real outermost layer: entered directly
                 self._pos = 0
                 await onion.fns[0](self, self._next)
-                self._check_decided(0)
+                if not self._called & 2 and self._message is None and self._output is NOTHING:
+                    self._not_decided(0)
             else:
                 await self._next()
         except TurnAbortedError:
@@ -144,35 +145,34 @@ class CallRun(ToolCallContext):
         i = self._pos
         j = i + 1
         onion = self._onion
-        if self._called & (1 << j):
+        called = self._called
+        if called & (1 << j):
             name = onion.names[i]
             raise NextCalledTwiceError(
                 f"middleware {name!r} awaited call_next() twice", middleware=name
             )
-        self._called |= 1 << j
-        layer = self._layer
+        self._called = called | (1 << j)
         checks = onion.runs[j]  # the checks up to the next real layer, in line
         if checks:
-            names = onion.names
             try:
                 for check in checks:
                     if self._message is not None or self._output is not NOTHING:
                         break  # a check decided: the rest are skipped
-                    self._pos, self._layer = j, names[j]
+                    self._pos = j
                     result = check(self)
                     if result is not None and isawaitable(result):
                         await result
                     j += 1
             except Exception:
                 if self._failing is None:  # the check the exception left
-                    self._failing = self._layer
+                    self._failing = onion.names[self._pos]
                 raise
             finally:
-                self._pos, self._layer = i, layer
+                self._pos = i
         if j > onion.last or self._message is not None or self._output is not NOTHING:
             await self._handle()
             return
-        self._pos, self._layer = j, onion.names[j]
+        self._pos = j
         try:
             await onion.fns[j](self, self._next)
         except Exception:
@@ -180,13 +180,13 @@ class CallRun(ToolCallContext):
                 self._failing = onion.names[j]
             raise
         finally:
-            self._pos, self._layer = i, layer
-        self._check_decided(j)
+            self._pos = i
+        # (the layer may have decided meanwhile: `_message` is read again)
+        if not self._called & (2 << j) and self._output is NOTHING and self._message is None:
+            self._not_decided(j)
 
-    def _check_decided(self, j: int) -> None:
-        """After layer ``j`` returned: fail the call if it neither went on nor decided."""
-        if self._called & (2 << j) or self._message is not None or self._output is not NOTHING:
-            return
+    def _not_decided(self, j: int) -> None:
+        """Layer ``j`` returned without going on and without deciding: the call fails."""
         name = self._onion.names[j]
         error = PipelineShortCircuitedError(
             f"tool_call middleware {name!r} returned without call_next(), deny() or respond()",

@@ -62,7 +62,7 @@ async def test_count_successes_never_counts_failed_calls(
     result = await make_runner(model, [limit]).run("go")
     assert result.status == "completed"
     assert [c.ran for c in result.tool_calls] == [True] * 4
-    assert "used" not in result.stash["loopware"]["limit"]
+    assert result.stash["loopware"]["limit"]["used"] == {"explode": 0}  # every slot given back
     assert result.tool_decisions == ()
 
 
