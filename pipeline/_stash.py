@@ -45,6 +45,15 @@ __all__ = ["Stash", "StashKey"]
 T = TypeVar("T")
 
 
+def _counted(key: StashKey[int] | str, value: object) -> int:
+    """The count an `increment` starts from when the stored value is not an int: 0 for none."""
+    if value is MISSING:
+        return 0
+    raise InvalidStashValueError(
+        f"cannot increment {path_of(key)!r}: it holds {type(value).__name__}", path=path_of(key)
+    )
+
+
 class Stash:
     """A per-turn store of plain data addressed by dot paths; what middleware share.
 
@@ -244,29 +253,30 @@ class Stash:
         if self._ended:
             refuse_write()
         try:
-            counter = self._counters.get(key)
-        except TypeError:  # unhashable: not a path, which `_counter` reports
-            counter = None
-        if counter is None:
-            counter = remember(self._data, self._counters, key)
+            parent, last, start, _ = self._counters[key]  # the dict holding it, remembered
+        except (KeyError, TypeError):  # first use of the path (or unhashable: not a path)
+            return self._increment_new(key, by)
         if type(by) is not int:
             raise InvalidStashValueError(
                 f"increment step must be an int, got {by!r}", path=path_of(key)
             )
-        if counter is None:
-            return self._increment_elsewhere(key, by)
-        parent, last, start, _ = counter
-        value = parent.get(last, MISSING)
-        if value is MISSING:
-            value = 0 if start is MISSING else start
+        value = parent.get(last, start)
         if type(value) is not int:
-            raise InvalidStashValueError(
-                f"cannot increment {path_of(key)!r}: it holds {type(value).__name__}",
-                path=path_of(key),
-            )
+            value = _counted(key, value)
         value += by
         parent[last] = value
         return value
+
+    def _increment_new(self, key: StashKey[int] | str, by: int) -> int:
+        """`increment` at a path not remembered yet: remember it, else the general path."""
+        known = remember(self._data, self._counters, key)  # remembered from now on
+        if type(by) is not int:
+            raise InvalidStashValueError(
+                f"increment step must be an int, got {by!r}", path=path_of(key)
+            )
+        if known is None:
+            return self._increment_elsewhere(key, by)
+        return self.increment(key, by)
 
     def _increment_elsewhere(self, key: StashKey[int] | str, by: int) -> int:
         """`increment` at a path through a list (or a non-container, which raises)."""

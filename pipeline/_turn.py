@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from datetime import UTC, datetime
+from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
 
 from . import _running_ids as running_ids
@@ -162,15 +163,24 @@ class Turn:
             return True
         state = self.state
         try:
-            if state.aborted:
-                reached = False
+            reached = False
+            j = 0
+            for check in onion.runs[0]:  # the checks before the first real layer, in line
+                if state.aborted:
+                    break
+                result = check(ctx)
+                if result is not None and isawaitable(result):
+                    await result
             else:
+                j = onion.after[0]
+            if state.aborted:
+                pass  # an abort skips every middleware that has not started yet
+            elif j > onion.last:
+                reached = True
+            else:  # the first real layer, entered directly: its call_next runs the rest
                 run = StageRun(onion, ctx, state)
-                if onion.checks[0] is None:  # a real outermost layer: entered directly
-                    run.pos = 0
-                    await fns[0](ctx, run)
-                else:
-                    await run()
+                run.pos = j
+                await fns[j](ctx, run)
                 reached = run.reached_end
         except TurnAbortedError as exc:
             state.abort(exc.message)
