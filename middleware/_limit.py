@@ -228,10 +228,6 @@ class ToolCallLimit:
             for registration in getattr(method, "__loopware_registrations__", ())
         ]
 
-    def _uses(self, ran: bool, is_error: bool) -> bool:
-        """Whether a call that ``ran`` (with an error or not) uses up a slot."""
-        return ran and (self._count == "runs" or not is_error)
-
     @dispatch_input
     def keep_hidden(self, ctx: DispatchContext) -> None:
         """Hide tools that first appeared after the total limit hid every tool (forged ones)."""
@@ -347,9 +343,10 @@ class ToolCallLimit:
         crossed = ctx.crossed_tool_call_stage
         last: dict[str, str] = {}  # per limited tool, the last call that used a slot
         last_any: str | None = None
+        successes = self._count == "successes"
         for call in calls:
-            if not self._uses(call.ran, call.is_error):
-                continue
+            if not call.ran or (successes and call.is_error):
+                continue  # it used no slot
             tool = call.tool
             reserved = crossed(call.id)
             if tool in limits:

@@ -165,9 +165,10 @@ class ToolPolicy:
 
     def _enforce(self, ctx: TurnContext | DispatchContext, calls: Sequence[ToolCall]) -> None:
         """Nack (or fail the turn) when a stored call to a tool not permitted ran."""
+        crossed = ctx.crossed_tool_call_stage
         for call in calls:
-            if not call.ran:
-                continue  # refused, by this policy or before it: nothing ran
+            if not call.ran or crossed(call.id):
+                continue  # nothing ran, or it ran past this policy's own check (`deny_call`)
             reason = self.refusal(call.tool)
             if reason is None:
                 continue

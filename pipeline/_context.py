@@ -160,7 +160,7 @@ class TurnView:
         ``new_tool_calls`` preceded by any calls the reader missed earlier (O(1) when it missed
         none). Calls deleted meanwhile can shift what a reader is shown.
         """
-        return self._state.unseen_calls(reader, in_iteration=False)
+        return self._state.unseen_calls(reader)
 
     def crossed_tool_call_stage(self, call_id: str) -> bool:
         """Whether the call ``call_id`` of this turn went through the ``tool_call`` middleware.

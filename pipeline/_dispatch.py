@@ -76,7 +76,15 @@ class DispatchContext(TurnView):
 
         See `TurnView.unseen_tool_calls`; O(1) when the reader missed nothing.
         """
-        return self._state.unseen_calls(reader, in_iteration=True)
+        state = self._state
+        stored = state.stored
+        cursors = state.cursors
+        unseen = stored - cursors.get(reader, 0)
+        cursors[reader] = stored
+        new = state.new_calls
+        if unseen <= len(new):  # the reader missed nothing: the iteration's calls, no copy
+            return new
+        return state.missed_calls(unseen)
 
     def run_tool(
         self,

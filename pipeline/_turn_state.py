@@ -560,26 +560,16 @@ class TurnState:
         finally:
             self._unshield()
 
-    def unseen_calls(self, reader: Hashable, *, in_iteration: bool) -> Sequence[ToolCall]:
-        """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`).
-
-        In an iteration the answer is the iteration's calls (``new_calls``, no copy), preceded
-        by any stored earlier that the reader missed; O(1) when it missed none.
-        """
-        stored = self.stored
-        cursors = self.cursors
-        unseen = stored - cursors.get(reader, 0)
-        cursors[reader] = stored
+    def unseen_calls(self, reader: Hashable) -> Sequence[ToolCall]:
+        """The calls stored since ``reader`` last asked (see `TurnView.unseen_tool_calls`)."""
+        unseen = self.stored - self.cursors.get(reader, 0)
+        self.cursors[reader] = self.stored
         calls = self.calls
-        if in_iteration:
-            new = self.new_calls
-            missed = unseen - len(new)
-            if missed <= 0:
-                return new
-            end = len(calls) - len(new)
-            return (*calls[max(end - missed, 0) : end], *new)
-        if unseen <= 0:
-            return ()
+        return tuple(calls[max(len(calls) - unseen, 0) :]) if unseen > 0 else ()
+
+    def missed_calls(self, unseen: int) -> Sequence[ToolCall]:
+        """The last ``unseen`` stored calls: those of an iteration a reader missed, then its own."""
+        calls = self.calls
         return tuple(calls[max(len(calls) - unseen, 0) :])
 
     def count(self, call: ToolCall, delta: int) -> None:

@@ -59,6 +59,7 @@ class ToolCallContext:
     __slots__ = (
         "_approved",
         "_args",
+        "_decided",
         "_decisions",
         "_locked",
         "_message",
@@ -114,11 +115,12 @@ class ToolCallContext:
         self.error: LoopError | None = None
         """The error the handler raised (wrapped as loopware wraps it), if it raised."""
         self._decisions: list[Decision] | None = None
+        self._decided = False  # denied, answered or failed: the handler will not run
         self._output: Any = NOTHING
         self._message: str | None = None
         self._vchecksum: str | None = None
         self._unparsed: str | None = None  # the arguments text, when it did not parse
-        # what only the layers of the onion use is set when it starts (`_through`)
+        # what only the layers of the onion use is set when it starts (`CallRun._enter`)
 
     def __repr__(self) -> str:
         """Show the call and how far it got."""
@@ -200,7 +202,7 @@ class ToolCallContext:
         gate and resumed). What a repetition check compares against its threshold, with no
         state of its own.
         """
-        vchecksum = self.validated_checksum
+        vchecksum = self._vchecksum or self.validated_checksum
         turn = self._turn
         judged = turn.judged
         judged[self.call_id] = vchecksum
@@ -291,6 +293,7 @@ class ToolCallContext:
         """
         who = self._decide(policy, action, reason, limit)
         self._output = NOTHING
+        self._decided = True
         if message is None:
             after = "it ran, but its result is withheld" if self.ran else "it was not run"
             error_type = CallRejectedError if action == "rejected" else CallDeniedError
@@ -314,6 +317,7 @@ class ToolCallContext:
         self._decide(None, "answered", reason)
         self._output = output
         self._message = None
+        self._decided = True
 
     def approve(self, reason: str = "approved", *, policy: str | None = None) -> None:
         """Record that the call was approved; its arguments can no longer change.

@@ -99,17 +99,29 @@ class CallRun(ToolCallContext):
         except InvalidToolArgsError as exc:
             return self._refused(ARGUMENTS, "invalid", exc)
         try:
-            if onion.fns:
-                await self._through(onion)
-            else:  # the empty onion: its centre is the handler
+            if not onion.fns:  # the empty onion: its centre is the handler
                 await self._handle()
+            else:  # the tool_call middleware around the handler, outermost first
+                self._enter(onion)
+                try:
+                    if onion.checks[0] is None:  # a real outermost layer: entered directly
+                        self._pos = 0
+                        await onion.fns[0](self, self._next)
+                        if not self._called & 2 and not self._decided:
+                            self._not_decided(0)
+                    else:  # checks first, in line
+                        await self._next()
+                except TurnAbortedError:
+                    raise
+                except Exception as exc:
+                    self._hook_failed(exc)
         except BaseException:  # an abort or a cancellation (everything else became a record)
             self._turn.keep_interrupted(self)  # its record: `abandon`
             raise
         return self._record(inline_limit)
 
-    async def _through(self, onion: Onion) -> None:
-        """Run the ``tool_call`` middleware around the handler, outermost first.
+    def _enter(self, onion: Onion) -> None:
+        """Start the ``tool_call`` onion's run (`run` goes through it, outermost first).
 
         A layer that raises (or awaits ``call_next`` twice) fails the call, reported as a
         ``tool_call`` stage error; a layer that returns without ``call_next`` and without
@@ -123,18 +135,6 @@ class CallRun(ToolCallContext):
         self._failing: str | None = None
         self._locked = False
         self._vjson: dict[str, Any] | None = None
-        try:
-            if onion.checks[0] is None:  # a real outermost layer: entered directly
-                self._pos = 0
-                await onion.fns[0](self, self._next)
-                if not self._called & 2 and self._message is None and self._output is NOTHING:
-                    self._not_decided(0)
-            else:
-                await self._next()
-        except TurnAbortedError:
-            raise
-        except Exception as exc:
-            self._hook_failed(exc)
 
     async def _next(self) -> None:
         """The ``call_next`` of every layer: the checks in line, then the next layer or the centre.
@@ -156,7 +156,7 @@ class CallRun(ToolCallContext):
         if checks:
             try:
                 for check in checks:
-                    if self._message is not None or self._output is not NOTHING:
+                    if self._decided:
                         break  # a check decided: the rest are skipped
                     self._pos = j
                     result = check(self)
@@ -169,7 +169,7 @@ class CallRun(ToolCallContext):
                 raise
             finally:
                 self._pos = i
-        if j > onion.last or self._message is not None or self._output is not NOTHING:
+        if j > onion.last or self._decided:
             await self._handle()
             return
         self._pos = j
@@ -181,8 +181,7 @@ class CallRun(ToolCallContext):
             raise
         finally:
             self._pos = i
-        # (the layer may have decided meanwhile: `_message` is read again)
-        if not self._called & (2 << j) and self._output is NOTHING and self._message is None:
+        if not self._called & (2 << j) and not self._decided:
             self._not_decided(j)
 
     def _not_decided(self, j: int) -> None:
@@ -254,7 +253,7 @@ class CallRun(ToolCallContext):
 
     async def _handle(self) -> None:
         """The innermost step: run the handler, unless a layer already decided the call."""
-        if self._message is not None or self._output is not NOTHING:
+        if self._decided:
             return
         if self._decisions is not None and self._locked and self._changed_since_approval():
             return
@@ -296,6 +295,7 @@ class CallRun(ToolCallContext):
     def _fail(self, layer: str, error: LoopError) -> None:
         """A layer raised or did not decide: the call fails with ``error``."""
         self._output = NOTHING
+        self._decided = True
         self._decide(layer, "failed", error.message)
         self._message = f"Error: {error}"
 
