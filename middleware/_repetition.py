@@ -157,10 +157,6 @@ class RepetitionDetector:
         """The stash path of its state, and its name in decisions."""
         return self._namespace
 
-    def _is_exempt(self, tool: str) -> bool:
-        """True when ``tool`` matches an ``exempt`` glob (a plain name matches only itself)."""
-        return self._exempt_match is not None and self._exempt_match(tool) is not None
-
     def middleware_specs(self) -> list[MiddlewareSpec]:
         """This instance's stage middleware (``pipeline.stages.MiddlewareProvider``).
 
@@ -236,25 +232,27 @@ class RepetitionDetector:
         (``"hide"``, ``"nack"``), else None.
         """
         tool = ctx.tool_name
-        if self._is_exempt(tool):
-            return None
-        stash = ctx.stash
-        vchecksum = ctx.validated_checksum
+        if self._exempt_match is not None and self._exempt_match(tool) is not None:
+            return None  # an exempt tool (one compiled alternation of the globs)
         if self._on_repeat in _AFTER:
             # a call that triggered "hide" or "nack" left [entry, call_id, action, reason,
             # *tools] here: the calls after it in the iteration (a batch) are refused, not run
             # past the threshold (the trigger acts only once the call that fired it returns)
-            for item in stash.get(self._triggered) or ():
+            for item in ctx.stash.get(self._triggered) or ():
                 if item[2] == "nack" or tool in item[4:]:
                     ctx.deny(_AFTER[item[2]] + item[3], policy=self._namespace)
                     return None
         # the stored calls and the batch's calls judged before this one: no state of its own
         count = ctx.identical_calls + 1
-        entry = f"{tool}:{vchecksum}" if count >= self._threshold or self._window else ""
+        window = self._window
+        if count < self._threshold and window is None:
+            return None  # nothing to say: the common case, no state touched
+        stash = ctx.stash
+        vchecksum = ctx.validated_checksum
+        entry = f"{tool}:{vchecksum}"
         reason = None
         oscillated = False
         tools: tuple[str, ...] = (tool,)
-        window = self._window
         if count >= self._threshold:
             made = "would be made" if self._on_repeat == "block" else "was made"
             reason = f"the same call {made} {count} times (threshold {self._threshold})"

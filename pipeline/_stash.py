@@ -395,8 +395,8 @@ class Stash:
         counter = self._counters.get(key)
         if counter is not None:  # a counter: one lookup
             node = counter[0].get(counter[1], MISSING)
-            if node is not MISSING:
-                return node  # type: ignore[no-any-return]  # see below
+            if type(node) is int:
+                return node  # type: ignore[return-value]  # see below
         parts, path, default = key.spec
         node = lookup(self._data, parts)
         if node is MISSING:
