@@ -67,7 +67,7 @@ async def _one_trial(
     runner.on(ToolCallStored, lambda e: stored_events.append(e.call))
     if how == "abort":
         handle = runner.start("go", conversation_id=conversation)
-        await asyncio.wait_for(started[k].wait(), 2.0)
+        await asyncio.wait_for(started[k].wait(), 10.0)
         await asyncio.sleep(rng.uniform(0.0, 0.002))
         handle.abort("stop")
         result = await handle
@@ -77,7 +77,7 @@ async def _one_trial(
             return BATCH, 0
     else:
         task = asyncio.create_task(runner.run("go", conversation_id=conversation))
-        await asyncio.wait_for(started[k].wait(), 2.0)
+        await asyncio.wait_for(started[k].wait(), 10.0)
         await asyncio.sleep(rng.uniform(0.0, 0.002))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -130,7 +130,7 @@ async def test_the_interrupted_call_and_later_ones_are_error_records_in_order(
         executor=ToolLoopExecutor(model, parallel_tool_calls=parallel), tools=[step]
     )
     handle = runner.start("go")
-    await asyncio.wait_for(gate.wait(), 1.0)
+    await asyncio.wait_for(gate.wait(), 10.0)
     if parallel:
         await asyncio.sleep(0.01)  # let the siblings finish
     handle.abort("stop")
@@ -172,7 +172,7 @@ async def test_the_next_turn_sees_a_result_for_every_announced_call() -> None:
     store = MemoryStore()
     runner = TurnRunner(executor=ToolLoopExecutor(first), tools=[slow], store=store)
     task = asyncio.create_task(runner.run("go", conversation_id="c"))
-    await asyncio.wait_for(gate.wait(), 1.0)
+    await asyncio.wait_for(gate.wait(), 10.0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -198,7 +198,7 @@ async def test_a_custom_executor_interrupted_mid_call_is_answered_by_the_turn() 
 
     store = MemoryStore()
     handle = TurnRunner(executor=seeds_executor, store=store).start("go", conversation_id="c")
-    await asyncio.wait_for(gate.wait(), 1.0)
+    await asyncio.wait_for(gate.wait(), 10.0)
     handle.abort("stop")
     result = await handle
     assert result.status == "aborted"
@@ -237,9 +237,9 @@ async def test_a_second_caller_cancellation_never_cuts_the_answers_in_half() -> 
         store=store,
     )
     task = asyncio.create_task(runner.run("go", conversation_id="c"))
-    await asyncio.wait_for(gate.wait(), 1.0)
+    await asyncio.wait_for(gate.wait(), 10.0)
     task.cancel()
-    await asyncio.wait_for(writing.wait(), 1.0)
+    await asyncio.wait_for(writing.wait(), 10.0)
     task.cancel()  # again, mid-write
     with pytest.raises(asyncio.CancelledError):
         await task
