@@ -52,7 +52,7 @@ from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.stores import TransactionWriter
 
 from ._anchor import AuditAnchor, check_anchor
-from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, seal
+from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._postgres_schema import (
@@ -70,6 +70,7 @@ from ._postgres_schema import (
     write_in,
 )
 from ._report import AuditVerification
+from ._seal import seal
 from ._sink_loop import SinkLoop
 from ._sqlite_schema import row_from_values
 from ._verify import verify_log

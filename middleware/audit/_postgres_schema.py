@@ -20,9 +20,9 @@ from ._chain import (
     AuditHead,
     AuditRow,
     entry_to_fields,
-    seal,
 )
 from ._key import AuditKey, sealed
+from ._seal import seal
 from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
