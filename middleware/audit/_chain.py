@@ -77,7 +77,7 @@ STATUSES: tuple[TurnStatus, ...] = ("completed", "failed", "aborted")
 """Every ``status`` a turn row may hold."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class AuditEntry:
     """What one audit row records: a call, a change to one, a tool decision, a turn, a repair.
 
@@ -167,6 +167,41 @@ class AuditEntry:
     """Every decision taken about the call, in order, as the canonical JSON text of a list of
     ``Decision.as_dict()`` (``tool_call`` and ``amended`` rows; ``"[]"`` when none was taken);
     None on other rows and on rows written before the field existed."""
+
+    def __init__(
+        self, *, kind: AuditKind, turn_id: str, conversation_id: str | None,
+        recorded_at: datetime, call_id: str | None = None, tool: str | None = None,
+        checksum: str | None = None, args: str | None = None, is_error: bool = False,
+        duration_ms: float | None = None, decision: AuditDecision | None = None,
+        policy: str | None = None, reason: str | None = None, status: TurnStatus | None = None,
+        error: str | None = None, input: str | None = None, ran: bool | None = None,
+        decisions: str | None = None,
+    ) -> None:  # fmt: skip
+        """Set the fields: a row is built per call, so each slot is set by its own setter."""
+        (s_kind, s_turn, s_conv, s_at, s_call, s_tool, s_sum, s_args, s_err, s_ms, s_dec,
+         s_pol, s_why, s_status, s_error, s_input, s_ran, s_decs) = _ENTRY_SETTERS  # fmt: skip
+        s_kind(self, kind)
+        s_turn(self, turn_id)
+        s_conv(self, conversation_id)
+        s_at(self, recorded_at)
+        s_call(self, call_id)
+        s_tool(self, tool)
+        s_sum(self, checksum)
+        s_args(self, args)
+        s_err(self, is_error)
+        s_ms(self, duration_ms)
+        s_dec(self, decision)
+        s_pol(self, policy)
+        s_why(self, reason)
+        s_status(self, status)
+        s_error(self, error)
+        s_input(self, input)
+        s_ran(self, ran)
+        s_decs(self, decisions)
+
+
+_ENTRY_SETTERS = tuple(AuditEntry.__dict__[f].__set__ for f in AuditEntry.__dataclass_fields__)
+"""The slots' own setters, in field order: cheaper than the frozen ``object.__setattr__``."""
 
 
 @dataclass(frozen=True, slots=True)
