@@ -31,23 +31,9 @@ from pipeline.stores import TransactionWriter
 from ._report import AuditVerification
 
 __all__ = [
-    "DECISIONS",
-    "FREE_TEXT_FIELDS",
-    "GENESIS_HASH",
-    "KINDS",
-    "OPTIONAL_FIELDS",
-    "STATUSES",
-    "AuditDecision",
-    "AuditEntry",
-    "AuditHead",
-    "AuditKind",
-    "AuditRow",
-    "AuditSink",
-    "JointAuditSink",
-    "entry_from_fields",
-    "entry_to_fields",
-    "hashed_fields",
-    "row_hash",
+    "DECISIONS", "FREE_TEXT_FIELDS", "GENESIS_HASH", "KINDS", "OPTIONAL_FIELDS", "STATUSES",
+    "AuditDecision", "AuditEntry", "AuditHead", "AuditKind", "AuditRow", "AuditSink",
+    "JointAuditSink", "entry_from_fields", "entry_to_fields", "hashed_fields", "row_hash",
 ]
 
 AuditDecision: TypeAlias = Verdict | ToolDecisionAction
@@ -200,8 +186,12 @@ class AuditEntry:
         s_decs(self, decisions)
 
 
-_ENTRY_SETTERS = tuple(AuditEntry.__dict__[f].__set__ for f in AuditEntry.__dataclass_fields__)
-"""The slots' own setters, in field order: cheaper than the frozen ``object.__setattr__``."""
+_ENTRY_SETTERS = tuple(  # the slots' own setters, in `AuditEntry.__init__`'s order
+    AuditEntry.__dict__[name].__set__
+    for name in ("kind", "turn_id", "conversation_id", "recorded_at", "call_id", "tool",
+                 "checksum", "args", "is_error", "duration_ms", "decision", "policy", "reason",
+                 "status", "error", "input", "ran", "decisions")
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
