@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
+
+from ._frozen import slot_setters
 
 if TYPE_CHECKING:
     from .calls._toolcall import ToolCall
@@ -24,7 +26,7 @@ RecordAction = Literal["stored", "amended", "deleted"]
 (``mutate_tool_call``), or deleted (``delete_tool_call``)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class RecordChange:
     """One change to a turn's stored tool calls, as a `RecordKeeper` is told of it."""
 
@@ -39,6 +41,28 @@ class RecordChange:
     (``"deleted"``)."""
     previous: ToolCall | None = None
     """The record an amendment replaced (None for the other actions)."""
+
+    def __init__(
+        self,
+        *,
+        action: RecordAction,
+        turn_id: str,
+        conversation_id: str | None,
+        call: ToolCall,
+        previous: ToolCall | None = None,
+    ) -> None:
+        """Set the fields: one change is built per stored call, so through the slots' setters."""
+        set_action, set_turn, set_conversation, set_call, set_previous = _CHANGE_SETTERS
+        set_action(self, action)
+        set_turn(self, turn_id)
+        set_conversation(self, conversation_id)
+        set_call(self, call)
+        set_previous(self, previous)
+
+
+_CHANGE_SETTERS: Final = slot_setters(
+    RecordChange, "action", "turn_id", "conversation_id", "call", "previous"
+)
 
 
 @runtime_checkable

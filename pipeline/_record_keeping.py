@@ -80,15 +80,10 @@ class RecordKeeping:
         asked again, those that write in the store's transaction (rolled back with it) are.
         """
         if not self.durable:
-            if again:
+            if not again:
+                self.start(state, change)
+            if state.saves:
                 await self._store_write(state, change, ())
-                return
-            for keeper in self.keepers:
-                try:
-                    self.track(state, keeper.keep(change), keeper, change)
-                except Exception as exc:  # a keeper must never break the turn
-                    self.failed(state, keeper, change, exc)
-            await self._store_write(state, change, ())
             return
         joining = self._joining()
         writers: list[TransactionWriter] = []
@@ -110,6 +105,14 @@ class RecordKeeping:
                     raise outcome
         await self._store_write(state, change, writers)
 
+    def start(self, state: TurnState, change: RecordChange) -> None:
+        """Start the keepers' records of ``change``, awaited when the turn ends (not durable)."""
+        for keeper in self.keepers:
+            try:
+                self.track(state, keeper.keep(change), keeper, change)
+            except Exception as exc:  # a keeper must never break the turn
+                self.failed(state, keeper, change, exc)
+
     def track(
         self,
         state: TurnState,
@@ -122,7 +125,7 @@ class RecordKeeping:
         A finished write is let go at once, so a long turn (a gateway session's) holds only
         the writes still running.
         """
-        future = asyncio.ensure_future(write)
+        future = write if isinstance(write, asyncio.Future) else asyncio.ensure_future(write)
         if future.done():
             self._done(state, future, keeper, change)
             return

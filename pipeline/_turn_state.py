@@ -454,7 +454,11 @@ class TurnState:
                 call_id=call.id,
             )
         keeping = self.keeping
-        if keeping is not None or self.saves:
+        if keeping is not None and not (self.saves or keeping.durable):
+            # nothing to await: the records are started now and awaited when the turn ends
+            keeping.start(self, self._change("stored", call))
+            self._add(call)
+        elif keeping is not None or self.saves:
             write = (
                 self.store.save_tool_call(self.conversation_id, self.turn_id, call)
                 if keeping is None

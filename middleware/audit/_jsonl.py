@@ -27,10 +27,7 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    canonical_row,
     entry_from_fields,
-    new_head,
-    new_row,
 )
 from ._jsonl_file import (
     file_size,
@@ -44,6 +41,7 @@ from ._jsonl_file import (
 )
 from ._key import AuditKey, Digest, check_chain_key, check_key, row_digest, sealed
 from ._report import AuditVerification
+from ._seal import canonical_row, new_head, new_row
 from ._sqlite import Synchronous, check_options
 from ._sqlite_schema import SQL_COLUMNS, resume
 from ._verify import verify_log

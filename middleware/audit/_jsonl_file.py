@@ -38,21 +38,29 @@ if sys.platform != "win32":
     import fcntl
 
 
-def try_lock(fd: int) -> bool:
-    """Take the exclusive lock on ``fd`` if nobody holds it; never wait."""
-    if sys.platform == "win32":
+if sys.platform == "win32":
+
+    def try_lock(fd: int) -> bool:
+        """Take the exclusive lock on ``fd`` if nobody holds it (Windows: no lock, see `locked`)."""
         return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
+    def unlock(fd: int) -> None:
+        """Release the lock `try_lock` took (Windows: none was taken)."""
 
-def unlock(fd: int) -> None:
-    """Release the lock `try_lock` took."""
-    if sys.platform != "win32":
-        fcntl.flock(fd, fcntl.LOCK_UN)
+else:
+    _flock, _TRY, _UNLOCK = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
+
+    def try_lock(fd: int) -> bool:
+        """Take the exclusive lock on ``fd`` if nobody holds it; never wait."""
+        try:
+            _flock(fd, _TRY)
+        except BlockingIOError:
+            return False
+        return True
+
+    def unlock(fd: int) -> None:
+        """Release the lock `try_lock` took."""
+        _flock(fd, _UNLOCK)
 
 
 @contextmanager
@@ -83,7 +91,10 @@ def file_size(fd: int) -> int:
 
 def write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` to ``fd`` (``os.write`` may write part of it)."""
-    view = memoryview(data)
+    done = os.write(fd, data)
+    if done == len(data):
+        return
+    view = memoryview(data)[done:]
     while view:
         view = view[os.write(fd, view) :]
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import InvalidMiddlewareConfigError
 
+from ._chain import GENESIS_HASH
+
 if TYPE_CHECKING:
     from ._chain import AuditHead
 
@@ -48,7 +50,6 @@ KEYED_PREFIX = "hmac-sha256:"
 MIN_KEY_BYTES = 16
 """The shortest key accepted: 128 bits (``openssl rand -hex 32`` makes 256)."""
 
-_NO_ROW = "0" * 64  # GENESIS_HASH (``middleware/audit/_chain.py`` imports this module)
 _ID_TEXT = b"loopware.audit.key-id"
 _HEAD_TEXT = b"loopware.audit.head\x00"
 
@@ -263,7 +264,7 @@ def check_chain_key(owner: str, key: AuditKey | None, head: AuditHead) -> None:
     Raises:
         AuditKeyMismatchError: the head's hash was made without ``key``.
     """
-    if head.count == 0 or head.hash == _NO_ROW:
+    if head.count == 0 or head.hash == GENESIS_HASH:
         return
     found = key_id_of(head.hash)
     expected = None if key is None else key.id

@@ -179,7 +179,7 @@ class AuditLog:
     # -- record keeper --------------------------------------------------------------------------
     def keep(self, change: RecordChange) -> Awaitable[list[AuditRow]]:
         """Append the row of ``change`` now; the awaitable completes once the sink wrote it."""
-        return asyncio.ensure_future(self._sink.append([change_entry(change)]))
+        return self._sink_append([change_entry(change)])
 
     def joins(self, database: str) -> bool:
         """True when the sink writes to ``database`` (a store's ``transaction_database``)."""
@@ -238,7 +238,9 @@ class AuditLog:
 
     # -- helpers --------------------------------------------------------------------------------
     def _sink_append(self, entries: list[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
-        return asyncio.ensure_future(self._sink.append(entries))
+        """The sink's append, started (the built-in sinks' is a future of the running loop)."""
+        write = self._sink.append(entries)
+        return write if isinstance(write, asyncio.Future) else asyncio.ensure_future(write)
 
     @staticmethod
     async def _settle(writes: list[asyncio.Future[list[AuditRow]]]) -> None:

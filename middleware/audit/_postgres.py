@@ -52,7 +52,7 @@ from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.stores import TransactionWriter
 
 from ._anchor import AuditAnchor, check_anchor
-from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow, seal
+from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._postgres_schema import (
@@ -63,10 +63,10 @@ from ._postgres_schema import (
     MOVE_FROM,
     SELECT,
     StoredHead,
+    chain_rows,
     found_head,
     migrate,
     move_from_params,
-    row_values,
     write_in,
 )
 from ._report import AuditVerification
@@ -296,7 +296,7 @@ class PostgresAuditSink:
                         assert stored is not None  # ENSURE made the row, and we hold its lock
                     else:
                         stored, after = known
-                    rows = seal(entries, after, self._key)
+                    rows, values = chain_rows(self._chain, entries, after, self._key)
                     head = AuditHead(rows[-1].index + 1, rows[-1].hash)
                     sealed_by = None if self._key is None else self._key.head_seal(head)
                     moved = (head.count, head.hash, sealed_by)
@@ -304,7 +304,6 @@ class PostgresAuditSink:
                         MOVE_FROM, move_from_params(stored, after.count, moved, self._chain)
                     )
                     async with conn.cursor() as cur:
-                        values = [row_values(self._chain, row) for row in rows]
                         await cur.executemany(INSERT, values)
                     await conn.execute("COMMIT")
                 except Error:  # a statement failed before the end: settle the aborted

@@ -19,10 +19,9 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    entry_to_fields,
-    seal,
 )
 from ._key import AuditKey, sealed
+from ._seal import seal_fields
 from ._sqlite_schema import SQL_COLUMNS
 
 if TYPE_CHECKING:
@@ -40,11 +39,11 @@ __all__ = [
     "SELECT",
     "VERSION",
     "StoredHead",
+    "chain_rows",
     "found_head",
     "migrate",
     "move_from_params",
     "move_params",
-    "row_values",
     "write_in",
 ]
 
@@ -103,20 +102,28 @@ knew the chain ended: rows cut from the end stay missing, and found).
 """
 
 
-def row_values(chain: str, row: AuditRow) -> tuple[Any, ...]:
-    fields = entry_to_fields(row.entry)
-    fields["is_error"] = int(row.entry.is_error)
-    ran = row.entry.ran
-    fields["ran"] = None if ran is None else int(ran)
-    out: list[Any] = [chain, row.index]
-    for name in COLUMNS:
-        value = fields[name]
-        if name in BYTEA and value is not None:
-            value = value.encode("utf-8", "surrogatepass")
-        out.append(value)
-    return (*out, row.prev_hash, row.hash)
+_BYTEA_AT = tuple(i for i, name in enumerate(COLUMNS, start=2) if name in BYTEA)
+"""Where the free-text fields sit in ``INSERT``'s parameters (after ``chain`` and ``idx``)."""
 
 
+def chain_rows(
+    chain: str, entries: Sequence[AuditEntry], head: AuditHead, key: AuditKey | None
+) -> tuple[list[AuditRow], list[list[Any]]]:
+    """Chain ``entries`` after ``head``; return the rows and their ``INSERT`` parameters.
+
+    Each row is sealed and its stored values taken in one pass (`seal_fields`); free text is
+    stored as UTF-8 with ``surrogatepass`` (``bytea``).
+    """
+    rows, values, _, _ = seal_fields(entries, head, key)
+    params: list[list[Any]] = []
+    for row in values:
+        out = [chain, *row]
+        for at in _BYTEA_AT:
+            text = out[at]
+            if text is not None:
+                out[at] = text.encode("utf-8", "surrogatepass")
+        params.append(out)
+    return rows, params
 
 
 def found_head(
@@ -166,9 +173,10 @@ async def write_in(
     await conn.execute(ENSURE, (chain, GENESIS_HASH))
     head = await conn.execute(HEAD + " FOR UPDATE", (chain,))
     tail = await conn.execute(LAST, (chain,))
-    rows = seal(entries, found_head(await head.fetchone(), await tail.fetchone(), key), key)
+    after = found_head(await head.fetchone(), await tail.fetchone(), key)
+    rows, values = chain_rows(chain, entries, after, key)
     async with conn.cursor() as cur:
-        await cur.executemany(INSERT, [row_values(chain, row) for row in rows])
+        await cur.executemany(INSERT, values)
     new = AuditHead(rows[-1].index + 1, rows[-1].hash)
     await conn.execute(MOVE, move_params(new, key, chain))
     written.append(new)

@@ -43,11 +43,11 @@ from ._chain import (
     AuditEntry,
     AuditHead,
     AuditRow,
-    new_head,
 )
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._report import AuditVerification
+from ._seal import new_head
 from ._sqlite_schema import (
     SQL_INSERT,
     SQL_SELECT,

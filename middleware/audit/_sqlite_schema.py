@@ -32,9 +32,9 @@ from ._chain import (
     AuditRow,
     entry_from_fields,
     entry_to_fields,
-    seal_fields,
 )
 from ._key import AuditKey, sealed
+from ._seal import seal_fields
 
 __all__ = [
     "SQL_COLUMNS",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._chain import GENESIS_HASH, AuditHead, AuditRow, canonical_row
+from ._chain import GENESIS_HASH, AuditHead, AuditRow
 from ._key import AuditKey, row_digest, sealed
 from ._report import AuditFault, AuditVerification
+from ._seal import canonical_row
 
 __all__ = ["Finding", "report", "verify_log", "verify_rows"]
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from middleware.audit import AuditEntry, AuditHead, AuditKey, AuditKeyMismatchError, AuditRow
-from middleware.audit._chain import canonical_row, entry_to_fields, hashed_fields, row_hash
+from middleware.audit._chain import entry_to_fields, hashed_fields, row_hash
+from middleware.audit._seal import canonical_row
 
 from ._sinks import Sink, SinkBackend
 

@@ -36,13 +36,15 @@ from middleware.audit import (
 from middleware.audit._chain import (
     DECISIONS,
     GENESIS_HASH,
-    canonical_row,
     entry_to_fields,
     hashed_fields,
+    row_hash,
+)
+from middleware.audit._seal import (
+    canonical_row,
     iso_text,
     new_head,
     new_row,
-    row_hash,
     seal,
     seal_fields,
 )
