@@ -82,6 +82,7 @@ class Session:
         "_slots",
         "_stash",
         "_switching",
+        "_tasks",
         "_turn",
         "idle_timeout",
         "max_concurrent",
@@ -123,6 +124,7 @@ class Session:
         self._drained: asyncio.Future[None] | None = None
         self._idle_at = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any] | None] = set()  # the calls `enqueue` runs
         self._caller: dict[str, str | None] | None = None  # the running turn's (`CALLER`)
         # call ids: random per session, then a counter (no system call per call)
         self._id_prefix = f"call_{os.urandom(8).hex()}_"
@@ -154,9 +156,38 @@ class Session:
     # -- calls -----------------------------------------------------------------------------------
     def enqueue(
         self, name: str, args: dict[str, Any], conversation: str | None = None
-    ) -> asyncio.Task[tuple[ToolCall, Any]]:
-        """Take one call: a task running it (see `call`); awaiting it gives what `call` gives."""
-        return asyncio.get_running_loop().create_task(self.call(name, args, conversation))
+    ) -> asyncio.Future[tuple[ToolCall, Any]]:
+        """Take one call: a future of what `call` gives, the call running in a task of its own.
+
+        Cancelling the future (the client gave up waiting) leaves the call to run to its end:
+        its slot, its record and its audit row are the same as for a call whose answer is read.
+        """
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[ToolCall, Any]] = loop.create_future()
+        task = loop.create_task(self._answer(answer, name, args, conversation))
+        self._tasks.add(task)  # a strong reference while it runs (the loop keeps a weak one)
+        return answer
+
+    async def _answer(
+        self,
+        answer: asyncio.Future[tuple[ToolCall, Any]],
+        name: str,
+        args: dict[str, Any],
+        conversation: str | None,
+    ) -> None:
+        """Run one call and settle ``answer`` with its outcome (unless it was cancelled)."""
+        try:
+            outcome = await self.call(name, args, conversation)
+        except BaseException as exc:
+            if answer.done() or not isinstance(exc, Exception):
+                answer.cancel()  # a no-op when it is done; the task reports its own end
+                raise
+            answer.set_exception(exc)
+            return
+        finally:
+            self._tasks.discard(asyncio.current_task())
+        if not answer.done():
+            answer.set_result(outcome)
 
     async def call(
         self, name: str, args: dict[str, Any], conversation: str | None = None
