@@ -182,7 +182,7 @@ class Gateway:
         principal's whatever the name). Cancelling the wait (the client cancelled its request)
         leaves the call to run; only its outcome is no longer awaited.
         """
-        return await asyncio.shield(self.session(principal).enqueue(name, args, conversation))
+        return await self.session(principal).enqueue(name, args, conversation)
 
     async def aclose(self) -> None:
         """End every session's turn, close the upstreams and the audit sink."""

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
+import os
 import re
 from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
@@ -65,18 +67,22 @@ class Session:
     """One principal's calls: the running hosted turn, the calls in flight, the carried stash."""
 
     __slots__ = (
+        "_caller",
         "_calls_in_turn",
         "_conversation",
         "_decisions_seen",
         "_drained",
+        "_id_prefix",
         "_idle_at",
         "_idle_timer",
+        "_ids",
         "_roll_next",
         "_runner",
         "_running",
         "_slots",
         "_stash",
         "_switching",
+        "_tasks",
         "_turn",
         "idle_timeout",
         "max_concurrent",
@@ -118,6 +124,11 @@ class Session:
         self._drained: asyncio.Future[None] | None = None
         self._idle_at = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any] | None] = set()  # the calls `enqueue` runs
+        self._caller: dict[str, str | None] | None = None  # the running turn's (`CALLER`)
+        # call ids: random per session, then a counter (no system call per call)
+        self._id_prefix = f"call_{os.urandom(8).hex()}_"
+        self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
         """The principal and what is in flight."""
@@ -145,9 +156,38 @@ class Session:
     # -- calls -----------------------------------------------------------------------------------
     def enqueue(
         self, name: str, args: dict[str, Any], conversation: str | None = None
-    ) -> asyncio.Task[tuple[ToolCall, Any]]:
-        """Take one call: a task running it (see `call`); awaiting it gives what `call` gives."""
-        return asyncio.get_running_loop().create_task(self.call(name, args, conversation))
+    ) -> asyncio.Future[tuple[ToolCall, Any]]:
+        """Take one call: a future of what `call` gives, the call running in a task of its own.
+
+        Cancelling the future (the client gave up waiting) leaves the call to run to its end:
+        its slot, its record and its audit row are the same as for a call whose answer is read.
+        """
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[ToolCall, Any]] = loop.create_future()
+        task = loop.create_task(self._answer(answer, name, args, conversation))
+        self._tasks.add(task)  # a strong reference while it runs (the loop keeps a weak one)
+        return answer
+
+    async def _answer(
+        self,
+        answer: asyncio.Future[tuple[ToolCall, Any]],
+        name: str,
+        args: dict[str, Any],
+        conversation: str | None,
+    ) -> None:
+        """Run one call and settle ``answer`` with its outcome (unless it was cancelled)."""
+        try:
+            outcome = await self.call(name, args, conversation)
+        except BaseException as exc:
+            if answer.done() or not isinstance(exc, Exception):
+                answer.cancel()  # a no-op when it is done; the task reports its own end
+                raise
+            answer.set_exception(exc)
+            return
+        finally:
+            self._tasks.discard(asyncio.current_task())
+        if not answer.done():
+            answer.set_result(outcome)
 
     async def call(
         self, name: str, args: dict[str, Any], conversation: str | None = None
@@ -156,7 +196,7 @@ class Session:
 
         Waits while ``max_concurrent`` calls are in flight or a turn is being rolled over.
         """
-        call_id = ToolCall.new_id()
+        call_id = f"{self._id_prefix}{next(self._ids):x}"
         box: list[Any] = []
         hosted: HostedCall | None = None
         async with self._slots:
@@ -169,13 +209,7 @@ class Session:
                 self._calls_in_turn += 1
                 self._running += 1
                 token = _raw.set(box)
-                caller = CALLER.set(
-                    {
-                        "principal": self.principal,
-                        "conversation": self.conversation_id(conversation),
-                        "turn_id": turn.turn_id,
-                    }
-                )
+                caller = CALLER.set(self._caller)
                 try:
                     if self._running == 1:
                         await turn.end_batch()  # none in flight: the last batch is closed
@@ -251,11 +285,17 @@ class Session:
             self._calls_in_turn = 0
             self._decisions_seen = 0
             self._roll_next = False
-            self._turn = await self._runner.begin(
+            conversation_id = self.conversation_id(conversation)
+            turn = self._turn = await self._runner.begin(
                 f"MCP gateway session {self.principal}",
-                conversation_id=self.conversation_id(conversation),
+                conversation_id=conversation_id,
                 stash=self._stash,
             )
+            self._caller = {
+                "principal": self.principal,
+                "conversation": conversation_id,
+                "turn_id": turn.turn_id,
+            }
         finally:
             self._switching = None
 

@@ -9,8 +9,9 @@ public `DispatchContext`. See ``docs/architecture.md``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._events import DispatchEnd, DispatchStart, IterationEnd, IterationStart
 from .errors import ExecutorError, IterationLimitError, LoopError, ModelError, TurnAbortedError
@@ -20,12 +21,17 @@ if TYPE_CHECKING:
     from ._turn import Turn
     from ._turn_state import TurnState
 
-__all__ = ["DispatchLoop", "DispatchOutcome", "Executor"]
+__all__ = ["ITERATION_STEP", "DispatchLoop", "DispatchOutcome", "Executor"]
 
 Executor = Callable[["DispatchContext"], Awaitable[None]]
 """The model seam: ``async (ctx: DispatchContext) -> None``."""
 
 DispatchOutcome = Literal["ack", "nack", "aborted"]
+
+ITERATION_STEP: Final[contextvars.ContextVar[Callable[[], Awaitable[bool]] | None]] = (
+    contextvars.ContextVar("loopware_iteration_step", default=None)
+)
+"""`DispatchLoop.step` of the dispatch whose executor runs in this context (set by `run`)."""
 
 
 class DispatchLoop:
@@ -40,7 +46,11 @@ class DispatchLoop:
         "_forged_version",
         "_has_input",
         "_has_output",
+        "_i",
+        "_in_iteration",
+        "_max_iterations",
         "_state",
+        "_stepped_out",
         "_turn",
     )
 
@@ -59,6 +69,12 @@ class DispatchLoop:
         """Forged names a middleware unregistered: never forged again in this dispatch."""
         self._has_input = turn.has_stage("dispatch_input")
         self._has_output = turn.has_stage("dispatch_output")
+        self._i = 0
+        """The current iteration's index (the number of iterations ended so far)."""
+        self._in_iteration = False
+        self._max_iterations: int | None = None
+        self._stepped_out = False
+        """The executor stepped through to the dispatch's end (`step` returned False)."""
 
     def __repr__(self) -> str:
         """Show the dispatch."""
@@ -69,72 +85,109 @@ class DispatchLoop:
         state, d = self._state, self._d
         if state.bus.listening:
             state.emit(DispatchStart(turn_id=state.turn_id, dispatch_id=d.dispatch_id))
-        i = 0
-        in_iteration = False
+        self._max_iterations = max_iterations
+        token = ITERATION_STEP.set(self.step)
         try:
-            while True:
-                if max_iterations is not None and i == max_iterations:
-                    d.nack(
-                        IterationLimitError(
-                            f"the dispatch reached max_iterations={max_iterations}",
-                            max_iterations=max_iterations,
-                        )
-                    )
-                    break
-                d.iteration = i
-                state.begin_iteration()
-                if state.artifact_version != self._forged_version and not self._forge():
-                    break
-                in_iteration = True
-                await self._iteration(executor)
-                in_iteration = False
-                i += 1
-                if d.is_stopped or self._forced is not None:
-                    break
+            if await self._open():
+                while True:
+                    await self._execute(executor)
+                    if self._stepped_out or not await self._next():
+                        break
         except asyncio.CancelledError:
             if not self._turn.absorb_cancel():
                 state.abort("cancelled by the caller")
-                self._end(i + int(in_iteration), in_iteration)
+                self._end(self._i + int(self._in_iteration), self._in_iteration)
                 raise
         except TurnAbortedError as exc:
             state.abort(exc.message)
-        return self._end(i + int(in_iteration), in_iteration)
+        finally:
+            ITERATION_STEP.reset(token)
+        return self._end(self._i + int(self._in_iteration), self._in_iteration)
 
-    async def _iteration(self, executor: Executor) -> None:
-        """One pass: input stage, executor, output stage, between the iteration events."""
+    async def step(self) -> bool:
+        """End the executor's iteration and start the next, from inside the executor.
+
+        For an executor that serves several iterations in one call (a host's loop, which
+        closes a batch in the host's own task: ``pipeline/hosted/_turn.py``): the
+        ``dispatch_output`` stage and `IterationEnd` of this iteration, then the next one's
+        start (`_open`), exactly as when the executor returns. True when the executor goes on
+        serving the new iteration; False when the dispatch ended (acked, nacked, aborted or
+        capped): the executor then returns at once, and `run` ends the dispatch.
+        """
+        going = await self._next()
+        if going and self._stopped():  # stopped by its input stage: the iteration ends at once
+            going = await self._next()
+        if not going:
+            self._stepped_out = True
+        return going
+
+    async def _open(self) -> bool:
+        """Start an iteration: the cap, re-forging, `IterationStart`, the ``dispatch_input`` stage.
+
+        False when the dispatch ends before the iteration starts (the cap, a broken forge).
+        """
         state, d, turn = self._state, self._d, self._turn
-        bus = state.bus  # each event built only when somebody takes it
-        starts = bus.listening and bus.wants(IterationStart)
-        ends = bus.listening and bus.wants(IterationEnd)
-        if starts:
-            state.emit(
-                IterationStart(
-                    turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
+        i, cap = self._i, self._max_iterations
+        if cap is not None and i == cap:
+            d.nack(
+                IterationLimitError(
+                    f"the dispatch reached max_iterations={cap}", max_iterations=cap
                 )
+            )
+            return False
+        d.iteration = i
+        state.begin_iteration()
+        if state.artifact_version != self._forged_version and not self._forge():
+            return False
+        self._in_iteration = True
+        bus = state.bus  # each event built only when somebody takes it
+        if bus.listening and bus.wants(IterationStart):
+            state.emit(
+                IterationStart(turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=i)
             )
         if self._has_input and not await turn.run_stage("dispatch_input", d):
             self._fail_with_last()
-        if not d.is_stopped:
-            try:  # the executor, inline: one coroutine less per iteration
-                await executor(d)
-            except TurnAbortedError as exc:
-                d.abort(exc.message)
-            except (Exception, asyncio.CancelledError) as exc:
-                if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
-                    raise
-                self._executor_failed(exc)
-            if (
-                self._has_output
-                and not self._stopped()  # read again: the executor may have stopped it
-                and not await turn.run_stage("dispatch_output", d)
-            ):
-                self._fail_with_last()
-        if ends:
+        return True
+
+    async def _execute(self, executor: Executor) -> None:
+        """The executor, inline (one coroutine less per iteration), unless the dispatch stopped."""
+        d, turn = self._d, self._turn
+        if d.is_stopped:
+            return
+        try:
+            await executor(d)
+        except TurnAbortedError as exc:
+            d.abort(exc.message)
+        except (Exception, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
+                raise
+            self._executor_failed(exc)
+
+    async def _next(self) -> bool:
+        """End the iteration (``dispatch_output``, `IterationEnd`) and start the next.
+
+        False when the dispatch ends here (acked, nacked, aborted, a stage's forced error, or
+        the next iteration cannot start).
+        """
+        state, d, turn = self._state, self._d, self._turn
+        if (
+            self._has_output
+            and not self._stopped()  # read again: the executor may have stopped it
+            and not await turn.run_stage("dispatch_output", d)
+        ):
+            self._fail_with_last()
+        bus = state.bus
+        if bus.listening and bus.wants(IterationEnd):
             state.emit(
                 IterationEnd(
                     turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=d.iteration
                 )
             )
+        self._in_iteration = False
+        self._i += 1
+        if d.is_stopped or self._forced is not None:
+            return False
+        return await self._open()
 
     def _stopped(self) -> bool:
         """Acked, nacked or aborted (read fresh: awaits change it)."""

@@ -334,7 +334,9 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Run the call through loopware's ``tool_call`` stage on its ``tool_call["id"]``."""
-        turn = await self._resumed(request.state, _thread_id())
+        turn = self._turn(request.state)  # the invocation's own turn (the common case)
+        if turn is None:  # a run resumed after ``interrupt()``, or no turn at all
+            turn = await self._resumed(request.state, _thread_id())
         if turn is None:
             return await handler(request)
 

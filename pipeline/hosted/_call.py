@@ -38,6 +38,8 @@ _HOSTED: Final = "loopware.hosted"
 _FORWARDED: Final = frozenset({"allowed", "approved", "warned"})
 """Verdicts under which a call that ran keeps the host's own outcome."""
 _UNSET: Final[Any] = object()
+_ENCODER: Final = json.JSONEncoder(default=str, ensure_ascii=False)
+"""Encodes a host's value as text (one encoder: ``json.dumps`` with options builds one per call)."""
 
 
 def _no_op() -> None:
@@ -225,7 +227,7 @@ def _as_text(value: object) -> str:
     if isinstance(content, str):  # a host's message object (a LangChain ``ToolMessage``)
         return content
     try:
-        return json.dumps(value, default=str, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError):
         return repr(value)
 

@@ -9,8 +9,9 @@ from .._events import GateOpened
 from .._runner import TurnRunner
 from .._tool import Tool
 from ._deferral import on_gate_opened
+from ._iterations import DRIVER
 from ._tools import HostTool, HostToolCache
-from ._turn import DRIVER, HostedTurn
+from ._turn import HostedTurn
 
 if TYPE_CHECKING:
     from .._dispatch import DispatchContext
@@ -97,9 +98,7 @@ class HostedRunner:
         """
         turn = HostedTurn(conversation_id, self._tools)
         runner = self._runner
-        await turn.start(
-            lambda: runner.start(input, stash=stash, conversation_id=conversation_id)
-        )
+        await turn.start(lambda: runner.start(input, stash=stash, conversation_id=conversation_id))
         return turn
 
 

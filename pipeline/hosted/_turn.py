@@ -16,10 +16,8 @@ iteration waits for the host's calls of one model step, and ends when the host c
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,6 +25,7 @@ from .._tool_checks import is_tool_name
 from ..errors import InvalidToolCallError
 from ._call import HostedCall, ended_record
 from ._deferral import until_decided
+from ._iterations import Iterations
 from ._order import BatchOrder
 from ._tools import CURRENT, HostCentre, HostTool, HostToolCache
 
@@ -36,12 +35,7 @@ if TYPE_CHECKING:
     from .._runner import TurnHandle
     from ..calls._toolcall import ToolCall
 
-__all__ = ["DRIVER", "HostedTurn"]
-
-DRIVER: Final[contextvars.ContextVar[Callable[[DispatchContext], Awaitable[None]] | None]] = (
-    contextvars.ContextVar("loopware_hosted_driver", default=None)
-)
-"""The iteration server of the hosted turn whose task is being created (read by its executor)."""
+__all__ = ["HostedTurn"]
 
 _INLINE: Final = sys.maxsize
 """A hosted call's text stays inline: the host keeps its own value, nothing is spooled."""
@@ -56,85 +50,33 @@ class HostedTurn:
     `restore` the stash as plain data where the host persists state, `finish` at the run's end.
     """
 
-    __slots__ = (
-        "_calls",
-        "_dispatch",
-        "_ended",
-        "_handle",
-        "_open",
-        "_order",
-        "_ready",
-        "_result",
-        "_running",
-        "_signal",
-        "_tools",
-        "conversation_id",
-    )
+    __slots__ = ("_calls", "_life", "_order", "_running", "_tools", "conversation_id")
 
     def __init__(self, conversation_id: str | None, tools: HostToolCache | None = None) -> None:
         """Prepare a hosted turn (`HostedRunner.begin` starts it, with its runner's ``tools``)."""
         self.conversation_id = conversation_id
         """The conversation (the host's thread or session) the turn belongs to, if any."""
-        loop = asyncio.get_running_loop()
-        self._handle: TurnHandle | None = None
-        self._ended: asyncio.Future[None] | None = None
-        self._dispatch: DispatchContext | None = None
-        self._ready: asyncio.Future[None] = loop.create_future()
-        self._signal: asyncio.Future[bool] | None = None
+        self._life = Iterations()
         self._calls: dict[str, HostedCall] = {}
         self._running: dict[str, asyncio.Future[None] | None] = {}
-        self._open = False
         self._order = BatchOrder()
-        self._result: TurnResult | None = None
         self._tools = HostToolCache() if tools is None else tools
 
     def __repr__(self) -> str:
         """Show the turn and how many calls it ran."""
-        turn_id = None if self._handle is None else self._handle.turn_id
+        life = self._life
+        turn_id = life.handle.turn_id if life.started else None
         return f"HostedTurn(turn_id={turn_id!r}, calls={len(self._calls)}, ended={self.ended})"
 
     # -- the turn's life -------------------------------------------------------------------------
     async def start(self, handle_of: Callable[[], TurnHandle]) -> None:
         """Start the turn (``handle_of`` starts it on the runner) and wait for its first step."""
-        token = DRIVER.set(self._serve)
-        try:
-            self._handle = handle_of()
-        finally:
-            DRIVER.reset(token)
-        # one waiter for the turn's end (never cancelled: that would cancel the turn's task)
-        self._ended = asyncio.ensure_future(_wait_handle(self._handle))
-        self._ended.add_done_callback(self._wake)
-        await self._until_ready()
-
-    def _wake(self, ended: asyncio.Future[None]) -> None:
-        """The turn ended: whoever waits for its next step is let go (it will serve none)."""
-        if not self._ready.done():
-            self._ready.set_result(None)
-
-    async def _serve(self, ctx: DispatchContext) -> None:
-        """The executor of one iteration: wait for the host to close the batch or the run."""
-        self._dispatch = ctx
-        signal = self._signal = asyncio.get_running_loop().create_future()
-        if not self._ready.done():
-            self._ready.set_result(None)
-        finish = await signal
-        if finish and not ctx.is_signalled:
-            ctx.ack()
-
-    async def _until_ready(self) -> None:
-        """Wait until the turn serves an iteration, or has ended."""
-        ended = self._ended
-        if ended is None or ended.done():
-            return
-        ready = self._ready
-        if not ready.done():
-            await asyncio.shield(ready)  # set when the turn serves, or by `_wake` when it ended
+        await self._life.start(handle_of)
 
     @property
     def ended(self) -> bool:
         """True once the turn has ended (finished, or a policy or error ended its dispatch)."""
-        handle = self._handle
-        return handle is not None and handle.done()
+        return self._life.ended
 
     @property
     def aborted(self) -> bool:
@@ -143,56 +85,38 @@ class HostedTurn:
         A call made now is answered aborted, not run, and stored; the turn ends at its next
         step (`end_batch` or `finish`).
         """
-        d = self._dispatch
+        d = self._life.dispatch
         return d is not None and d.aborted
 
     @property
     def turn_id(self) -> str:
         """The loopware turn's id."""
-        if self._handle is None:
-            raise RuntimeError("the hosted turn has not started")
-        return self._handle.turn_id
+        return self._life.handle.turn_id
 
     @property
     def dispatch(self) -> DispatchContext | None:
         """The turn's dispatch context (stash, registry, stored calls), once it serves."""
-        return self._dispatch
+        return self._life.dispatch
 
     async def end_batch(self) -> None:
         """Close the current model step's batch: ``dispatch_output`` runs, a new iteration starts.
 
-        A no-op when no call ran since the last one (the host may call it before every model
-        step). Calls announced but never made are dropped from the order.
+        Both run in the caller's task (``pipeline/hosted/_iterations.py``). A no-op when no
+        call ran since the last one (the host may call it before every model step). Calls
+        announced but never made are dropped from the order.
         """
         self._order.clear()
-        if not self._open or self.ended:
-            return
-        self._open = False
-        signal = self._signal
-        self._ready = asyncio.get_running_loop().create_future()
-        if signal is not None and not signal.done():
-            signal.set_result(False)
-        await self._until_ready()
+        await self._life.end_batch()
 
     async def finish(self) -> TurnResult:
         """End the run: close the batch, ``turn_output``, and return the turn's `TurnResult`."""
-        if self._result is not None:
-            return self._result
-        handle = self._handle
-        if handle is None:
-            raise RuntimeError("the hosted turn has not started")
         self._order.clear()
-        await self._until_ready()
-        signal = self._signal
-        if signal is not None and not signal.done():
-            signal.set_result(True)
-        self._result = await handle
-        return self._result
+        return await self._life.finish()
 
     def abort(self, reason: str | None = None) -> None:
         """Abort the turn (the host's run was cancelled or failed); `finish` gives its result."""
-        if self._handle is not None:
-            self._handle.abort(reason)
+        if self._life.started:
+            self._life.handle.abort(reason)
 
     # -- tools -----------------------------------------------------------------------------------
     def offer(self, tools: Iterable[HostTool]) -> None:
@@ -201,7 +125,7 @@ class HostedTurn:
         A policy's admission check (``ToolPolicy``) may refuse one: it is then withdrawn and
         listed by `hidden`.
         """
-        d = self._dispatch
+        d = self._life.dispatch
         if d is None:
             return
         registry = d.tools
@@ -215,7 +139,7 @@ class HostedTurn:
         An adapter offers only the tools the turn does not know yet (describing a tool, its
         JSON Schema, costs more than asking).
         """
-        d = self._dispatch
+        d = self._life.dispatch
         if d is None:
             return False
         return d.tools.get(name) is not None or any(
@@ -224,7 +148,7 @@ class HostedTurn:
 
     def hidden(self) -> frozenset[str]:
         """The tools the model must not be offered: hidden or withdrawn by a decision."""
-        d = self._dispatch
+        d = self._life.dispatch
         if d is None:
             return frozenset()
         names = {tool.name for tool in d.tools.hidden()}
@@ -299,29 +223,32 @@ class HostedTurn:
             return known
         # a deferrable call's stage waits for its gate beside it (`until_decided`)
         parked = asyncio.get_running_loop().create_future() if defer else None
+        order = self._order
+        ordered = call_id in order
         hosted = HostedCall(
             call_id,
             name,
             arguments,
             centre,
             validated,
-            partial(self._order.release, call_id),
+            partial(order.release, call_id) if ordered else _no_op,
             approval=approval,
             defer=defer,
             parked=_no_op if parked is None else partial(_settle, parked),
         )
         self._calls[call_id] = hosted
         self._running[call_id] = None  # a future only once a second ask waits for it
-        d = self._dispatch
-        if d is not None and not self.ended:  # if the turn ends first, it records the call
+        life = self._life
+        d = life.dispatch
+        if d is not None and not life.ended:  # if the turn ends first, it records the call
             d.announce(call_id, name)
         try:
-            if call_id in self._order:
-                await self._order.wait(call_id)
-            if not self._ready.done():
-                await self._until_ready()
-            d = self._dispatch
-            if d is None or self.ended:
+            if ordered:
+                await order.wait(call_id)
+            if not life.ready.done():  # an iteration is being closed or started
+                await life.until_ready()
+                d = life.dispatch
+            if d is None or life.ended:
                 stored = None if d is None else d.get_tool_call(call_id)
                 hosted.late = stored is None
                 hosted.record = ended_record(d, call_id, name) if stored is None else stored
@@ -337,9 +264,10 @@ class HostedTurn:
                 await d.store_tool_call(record)
             except InvalidToolCallError as exc:  # the id names a call of an earlier turn
                 d.report_error(exc, "executor")  # the host still gets its answer
-            self._open = True
+            life.open = True
         finally:
-            self._order.release(call_id)
+            if ordered:
+                order.release(call_id)
             running = self._running.pop(call_id)
             if running is not None and not running.done():
                 running.set_result(None)
@@ -382,7 +310,7 @@ class HostedTurn:
     # -- the stash as plain data -----------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """The stash as plain data (a deep copy), for the host's persisted state."""
-        d = self._dispatch
+        d = self._life.dispatch
         return {} if d is None else d.stash.all()
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
@@ -391,7 +319,7 @@ class HostedTurn:
         Raises:
             InvalidStashValueError: the snapshot is not plain data.
         """
-        d = self._dispatch
+        d = self._life.dispatch
         if d is None:
             return
         stash = d.stash
@@ -400,11 +328,6 @@ class HostedTurn:
         for top in {path.split(".", 1)[0] for path in stash.keys()}:  # noqa: SIM118
             if top not in snapshot:
                 stash.delete(top)
-
-
-async def _wait_handle(handle: TurnHandle) -> None:
-    with contextlib.suppress(BaseException):  # its outcome is read by `finish`
-        await handle
 
 
 def _no_op() -> None:
