@@ -114,9 +114,20 @@ class DispatchLoop:
         serving the new iteration; False when the dispatch ended (acked, nacked, aborted or
         capped): the executor then returns at once, and `run` ends the dispatch.
         """
-        going = await self._next()
-        if going and self._stopped():  # stopped by its input stage: the iteration ends at once
+        try:
             going = await self._next()
+            if going and self._stopped():  # stopped by its input stage: the iteration ends
+                going = await self._next()
+        except BaseException:
+            # the caller was cancelled (or failed) halfway through the change: the dispatch ends
+            # here rather than run the interrupted iteration's dispatch_output a second time
+            self._stepped_out = True
+            d = self._d
+            if not d.is_stopped:
+                d.nack(
+                    ExecutorError("the iteration change was interrupted: its caller was cancelled")
+                )
+            raise
         if not going:
             self._stepped_out = True
         return going

@@ -128,13 +128,17 @@ class Turn:
             task.cancel()
 
     def really_cancelled(self) -> bool:
-        """True when a CancelledError means this task is being cancelled (by us or the caller).
+        """True when a CancelledError means the task is being cancelled (by us or the caller).
 
         A CancelledError raised while nobody cancels the task (user code awaiting a future
         that something else cancelled) is an ordinary failure of whoever raised it.
         """
         task = self._task
-        return self._cancel_requested or task is None or task.cancelling() > 0
+        if self._cancel_requested or task is None or task.cancelling() > 0:
+            return True
+        # a stage run in a host's task (a hosted batch closed there): that task's cancellation
+        current = asyncio.current_task()
+        return current is not None and current is not task and current.cancelling() > 0
 
     def absorb_cancel(self) -> bool:
         """Return True when a caught CancelledError was our own abort (and absorb it)."""

@@ -123,3 +123,36 @@ async def test_a_nack_in_the_closing_batch_ends_the_turn_before_end_batch_return
     result = await turn.finish()
     assert result.status == "failed"
     assert [c.id for c in result.tool_calls] == ["a"]
+
+
+async def test_a_host_cancelled_while_closing_a_batch_ends_the_turn_without_a_second_output() -> (
+    None
+):
+    """The host's task is cancelled while the batch's ``dispatch_output`` runs: that output is
+    not run again for the same batch, and the turn ends with the interruption named."""
+    mw = Middleware("probe")
+    entered = asyncio.Event()
+    outputs: list[list[str]] = []
+
+    @mw.dispatch_output
+    async def output(ctx: DispatchContext) -> None:
+        outputs.append([c.id for c in ctx.new_tool_calls])
+        entered.set()
+        await asyncio.sleep(3600)  # until the host's task is cancelled
+
+    runner = HostedRunner(middleware=[mw])
+    turn = await runner.begin("go")
+    turn.offer([TOOL])
+    await turn.call("a", "echo", {"text": "1"}, _echo)
+    closing = asyncio.ensure_future(turn.end_batch())
+    await asyncio.wait_for(entered.wait(), 10.0)
+    closing.cancel()
+    try:
+        await closing
+    except asyncio.CancelledError:
+        pass
+    result = await turn.finish()
+    assert outputs == [["a"]]
+    assert result.status == "failed"
+    assert [c.id for c in result.tool_calls] == ["a"]
+    assert any("iteration change was interrupted" in str(e) for e in result.errors)
