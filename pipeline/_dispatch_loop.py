@@ -89,8 +89,17 @@ class DispatchLoop:
         token = ITERATION_STEP.set(self.step)
         try:
             if await self._open():
+                turn = self._turn
                 while True:
-                    await self._execute(executor)
+                    if not d.is_stopped:  # the executor, inline: no coroutine of its own
+                        try:
+                            await executor(d)
+                        except TurnAbortedError as exc:
+                            d.abort(exc.message)
+                        except (Exception, asyncio.CancelledError) as exc:
+                            if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
+                                raise
+                            self._executor_failed(exc)
                     if self._stepped_out or not await self._next():
                         break
         except asyncio.CancelledError:
@@ -137,7 +146,15 @@ class DispatchLoop:
 
         False when the dispatch ends before the iteration starts (the cap, a broken forge).
         """
-        state, d, turn = self._state, self._d, self._turn
+        if not self._begin():
+            return False
+        if self._has_input and not await self._turn.run_stage("dispatch_input", self._d):
+            self._fail_with_last()
+        return True
+
+    def _begin(self) -> bool:
+        """`_open` up to its input stage: the cap, re-forging, `IterationStart`."""
+        state, d = self._state, self._d
         i, cap = self._i, self._max_iterations
         if cap is not None and i == cap:
             d.nack(
@@ -156,23 +173,7 @@ class DispatchLoop:
             state.emit(
                 IterationStart(turn_id=state.turn_id, dispatch_id=d.dispatch_id, iteration=i)
             )
-        if self._has_input and not await turn.run_stage("dispatch_input", d):
-            self._fail_with_last()
         return True
-
-    async def _execute(self, executor: Executor) -> None:
-        """The executor, inline (one coroutine less per iteration), unless the dispatch stopped."""
-        d, turn = self._d, self._turn
-        if d.is_stopped:
-            return
-        try:
-            await executor(d)
-        except TurnAbortedError as exc:
-            d.abort(exc.message)
-        except (Exception, asyncio.CancelledError) as exc:
-            if isinstance(exc, asyncio.CancelledError) and turn.really_cancelled():
-                raise
-            self._executor_failed(exc)
 
     async def _next(self) -> bool:
         """End the iteration (``dispatch_output``, `IterationEnd`) and start the next.
@@ -196,9 +197,12 @@ class DispatchLoop:
             )
         self._in_iteration = False
         self._i += 1
-        if d.is_stopped or self._forced is not None:
+        if d.is_stopped or self._forced is not None or not self._begin():
             return False
-        return await self._open()
+        # the next iteration's input stage, here rather than in `_open`: one coroutine less
+        if self._has_input and not await turn.run_stage("dispatch_input", d):
+            self._fail_with_last()
+        return True
 
     def _stopped(self) -> bool:
         """Acked, nacked or aborted (read fresh: awaits change it)."""
