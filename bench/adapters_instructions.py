@@ -22,13 +22,12 @@ worktree is counted with the same scenario, the pair no other load on the machin
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench._callgrind import count_instructions
 
 HOSTS = {
     "pydantic-ai": "pydantic_ai_runs",
@@ -63,15 +62,8 @@ asyncio.run(main())
 def instructions(host: str, config: str, runs: int, folder: Path, tree: Path) -> int:
     """Instructions of a process that made 2 + ``runs`` runs of ``config`` on ``host``."""
     out = folder / f"callgrind.{host}.{config}.{runs}"
-    env = dict(os.environ, PYTHONHASHSEED="0")  # the same string hashes, the same count
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
-    argv = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
-    argv += ["-c", SCENARIO, str(HERE / "bench" / "adapters.py"), HOSTS[host], config, str(runs)]
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=tree)
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no totals in {out}")
-    return int(found.group(1))
+    args = ["-c", SCENARIO, str(HERE / "bench" / "adapters.py"), HOSTS[host], config, str(runs)]
+    return count_instructions(args, out, tree)
 
 
 def per_call(host: str, config: str, folder: Path, tree: Path) -> float:

@@ -27,13 +27,12 @@ on ``PYTHONPATH``: an older commit (``git archive``) is counted with the same sc
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench._callgrind import count_instructions
 
 HERE = Path(__file__).resolve().parent.parent
 PATTERNS = ("batches", "lone")
@@ -104,15 +103,7 @@ asyncio.run(main())
 def instructions(pattern: str, stack: str, turns: int, folder: Path, tree: Path) -> int:
     """Instructions of a process that ran 2 + ``turns`` turns of ``pattern`` with ``stack``."""
     out = folder / f"callgrind.{pattern}.{stack}.{turns}"
-    env = dict(os.environ, PYTHONHASHSEED="0")  # the same string hashes, the same count
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
-    argv = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
-    argv += ["-c", SCENARIO, pattern, stack, str(turns)]
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=tree)
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no totals in {out}")
-    return int(found.group(1))
+    return count_instructions(["-c", SCENARIO, pattern, stack, str(turns)], out, tree)
 
 
 def main(argv: list[str] | None = None) -> int:

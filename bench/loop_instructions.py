@@ -25,13 +25,12 @@ counted with the same method in the same run: a pair no other load on the machin
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from bench._callgrind import count_instructions
 
 CONFIGURATIONS = {
     "floor": "plain-Python floor (the same calls made directly)",
@@ -76,19 +75,8 @@ asyncio.run(run())
 def instructions(config: str, turns: int, folder: Path, tree: Path | None) -> int:
     """Instructions of a process that ran ``turns`` turns (and two warm-up turns) of ``config``."""
     out = folder / f"callgrind.{config}.{turns}"
-    env = dict(os.environ, PYTHONHASHSEED="0")  # the same string hashes, the same count
     root = tree if tree is not None else Path(__file__).resolve().parent.parent
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    scenario = [sys.executable, "-c", SCENARIO, config, str(turns), str(ITERATIONS)]
-    # once without valgrind first: modules changed since their bytecode was cached are
-    # compiled here, not inside one of the two counted runs (which would skew their difference)
-    subprocess.run(scenario, check=True, stdout=subprocess.DEVNULL, env=env, cwd=root)
-    argv = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}", *scenario]
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=root)
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no totals in {out}")
-    return int(found.group(1))
+    return count_instructions(["-c", SCENARIO, config, str(turns), str(ITERATIONS)], out, root)
 
 
 def per_iteration(config: str, few: int, many: int, folder: Path, tree: Path | None) -> float:

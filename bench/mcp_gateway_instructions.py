@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from bench._callgrind import callgrind_argv, read_total
 from bench.mcp_gateway import upstream_command, write_config
 from bench.mcp_gateway_proxy import proxy_command
 
@@ -38,24 +38,14 @@ async def total(path: str, calls: int, folder: Path) -> int:
         served = ["-m", "loopware_cli", "gateway", "--config", str(config)]
     else:
         served = proxy_command(upstream_command("proxied"))
-    argv = [
-        "valgrind",
-        "-q",
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}",
-        sys.executable,
-        *served,
-    ]
+    argv = [*callgrind_argv(out), sys.executable, *served]
     server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     async with Client(server, read_timeout_seconds=600) as client:
         for n in range(calls):
             result = await client.call_tool("echo", {"text": f"call {n}"})
             if result.is_error:
                 raise SystemExit(f"a call failed: {result.content}")
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no totals in {out}")
-    return int(found.group(1))
+    return read_total(out)
 
 
 def main() -> None:

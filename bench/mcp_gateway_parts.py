@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from bench._callgrind import callgrind_argv, read_total
 from bench.mcp_gateway import upstream_command
 
 SECTIONS = {
@@ -76,13 +76,10 @@ def total(parts: tuple[str, ...] | None, count: int, folder: Path) -> int:
     """Instructions of a process that made ``count`` calls through ``parts``."""
     spec = "bare" if parts is None else ",".join(parts) or "policy"
     out = folder / f"callgrind.{spec}"
-    argv = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={out}.{count}"]
+    argv = callgrind_argv(Path(f"{out}.{count}"))
     argv += [sys.executable, "-m", "bench.mcp_gateway_parts", "--run", spec, str(count)]
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    found = re.search(r"^totals: (\d+)", Path(f"{out}.{count}").read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no totals in {out}.{count}")
-    return int(found.group(1))
+    return read_total(Path(f"{out}.{count}"))
 
 
 def main() -> None:
