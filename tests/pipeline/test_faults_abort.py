@@ -28,6 +28,9 @@ BATCH = 5
 ABORTED = "Error: the turn was aborted"
 
 How = Literal["abort", "cancel"]
+HELD_MS = 3_600_000.0
+"""How long handler ``k`` works: until the interruption, however late a loaded machine
+delivers it (a turn that completed on its own would prove nothing)."""
 
 
 def _announced(messages: tuple[Message, ...] | list[Message]) -> list[str]:
@@ -55,7 +58,7 @@ async def _one_trial(
         ProposedToolCall(
             id=f"call_{n}",
             name="work",
-            arguments=json.dumps({"n": n, "ms": 50.0 if n == k else rng.uniform(0.0, 1.0)}),
+            arguments=json.dumps({"n": n, "ms": HELD_MS if n == k else rng.uniform(0.0, 1.0)}),
         )
         for n in range(BATCH)
     ]
