@@ -37,7 +37,7 @@ from ._running_ids import NO_IDS, announce
 from ._tool_threads import shared_tool_threads, tool_thread_loop
 from .artifacts._artifact import SpooledArtifact
 from .errors import InvalidToolCallError, LoopError, TurnAbortedError
-from .stores._conversation import LazyRecords, added_counts, load_records
+from .stores._conversation import LazyRecords, added_counts, bump_count, load_records
 from .stores._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -582,10 +582,10 @@ class TurnState:
         if delta > 0:  # a stored call (the common case, inline)
             checksums[key] = checksums.get(key, 0) + delta
         else:
-            _bump(checksums, key, delta)
+            bump_count(checksums, key, delta)
         vkey = call.validated_checksum
         if vkey is not None:
-            _bump(self.validated, vkey, delta)
+            bump_count(self.validated, vkey, delta)
             if delta > 0 and self.judged:  # stored now: counted as stored, no longer on its way
                 self.judged.pop(call.id, None)
         results = call.results
@@ -597,12 +597,3 @@ class TurnState:
             self.artifact_version += 1
         elif delta < 0 and self.artifact_ids.pop(call.id, None) is not None:
             self.artifact_version += 1
-
-
-def _bump(counts: dict[str, int], key: str, delta: int) -> None:
-    n = counts.get(key, 0) + delta
-    if n > 0:
-        counts[key] = n
-    else:
-        counts.pop(key, None)
-

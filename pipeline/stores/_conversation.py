@@ -39,6 +39,7 @@ __all__ = [
     "LazyRecords",
     "TakenIds",
     "added_counts",
+    "bump_count",
     "load_records",
     "reads_its_own_way",
 ]
@@ -242,12 +243,12 @@ class ConversationIndex:
 
         The caller bumps ``version`` once per write, before its changes.
         """
-        _bump(self.checksums, call.checksum, delta)
+        bump_count(self.checksums, call.checksum, delta)
         vkey = call.validated_checksum
         if vkey is not None:
-            _bump(self.validated, vkey, delta)
+            bump_count(self.validated, vkey, delta)
         cid = call.id
-        if _bump(self.id_counts, cid, delta):
+        if bump_count(self.id_counts, cid, delta):
             self.ids.setdefault(cid, self.version)
         else:
             self.ids.pop(cid, None)
@@ -285,7 +286,8 @@ class ConversationIndex:
         )
 
 
-def _bump(counts: dict[str, int], key: str, delta: int) -> int:
+def bump_count(counts: dict[str, int], key: str, delta: int) -> int:
+    """Add ``delta`` to ``counts[key]``, dropping the key at zero; return the new count."""
     n = counts.get(key, 0) + delta
     if n > 0:
         counts[key] = n
