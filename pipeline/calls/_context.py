@@ -68,6 +68,7 @@ class ToolCallContext:
         "_output",
         "_pos",
         "_raw_args",
+        "_tool",
         "_turn",
         "_unparsed",
         "_vchecksum",
@@ -77,13 +78,11 @@ class ToolCallContext:
         "dispatch",
         "duration_ms",
         "error",
-        "name",
         "ran",
-        "tool",
+        "tool_name",
     )
 
-    tool: Tool[Any]
-    """The tool the call names (set once the lookup found it)."""
+    _tool: Tool[Any]  # set once the lookup found it
     # set by the run's steps (``pipeline/calls/_run.py``) as it gets that far
     _raw_args: FrozenDict
     _model_args: FrozenDict
@@ -106,8 +105,11 @@ class ToolCallContext:
         """The dispatch the call belongs to (stash, registry, iteration, gates, log)."""
         self.call_id = call_id
         """The provider's id of the call: the id its record is stored under."""
-        self.name = name
-        """The tool name as the model proposed it."""
+        given: object = name
+        self.tool_name: Final = name if isinstance(given, str) else ""  # a seam's null
+        """The tool name as the model proposed it: by the time a hook sees the call, exactly
+        the name of `tool` (a registry looks names up exactly). Read-only: the handler that
+        runs and the record are the looked-up tool's whatever a hook writes here."""
         self.ran = False
         """True once the handler was invoked for this call."""
         self.duration_ms: float | None = None
@@ -125,7 +127,7 @@ class ToolCallContext:
     def __repr__(self) -> str:
         """Show the call and how far it got."""
         return (
-            f"ToolCallContext(call_id={self.call_id!r}, tool={self.name!r}, "
+            f"ToolCallContext(call_id={self.call_id!r}, tool={self.tool_name!r}, "
             f"iteration={self.dispatch.iteration}, state={self._state()})"
         )
 
@@ -140,9 +142,10 @@ class ToolCallContext:
         return "ran" if self.ran else "answered" if self._output is not NOTHING else "pending"
 
     @property
-    def tool_name(self) -> str:
-        """The name of the tool the call names."""
-        return self.tool.name
+    def tool(self) -> Tool[Any]:
+        """The tool the call names: the one whose handler runs (read-only: a hook cannot
+        swap it after the policies judged the call)."""
+        return self._tool
 
     @property
     def raw_args(self) -> Mapping[str, Any]:
@@ -165,7 +168,7 @@ class ToolCallContext:
         What the handler receives, as an approver or an audit shows it.
         """
         if self._vjson is None:
-            self._vjson = self.tool.dump_args(self._args)
+            self._vjson = self._tool.dump_args(self._args)
         return self._vjson
 
     @property
@@ -181,13 +184,13 @@ class ToolCallContext:
         if vchecksum is None:
             validated = self._vjson
             if validated is None:
-                validated = self._vjson = self.tool.dump_args(self._args)
+                validated = self._vjson = self._tool.dump_args(self._args)
             # the arguments as sent, when they already are the validated ones, checksum alike
             # (same JSON data: strict validation never turns a bool into a number or back)
             if validated == self._raw_args and self._raw_args is self._model_args:
                 vchecksum = self.checksum
             else:
-                vchecksum = tool_call_checksum(self.tool.name, validated)
+                vchecksum = tool_call_checksum(self._tool.name, validated)
             self._vchecksum = vchecksum
         return vchecksum
 
@@ -227,18 +230,18 @@ class ToolCallContext:
         """
         if self._locked:
             raise ArgumentsLockedError(
-                f"the arguments of the call to {self.tool.name!r} were approved; "
+                f"the arguments of the call to {self._tool.name!r} were approved; "
                 f"{self._layer} cannot replace them",
-                tool_name=self.tool.name,
+                tool_name=self._tool.name,
                 call_id=self.call_id,
             )
-        validated = self.tool.validate(raw_args)
+        validated = self._tool.validate(raw_args)
         try:
             self._raw_args = freeze_json(raw_args, "args")
         except TypeError as exc:
             raise InvalidToolArgsError(
-                f"the replacement arguments for {self.tool.name!r} are not JSON data: {exc}",
-                tool_name=self.tool.name,
+                f"the replacement arguments for {self._tool.name!r} are not JSON data: {exc}",
+                tool_name=self._tool.name,
             ) from None
         self._args = validated
         self._vjson = None  # a `validated_checksum` already read stays: see there
@@ -298,10 +301,10 @@ class ToolCallContext:
             after = "it ran, but its result is withheld" if self.ran else "it was not run"
             error_type = CallRejectedError if action == "rejected" else CallDeniedError
             error = error_type(
-                f"{who} {action} the call to {self.tool.name!r}: {reason}; {after}",
+                f"{who} {action} the call to {self._tool.name!r}: {reason}; {after}",
                 policy=who,
                 reason=reason,
-                tool_name=self.tool.name,
+                tool_name=self._tool.name,
                 call_id=self.call_id,
             )
             message = str(error)

@@ -73,10 +73,7 @@ class CallRun(ToolCallContext):
             TurnAbortedError: the handler or a hook aborted the turn (the run is kept for the
                 record of the abandoned call, see `abandon`).
         """
-        given: object = self.name
-        if not isinstance(given, str):  # a seam passed on a provider's null (or worse)
-            self.name = ""
-        name = self.name
+        name = self.tool_name
         shown = self._shown = name if 0 < len(name) <= NAME_ECHO else shown_name(name) or UNNAMED
         try:
             raw = parse_arguments(shown, arguments)  # a plain dict: what checksum and
@@ -93,7 +90,7 @@ class CallRun(ToolCallContext):
         tool = registry.get_visible(name) if name else None
         if tool is None:
             return self._not_offered(registry)
-        self.tool = tool
+        self._tool = tool
         try:
             self._args = tool.validate(raw)
         except InvalidToolArgsError as exc:
@@ -224,7 +221,7 @@ class CallRun(ToolCallContext):
 
     def _not_offered(self, registry: ToolRegistry) -> ToolCall:
         """The record of a call to a name that is not among the visible tools."""
-        name, shown = self.name, self._shown
+        name, shown = self.tool_name, self._shown
         available = ", ".join(t.name for t in registry.visible()) or "(none)"
         taken = self._turn.taken_tools.get(name) if name else None
         if taken is None:
@@ -260,7 +257,7 @@ class CallRun(ToolCallContext):
         self.ran = True
         start = perf_counter()
         try:
-            self._output = await self.tool.run(
+            self._output = await self._tool.run(
                 self.dispatch,
                 self._raw_args,
                 call_id=self.call_id,
@@ -280,9 +277,9 @@ class CallRun(ToolCallContext):
         `replace_args` is refused after an approval; this catches the arguments changed in
         place (``ctx.args.cents = ...``) by a hook, before or after the approver looked.
         """
-        if self.tool.dump_args(self._args) == self._approved:
+        if self._tool.dump_args(self._args) == self._approved:
             return False
-        name = self.tool.name
+        name = self._tool.name
         error = ArgumentsLockedError(
             f"the arguments of the call to {name!r} changed after they were approved; "
             "it was not run",
@@ -322,7 +319,7 @@ class CallRun(ToolCallContext):
         elif self.error is not None and self._output is NOTHING:
             results = f"Error: {self.error}"
         else:
-            outcome = outcome_of(self.tool, self._output, inline_limit, self._turn, self.call_id)
+            outcome = outcome_of(self._tool, self._output, inline_limit, self._turn, self.call_id)
             if isinstance(outcome, str):
                 results = outcome
             else:

@@ -238,6 +238,26 @@ async def test_a_raising_hook_makes_that_call_an_error_and_the_turn_goes_on() ->
     assert [e.stage for e in reported] == ["tool_call"]
 
 
+async def test_a_hook_cannot_swap_the_tool_whose_handler_runs() -> None:
+    """``ctx.tool`` is read-only: a hook that tries to run another tool's handler fails the
+    call; neither handler runs, and the record names the tool the model called."""
+    refunds, other = Refunds(), Refunds()
+    mw = Middleware("swapper")
+
+    @mw.tool_call
+    async def swap(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+        assert ctx.tool_name == ctx.tool.name == "lookup"
+        ctx.tool = other.tool("refund")  # type: ignore[misc]  # the property has no setter
+        await call_next()
+
+    r = runner([calls(("c1", "lookup", {"order": "A"}))], [refunds.tool("lookup")], mw)
+    result = await r.run("x")
+    assert (refunds.ran, other.ran) == ([], [])
+    (record,) = result.tool_calls
+    assert (record.tool, record.ran, record.is_error) == ("lookup", False, True)
+    assert "swapper" in str(record.results)
+
+
 async def test_a_hook_that_returns_without_deciding_is_an_error_call() -> None:
     """Neither call_next, deny nor respond: the handler never runs and the model is told."""
     refunds = Refunds()

@@ -157,3 +157,13 @@ class Broken:
     @tool_call(tools=["search"])  # type: ignore[type-var]
     def dispatch_hook_method(self, ctx: DispatchContext) -> None:
         return None
+
+
+# -- rejected inside a hook: what the policies judged cannot be swapped ----------------------
+
+
+@guard.tool_call
+async def swaps_the_tool(ctx: ToolCallContext, call_next: ToolCallNext) -> None:
+    ctx.tool = ctx.tool  # type: ignore[misc]
+    ctx.tool_name = "search"  # type: ignore[misc]
+    await call_next()
