@@ -22,6 +22,7 @@ from ..errors import (
     LoopError,
 )
 from ._decision import Decision, DecisionAction, LimitReading
+from ._outcome import is_tool_output
 
 if TYPE_CHECKING:
     from .._context import ContextLog
@@ -143,8 +144,10 @@ class ToolCallContext:
 
     @property
     def tool(self) -> Tool[Any]:
-        """The tool the call names: the one whose handler runs (read-only: a hook cannot
-        swap it after the policies judged the call)."""
+        """The tool the call names: the one whose handler runs.
+
+        Read-only: a hook cannot swap it after the policies judged the call.
+        """
         return self._tool
 
     @property
@@ -273,8 +276,17 @@ class ToolCallContext:
 
     @property
     def is_error(self) -> bool:
-        """True when the call stands refused, or its handler raised and nobody answered."""
-        return self._message is not None or (self.error is not None and self._output is NOTHING)
+        """True when the call's record will be an error as things stand.
+
+        It is refused, its handler raised and nobody answered, or its output is not a tool
+        output (a handler returned an object loopware cannot show the model).
+        """
+        if self._message is not None:
+            return True
+        output = self._output
+        if output is NOTHING:
+            return self.error is not None
+        return not is_tool_output(self._tool, output)
 
     def deny(
         self,

@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     from ..stores._spool import SpoolReader
     from ._toolcall import ToolCallResults
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "JsonProblem", "Outcome", "Spool", "json_text", "outcome_of"]
+__all__ = [
+    "DEFAULT_INLINE_LIMIT",
+    "JsonProblem",
+    "Outcome",
+    "Spool",
+    "is_tool_output",
+    "json_text",
+    "outcome_of",
+]
 
 DEFAULT_INLINE_LIMIT: Final = 4096
 """Text results up to this many UTF-8 bytes are shown to the model whole."""
@@ -77,6 +85,19 @@ def outcome_of(
     cls = tool.artifact_class
     artifact = cls if issubclass(cls, SpooledJsonArtifact) else SpooledJsonArtifact
     return artifact(spool.spool_write(call_id, text)), False, False
+
+
+def is_tool_output(tool: Tool[Any], output: object) -> bool:
+    """Whether `outcome_of` makes results of ``output`` (not the error text of a non-output).
+
+    Nothing is spooled: a hook asks this (``ToolCallContext.is_error``) before the record is
+    built. Structured output is written as JSON to find out, as `outcome_of` writes it again.
+    """
+    if isinstance(tool, ArtifactTool) or isinstance(output, str | bytes | SpooledArtifact | Media):
+        return True
+    if isinstance(output, Sequence) and output and all(isinstance(m, Media) for m in output):
+        return True
+    return isinstance(json_text(output), str)
 
 
 class JsonProblem:

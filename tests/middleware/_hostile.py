@@ -74,15 +74,25 @@ class Counted:
     def __init__(self) -> None:
         self.runs: list[tuple[str, str]] = []
 
-    def tool(self, name: str, *, long: bool = False, fails_on: str | None = None) -> Tool[Query]:
+    def tool(
+        self,
+        name: str,
+        *,
+        long: bool = False,
+        fails_on: str | None = None,
+        bad_output_on: str | None = None,
+    ) -> Tool[Query]:
         """A tool named ``name``: ``long`` returns 50 lines; it raises (after starting) on
-        ``q == fails_on``."""
+        ``q == fails_on``, and returns an object that is no tool output on
+        ``q == bad_output_on``."""
 
-        async def handler(args: Query, ctx: DispatchContext, meta: Any) -> str:
+        async def handler(args: Query, ctx: DispatchContext, meta: Any) -> Any:
             self.runs.append((name, args.q))
             await asyncio.sleep(0)
             if args.q == fails_on:
                 raise RuntimeError(f"{name} broke")
+            if args.q == bad_output_on:
+                return object()
             return f"{name} line {args.q}\n" * 50 if long else f"{name}: {args.q}"
 
         return Tool(name=name, description=f"The {name} tool.", input_schema=Query, handler=handler)

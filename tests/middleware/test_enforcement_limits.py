@@ -191,6 +191,24 @@ async def test_count_successes_gives_a_failed_call_its_slot_back() -> None:
     assert played.result.stash["loopware"]["limit"]["used"] == {"search": 2}
 
 
+async def test_count_successes_gives_back_the_slot_of_a_call_whose_output_is_no_tool_output() -> (
+    None
+):
+    """A handler that returns an object loopware cannot show is not a success: its slot frees."""
+    tools = Counted()
+    played = await play(
+        [batch(*(call(f"c{i}", "search", q=q) for i, q in enumerate(["bad", "1", "2", "3"])))],
+        [tools.tool("search", bad_output_on="bad")],
+        [ToolCallLimit({"search": 2}, count="successes")],
+    )
+    assert tools.ran("search") == ["bad", "1", "2"]
+    assert played.errors() == ["c0", "c3"]
+    assert played.read("c0").startswith("Error: tool 'search' returned object, which is not")
+    assert played.verdicts()["c0"] == ("allowed", True)
+    assert played.decided() == {"c3": [("loopware.limit", "denied", "before")]}
+    assert played.result.stash["loopware"]["limit"]["used"] == {"search": 2}
+
+
 async def test_count_successes_in_a_parallel_batch_frees_a_failed_slot_for_the_next_iteration() -> (
     None
 ):
