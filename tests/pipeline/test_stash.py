@@ -286,7 +286,9 @@ def test_invalid_stash_value_error_shape() -> None:
 # --- seeds -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [[("a", 1)], "a=1", 3, {"a", "b"}], ids=repr)
+@pytest.mark.parametrize(
+    "seed", [[("a", 1)], "a=1", 3, {"a", "b"}], ids=["pairs", "text", "int", "set"]
+)
 def test_non_mapping_seed_raises(seed: Any) -> None:
     """A seed that is not a mapping raises InvalidStashValueError."""
     with pytest.raises(InvalidStashValueError) as info:
