@@ -10,6 +10,11 @@ What is measured
 * The peer scenario (``bench/peers/``) in one process: a turn of 20 model calls, 19 ``echo``
   calls whose arguments repeat with period 3, then the answer. It runs through `TurnRunner` +
   `ToolLoopExecutor(ScriptedModel)` with the default stores, with 0 and with 5 layers.
+* ``echo`` is ``async def``, so the figures are the framework's own cost. A ``def`` handler
+  runs in a worker thread (``pipeline/_tool_threads.py``), which costs a thread hop per call,
+  the operating system's more than loopware's; the row "a sync echo (thread hop)" is the same
+  0-layer turn with ``echo`` written ``def``, minus the async one, in the same repeats, with
+  ``asyncio.to_thread`` of a no-op beside it.
 * The five layers are ``@dispatch_output`` functions written as docs/concepts/middleware.md shows,
   their state in ``ctx.stash``: a per-tool counter (``stash.update``), a repetition check (a
   per-checksum count, ``stash.increment``), an audit record per call (``stash.append`` of a small
@@ -60,14 +65,25 @@ TARGET_FIVE_US = 25.0
 TARGET_ADDED_US = 8.0
 TARGET_ZERO_US = 14.0
 GROWTH_TOLERANCE = 1.25
+SYNC = -1
+"""The configuration key of the 0-layer turn whose ``echo`` is a ``def`` (a thread hop per call)."""
 
 
-def echo(text: str) -> str:
-    """Echo the text back."""
+def echo_text(text: str) -> str:
+    """Echo the text back (what the tool does; the floor calls it directly)."""
     return text
 
 
-ECHO_TOOL = tool(echo)
+@tool(name="echo")
+async def echo(text: str) -> str:
+    """Echo the text back (on the event loop: the framework's own cost is measured)."""
+    return echo_text(text)
+
+
+@tool(name="echo")
+def sync_echo(text: str) -> str:
+    """Echo the text back, as a sync handler (it runs in a worker thread)."""
+    return echo_text(text)
 
 layers = Middleware("bench")
 
@@ -118,11 +134,13 @@ def steps(n: int) -> list[ModelResponse]:
     ]
 
 
-def make_runner(n_layers: int, script: Sequence[ModelResponse], **kw: Any) -> TurnRunner:
+def make_runner(
+    n_layers: int, script: Sequence[ModelResponse], *, sync: bool = False, **kw: Any
+) -> TurnRunner:
     """A runner whose scripted model serves one turn of ``len(script) + 1`` model calls."""
     return TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel(script, record=False)),
-        tools=[ECHO_TOOL],
+        tools=[sync_echo if sync else echo],
         middleware=[layers] if n_layers else [],
         max_iterations=len(script) + 5,
         **kw,
@@ -138,7 +156,7 @@ def floor_turn(n_layers: int) -> None:
     for k in range(ITERATIONS - 1):
         raw = ARGS_JSON[k % 3]
         args = json.loads(raw)
-        result = echo(**args)
+        result = echo_text(**args)
         if n_layers:
             cid = f"call_{k}"
             counts["echo"] = counts.get("echo", 0) + 1
@@ -163,14 +181,14 @@ async def time_batch(run: Callable[[], Awaitable[None]], turns: int) -> float:
 async def paired(turns: int, repeats: int) -> dict[str, list[float]]:
     """µs per iteration for each configuration, interleaved repeat after repeat."""
     script = steps(ITERATIONS)
-    runners: dict[int, list[TurnRunner]] = {0: [], 5: []}
+    runners: dict[int, list[TurnRunner]] = {0: [], 5: [], SYNC: []}
 
     def turn_of(n_layers: int) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             result = await runners[n_layers].pop().run("go")
             if result.status != "completed":
                 result.raise_for_status()
-            if n_layers and len(result.stash["bench"]["audit"]) != ITERATIONS - 1:
+            if n_layers == 5 and len(result.stash["bench"]["audit"]) != ITERATIONS - 1:
                 raise AssertionError("the audit layer missed a call")
 
         return run
@@ -181,15 +199,28 @@ async def paired(turns: int, repeats: int) -> dict[str, list[float]]:
 
         return run
 
-    out: dict[str, list[float]] = {"floor 0": [], "floor 5": [], "0 layers": [], "5 layers": []}
-    for n in (0, 5):  # warm up
-        runners[n] = [make_runner(n, script) for _ in range(20)]
+    async def to_thread() -> None:  # what a thread hop costs without loopware
+        for k in range(ITERATIONS - 1):
+            await asyncio.to_thread(echo_text, ARGS_JSON[k % 3])
+
+    def runner_of(n: int) -> TurnRunner:
+        return make_runner(0, script, sync=True) if n == SYNC else make_runner(n, script)
+
+    out: dict[str, list[float]] = {
+        "floor 0": [], "floor 5": [], "0 layers": [], "5 layers": [], "sync": [], "to_thread": []
+    }  # fmt: skip
+    for n in (0, 5, SYNC):  # warm up
+        runners[n] = [runner_of(n) for _ in range(20)]
         await time_batch(turn_of(n), 20)
     for _ in range(repeats):
-        for n in (0, 5):
-            runners[n] = [make_runner(n, script) for _ in range(turns)]
+        for n in (0, 5, SYNC):
+            runners[n] = [runner_of(n) for _ in range(turns)]
             seconds = await time_batch(turn_of(n), turns)
-            out[f"{n} layers"].append(seconds / (turns * ITERATIONS) * 1e6)
+            out["sync" if n == SYNC else f"{n} layers"].append(seconds / (turns * ITERATIONS) * 1e6)
+            if n == SYNC:
+                seconds = await time_batch(to_thread, turns)
+                out["to_thread"].append(seconds / (turns * ITERATIONS) * 1e6)
+                continue
             floor_turns = turns * 20
             seconds = await time_batch(await floor(n), floor_turns)
             out[f"floor {n}"].append(seconds / (floor_turns * ITERATIONS) * 1e6)
@@ -223,7 +254,7 @@ async def scaling(sizes: Sequence[int], budget_iterations: int) -> dict[int, flo
             model = StampedModel(script)
             runner = TurnRunner(
                 executor=ToolLoopExecutor(model),
-                tools=[ECHO_TOOL],
+                tools=[echo],
                 middleware=[layers],
                 max_iterations=n + 5,
             )
@@ -241,7 +272,7 @@ def sync_turns(turns: int) -> tuple[float, float]:
     script = [*steps(2), ModelResponse(text="done")]
     runner = TurnRunner(
         executor=ToolLoopExecutor(ScriptedModel(script, cycle=True, record=False)),
-        tools=[ECHO_TOOL],
+        tools=[echo],
     )
     runner.run_sync("warm up")
     start = time.perf_counter()
@@ -268,7 +299,7 @@ async def memory(turns: int) -> tuple[int, int]:
     model = ScriptedModel(script, record=False)
     runner = TurnRunner(
         executor=ToolLoopExecutor(model),
-        tools=[ECHO_TOOL],
+        tools=[echo],
         middleware=[layers],
         store=NullStore(),
         spool=ForgetfulSpool(),
@@ -299,6 +330,11 @@ async def main(quick: bool, sync: tuple[float, float]) -> int:
     print(f"  floor, plain loop + 5 layers {med['floor 5']:7.2f}  (layers' work {floor_added:.2f})")
     print(f"  loopware, 0 layers           {med['0 layers']:7.2f}")
     print(f"  loopware, 5 stash layers     {med['5 layers']:7.2f}  (added, paired: {added:.2f})")
+    hop = statistics.median(
+        sync - zero for sync, zero in zip(results["sync"], results["0 layers"], strict=True)
+    )
+    print(f"  a sync echo (thread hop)     {hop:7.2f}  per call, over the async one (paired)")
+    print(f"  asyncio.to_thread of a no-op {med['to_thread']:7.2f}  per call (no loopware)")
     sizes = (10, 100, 1000) if quick else (10, 100, 1000, 10_000)
     scale = await scaling(sizes, 2_000 if quick else 40_000)
     print("\nscaling, 5 layers: µs per iteration by turn length")
