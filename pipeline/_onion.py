@@ -50,26 +50,25 @@ class StageRun:
         j = i + 1
         bit = 1 << j  # bit j: layer j - 1 (or, for bit 0, the run itself) went on
         onion = self.onion
-        if self.called & bit:
+        called = self.called
+        if called & bit:
             name = onion.names[i]
             raise NextCalledTwiceError(
                 f"middleware {name!r} awaited call_next() twice", middleware=name
             )
-        self.called |= bit
-        turn = self.turn
-        if j <= onion.last:
-            if turn.aborted:
-                return  # an abort skips every middleware that has not started yet
-            checks = onion.runs[j]
-            if checks:  # the checks up to the next real layer, in line
-                ctx = self.ctx
-                for check in checks:
-                    result = check(ctx)
-                    if result is not None and isawaitable(result):
-                        await result
-                    if turn.aborted:
-                        return
-                j = onion.after[j]
+        self.called = called | bit
+        if self.turn.aborted:
+            return  # an abort skips every middleware that has not started yet
+        checks = onion.runs[j]  # empty for a real layer and past the last
+        if checks:  # the checks up to the next real layer, in line
+            ctx, turn = self.ctx, self.turn
+            for check in checks:
+                result = check(ctx)
+                if result is not None and isawaitable(result):
+                    await result
+                if turn.aborted:
+                    return
+            j = onion.after[j]
         if j > onion.last:
             self.reached_end = True
             return

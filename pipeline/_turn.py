@@ -168,15 +168,15 @@ class Turn:
         state = self.state
         try:
             reached = False
-            j = 0
-            for check in onion.runs[0]:  # the checks before the first real layer, in line
-                if state.aborted:
-                    break
-                result = check(ctx)
-                if result is not None and isawaitable(result):
-                    await result
-            else:
-                j = onion.after[0]
+            checks = onion.runs[0]  # the checks before the first real layer, run in line
+            if checks:
+                for check in checks:
+                    if state.aborted:
+                        break
+                    result = check(ctx)
+                    if result is not None and isawaitable(result):
+                        await result
+            j = onion.after[0]
             if state.aborted:
                 pass  # an abort skips every middleware that has not started yet
             elif j > onion.last:
