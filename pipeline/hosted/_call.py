@@ -56,6 +56,7 @@ class HostedCall:
     __slots__ = (
         "_centre",
         "_entered",
+        "_hosts",
         "_parked",
         "_value",
         "approval",
@@ -99,6 +100,7 @@ class HostedCall:
         self.validated = None if validated is None else dict(validated)
         """The host's own validation of them (defaults applied), when the host gave it."""
         self._centre = centre
+        self._hosts = centre is not None  # the host gave its handler (kept after `finish`)
         self._entered = entered
         self._parked = parked
         self._value: Any = _UNSET
@@ -157,10 +159,21 @@ class HostedCall:
             self.deferred = True
             self._parked()
 
+    def finish(self) -> None:
+        """Let go of what only the call's run needed: the host's handler and the hand-offs.
+
+        `HostedTurn.call` does this once the call is decided: a turn keeps its calls until it
+        ends (a call id asked again gets the same object), and a host's per-call handler holds
+        that host's per-call objects (its run context, the parsed call), which would otherwise
+        live as long as the turn.
+        """
+        self._centre = None
+        self._entered = self._parked = _no_op
+
     @property
     def has_centre(self) -> bool:
         """Whether the host gave its own handler (else a loopware `Tool` runs the call)."""
-        return self._centre is not None
+        return self._hosts
 
     @property
     def ran(self) -> bool:
@@ -175,7 +188,7 @@ class HostedCall:
         """
         if self._value is _UNSET:
             record = self.record
-            return record.results if self._centre is None and record is not None else None
+            return record.results if not self._hosts and record is not None else None
         return self._value
 
     @property
@@ -190,7 +203,7 @@ class HostedCall:
             record is not None
             and record.ran
             and record.verdict in _FORWARDED
-            and (self._value is not _UNSET or (self._centre is None and not record.is_error))
+            and (self._value is not _UNSET or (not self._hosts and not record.is_error))
         )
 
     @property

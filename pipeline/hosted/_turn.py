@@ -268,6 +268,7 @@ class HostedTurn:
         finally:
             if ordered:
                 order.release(call_id)
+            hosted.finish()
             running = self._running.pop(call_id)
             if running is not None and not running.done():
                 running.set_result(None)

@@ -8,7 +8,9 @@ do when they resume a call after an approval).
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -343,3 +345,38 @@ async def test_a_host_tool_is_built_once_per_runner_and_anew_when_its_schema_cha
     assert built[2] is not built[0]
     assert built[2] is not None
     assert built[2].describe()["input_schema"] == {"type": "object"}
+
+
+async def test_a_decided_call_lets_go_of_the_hosts_handler_while_the_turn_goes_on() -> None:
+    """The turn keeps each call (a call id asked again gets the same answer), but not the host's
+    per-call handler and what it holds: a long run does not keep every call's host objects."""
+    class HostCallState:
+        """What a host's per-call handler closes over (its run context, the parsed call)."""
+
+    runner = HostedRunner(middleware=[ToolCallLimit({"search": 3})])
+    turn = await runner.begin("go")
+    turn.offer([SEARCH])
+    states: list[weakref.ref[HostCallState]] = []
+
+    def centre() -> Callable[[dict[str, Any]], Awaitable[object]]:
+        state = HostCallState()
+        states.append(weakref.ref(state))
+
+        async def run(args: dict[str, Any]) -> object:
+            return {"seen": repr(state), "args": args}
+
+        return run
+
+    first = await turn.call("c1", "search", {"q": "a"}, centre())
+    denied = [await turn.call(f"c{i}", "search", {"q": str(i)}, centre()) for i in range(2, 6)]
+    gc.collect()
+    assert first.forwarded
+    assert "HostCallState" in str(first.value["seen"])
+    assert [c.forwarded for c in denied] == [True, True, False, False]
+    assert [ref() for ref in states] == [None] * 5  # every handler let go, the turn still open
+    again = await turn.call("c1", "search", {"q": "a"}, centre())
+    assert again is first  # asked again: the same decided call, not run again
+    assert again.forwarded
+    await turn.end_batch()
+    result = await turn.finish()
+    assert [c.ran for c in result.tool_calls] == [True, True, True, False, False]
