@@ -72,20 +72,21 @@ GROWTH_TOLERANCE = 1.25
 RETENTION_BUDGET_BYTES = 64 * 1024
 
 
-def _echo(text: str) -> str:
+def echo_text(text: str) -> str:
+    """What the echo tool does (the floor calls it directly)."""
     return text
 
 
 @tool(name="echo")
 async def echo(text: str) -> str:
     """Return the text unchanged (on the event loop: the framework's own cost is measured)."""
-    return _echo(text)
+    return echo_text(text)
 
 
 @tool(name="echo")
 def sync_echo(text: str) -> str:
     """Return the text unchanged, as a sync handler (it runs in a worker thread)."""
-    return _echo(text)
+    return echo_text(text)
 
 
 def script(iterations: int) -> list[ModelResponse]:
@@ -222,7 +223,7 @@ def floor_turn(steps: Sequence[ModelResponse]) -> None:
     results: list[str] = []
     for step in steps:
         for call in step.tool_calls:
-            results.append(_echo(**json.loads(call.arguments)))
+            results.append(echo_text(**json.loads(call.arguments)))
 
 
 async def time_turns(runner: TurnRunner, turns: int) -> float:

@@ -49,12 +49,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from middleware import Middleware
-from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner, tool
+from pipeline import DispatchContext, ToolLoopExecutor, TurnRunner
 from pipeline.models import ModelRequest, ModelResponse, ProposedToolCall
 from pipeline.stages import CallNext
 from pipeline.testing import ScriptedModel
 
-from .loop_overhead import ForgetfulSpool, NullStore
+from .loop_overhead import ForgetfulSpool, NullStore, echo, echo_text, sync_echo
 
 ITERATIONS = 20
 ARGS: tuple[dict[str, str], ...] = ({"text": "a"}, {"text": "b"}, {"text": "c"})
@@ -68,22 +68,6 @@ GROWTH_TOLERANCE = 1.25
 SYNC = -1
 """The configuration key of the 0-layer turn whose ``echo`` is a ``def`` (a thread hop per call)."""
 
-
-def echo_text(text: str) -> str:
-    """Echo the text back (what the tool does; the floor calls it directly)."""
-    return text
-
-
-@tool(name="echo")
-async def echo(text: str) -> str:
-    """Echo the text back (on the event loop: the framework's own cost is measured)."""
-    return echo_text(text)
-
-
-@tool(name="echo")
-def sync_echo(text: str) -> str:
-    """Echo the text back, as a sync handler (it runs in a worker thread)."""
-    return echo_text(text)
 
 layers = Middleware("bench")
 
