@@ -422,7 +422,9 @@ class Tool(Generic[ArgsT]):
             validated = self._schema.validate(args)
         wants_start = wants_end = False
         if getattr(ctx, "listening", True):  # nobody listens: nothing to ask per event type
-            wants_start, wants_end = _wants(ctx, ToolExecutionStart), _wants(ctx, ToolExecutionEnd)
+            listens_for = getattr(ctx, "listens_for", None)  # a context that cannot tell: yes
+            wants_start = listens_for is None or bool(listens_for(ToolExecutionStart))
+            wants_end = listens_for is None or bool(listens_for(ToolExecutionEnd))
         started_at = datetime.now(UTC) if wants_start or wants_end else None
         if wants_start and started_at is not None:
             ctx.emit(
@@ -487,12 +489,6 @@ def is_async_callable(fn: object) -> bool:
         return True
     # Python 3.11's iscoroutinefunction does not look at an object's __call__
     return callable(fn) and inspect.iscoroutinefunction(type(fn).__call__)
-
-
-def _wants(ctx: ToolContext, event_type: type[Event]) -> bool:
-    """Whether a listener takes ``event_type`` (a context that cannot tell: yes)."""
-    listens_for = getattr(ctx, "listens_for", None)
-    return True if listens_for is None else bool(listens_for(event_type))
 
 
 def _end(
