@@ -7,12 +7,15 @@ the head, in one transaction. A second process appending to the same chain waits
 lock, then sees the new head; chains with different names never wait on each other. Nothing in
 the process has to coordinate, so any number of workers (and `AuditLog`s) can share a chain.
 
-Each sink keeps one ``psycopg.AsyncConnection`` (re-opened if it breaks) on an event loop of its
-own, in a thread of its own (``middleware/audit/_sink_loop.py``): an async connection belongs to
-the loop that opened it, and a sink is used from any loop (``run_sync`` starts one per turn) and
-from synchronous code (``rows``, ``verify``, the CLI). Appends from any loop are chained in the
-order ``append`` was called; the appends made while a transaction is in flight are written
-together in the next one (group commit), each still getting its own rows.
+An async connection belongs to the event loop that opened it. Appends are written on the
+appending loop's own ``psycopg.AsyncConnection`` (one per loop, opened by its first append,
+re-opened if it breaks; ``middleware/audit/_pg_appenders.py``), with no thread between the
+caller and the server: appends from one loop are chained in the order ``append`` was called, and
+the appends made while a transaction is in flight are written together in the next one (group
+commit), each still getting its own rows. Synchronous callers (opening the sink, ``rows``,
+``head``, ``verify``, the CLI) use one more connection, on an event loop of the sink's own in a
+thread of its own (``middleware/audit/_sink_loop.py``). The head the sink last wrote or read is
+shared by all of them.
 
 One append is one round trip when nobody else wrote to the chain since this sink did: the rows
 are chained after the head the sink last wrote or read, and one transaction, its ``BEGIN`` to
@@ -45,7 +48,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Coroutine, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
@@ -55,6 +59,7 @@ from ._anchor import AuditAnchor, check_anchor
 from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
+from ._pg_appenders import Appenders
 from ._postgres_schema import (
     ENSURE,
     HEAD,
@@ -108,14 +113,17 @@ class PostgresAuditSink:
 
     __slots__ = (
         "_anchor",
+        "_appenders",
         "_chain",
         "_closed",
         "_conn",
         "_conninfo",
         "_database",
         "_head",
+        "_head_lock",
         "_key",
         "_loop",
+        "_moved",
         "_stale",
         "_stored",
         "_timeout",
@@ -148,11 +156,12 @@ class PostgresAuditSink:
         if bad:
             raise InvalidMiddlewareConfigError("PostgresAuditSink: " + "; ".join(bad))
         try:
-            import psycopg  # noqa: F401  (a missing extra is reported here, by name)
+            from psycopg import errors  # a missing extra is reported here, by name
         except ImportError as exc:
             raise MissingExtraError(
                 extra="postgres", package="psycopg", needed_by="PostgresAuditSink"
             ) from exc
+        self._moved = (errors.NotNullViolation, errors.UniqueViolation)  # see `_write`
         self._key = check_key("PostgresAuditSink", key)
         self._anchor = check_anchor("PostgresAuditSink", anchor)
         self._conninfo = conninfo
@@ -163,8 +172,10 @@ class PostgresAuditSink:
         self._stored: StoredHead | None = None  # the head row as this sink last wrote or read it
         self._database: str | None = None
         self._stale = False  # rows were written in a store's transaction since
+        self._head_lock = threading.Lock()  # the three above, read and moved from any loop
         self._closed = False
-        self._loop = SinkLoop("loopware-audit", self._write)
+        self._loop = SinkLoop("loopware-audit")
+        self._appenders = Appenders(self._open_for_appends, self._write)
         try:
             self._loop.run(self._open())
         except BaseException:
@@ -200,22 +211,28 @@ class PostgresAuditSink:
         )
 
     def _written_elsewhere(self, written: list[AuditHead]) -> None:
-        self._stale = True
+        with self._head_lock:
+            self._stale = True
         if written and self._anchor is not None:
             self._anchor(written[-1])
 
-    # -- on the sink's loop ---------------------------------------------------------------------
-    async def _connect(self) -> AsyncConnection[tuple[Any, ...]]:
+    # -- connections ----------------------------------------------------------------------------
+    async def _open_for_appends(self) -> AsyncConnection[tuple[Any, ...]]:
+        """A new connection on the running loop (an appending loop's, or the sink's own)."""
         from psycopg import AsyncConnection
 
+        return await AsyncConnection.connect(
+            self._conninfo, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
+        )
+
+    async def _connect(self) -> AsyncConnection[tuple[Any, ...]]:
+        """The sink's own loop's connection (for synchronous callers), re-opened if broken."""
         conn = self._conn
         if conn is not None and not conn.closed and not conn.broken:
             return conn
         if conn is not None:
             await conn.close()
-        self._conn = await AsyncConnection.connect(
-            self._conninfo, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
-        )
+        self._conn = await self._open_for_appends()
         return self._conn
 
     async def _open(self) -> None:
@@ -225,8 +242,10 @@ class PostgresAuditSink:
             conn = await self._connect()
             async with conn.transaction():
                 await migrate(conn)
-                self._stored, self._head = await self._stored_head(conn, lock=False)
-                check_chain_key("PostgresAuditSink", self._key, self._head)
+                stored, head = await self._stored_head(conn, lock=False)
+                check_chain_key("PostgresAuditSink", self._key, head)
+            with self._head_lock:
+                self._stored, self._head = stored, head
             self._database = _database_of(conn.info)
         except psycopg.Error as exc:
             raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
@@ -249,27 +268,34 @@ class PostgresAuditSink:
             return None, found
         return (int(stored[0]), str(stored[1]), stored[2]), found
 
-    async def _write(self, entries: Sequence[AuditEntry]) -> list[AuditRow]:
+    async def _write(
+        self, conn: AsyncConnection[tuple[Any, ...]], entries: Sequence[AuditEntry]
+    ) -> list[AuditRow]:
         """Chain ``entries`` after the head this sink knows, or after the locked one.
 
-        After the known head in one round trip; if another writer moved it meanwhile, after the
-        head read under the row lock (see the module docstring).
+        After the known head in one round trip; if another writer (a process, a store's
+        transaction, this sink's appends from another loop) moved it meanwhile, after the head
+        read under the row lock (see the module docstring).
         """
-        from psycopg import errors
-
-        conn = await self._connect()
-        known, done = self._stored, None
-        if known is not None and not self._stale:
-            # the head moved: MOVE_FROM refused it (or a row took the index first)
-            with contextlib.suppress(errors.NotNullViolation, errors.UniqueViolation):
-                done = await self._put(conn, entries, (known, self._head))
+        with self._head_lock:
+            known, after, stale = self._stored, self._head, self._stale
+        done = None
+        if known is not None and not stale:
+            try:  # noqa: SIM105 (no suppress context to build on every append)
+                done = await self._put(conn, entries, (known, after))
+            except self._moved:  # the head moved: MOVE_FROM refused it (or a row took the index)
+                pass
         if done is None:
-            self._stale = False
+            with self._head_lock:
+                self._stale = False
             done = await self._put(conn, entries, None)
-        rows, self._stored = done
-        self._head = AuditHead(self._stored[0], self._stored[1])
+        rows, stored = done
+        head = AuditHead(stored[0], stored[1])
+        with self._head_lock:  # appends on other loops may have committed later heads
+            if self._stored is None or stored[0] > self._stored[0]:
+                self._stored, self._head = stored, head
         if self._anchor is not None:
-            self._anchor(self._head)
+            self._anchor(head)
         return rows
 
     async def _put(
@@ -287,11 +313,11 @@ class PostgresAuditSink:
         from psycopg import Error
 
         try:
-            async with conn.pipeline() as pipeline:
+            async with conn.pipeline() as pipeline, conn.cursor() as cur:  # one cursor
                 try:
-                    await conn.execute("BEGIN")
+                    await cur.execute("BEGIN")
                     if known is None:  # a head row to lock (MOVE_FROM puts one back itself)
-                        await conn.execute(ENSURE, (self._chain, GENESIS_HASH))
+                        await cur.execute(ENSURE, (self._chain, GENESIS_HASH))
                         stored, after = await self._stored_head(conn, lock=True)
                         assert stored is not None  # ENSURE made the row, and we hold its lock
                     else:
@@ -300,12 +326,14 @@ class PostgresAuditSink:
                     head = AuditHead(rows[-1].index + 1, rows[-1].hash)
                     sealed_by = None if self._key is None else self._key.head_seal(head)
                     moved = (head.count, head.hash, sealed_by)
-                    await conn.execute(
+                    await cur.execute(
                         MOVE_FROM, move_from_params(stored, after.count, moved, self._chain)
                     )
-                    async with conn.cursor() as cur:
+                    if len(values) == 1:
+                        await cur.execute(INSERT, values[0])
+                    else:
                         await cur.executemany(INSERT, values)
-                    await conn.execute("COMMIT")
+                    await cur.execute("COMMIT")
                 except Error:  # a statement failed before the end: settle the aborted
                     with contextlib.suppress(Error):  # pipeline here (its exit would log it)
                         await pipeline.sync()
@@ -329,23 +357,45 @@ class PostgresAuditSink:
 
     async def _current_head(self) -> AuditHead:
         """The head as last written or read, read again if a store's transaction wrote rows."""
-        if self._stale:
-            self._stale = False  # before reading: a later joint write sets it again
+        with self._head_lock:
+            stale, self._stale = self._stale, False  # a later joint write sets it again
+            if not stale:
+                return self._head
+        try:
             conn = await self._connect()
             async with conn.transaction():
-                self._stored, self._head = await self._stored_head(conn, lock=False)
-        return self._head
+                stored, head = await self._stored_head(conn, lock=False)
+        except BaseException:
+            with self._head_lock:
+                self._stale = True  # still to read (a retry reads it)
+            raise
+        with self._head_lock:
+            if self._stored is None or stored is None or stored[0] >= self._stored[0]:
+                self._stored, self._head = stored, head
+            return self._head
 
     async def _disconnect(self) -> None:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
 
-    def _call(self, job: Coroutine[Any, Any, R]) -> R:
+    def _call(self, job: Callable[[], Coroutine[Any, Any, R]]) -> R:
+        """Run a read on the sink's own loop; once more on a new connection if it broke.
+
+        That connection idles between synchronous calls, so a server restart or an idle
+        timeout is first seen here; a read can simply be made again.
+        """
+        import psycopg
+
         if self._closed:
-            job.close()
             raise ValueError("the audit sink is closed")
-        return self._loop.run(job)
+        try:
+            return self._loop.run(job())
+        except psycopg.OperationalError:
+            conn = self._conn
+            if conn is None or not conn.closed:
+                raise
+            return self._loop.run(job())
 
     # -- AuditSink ------------------------------------------------------------------------------
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
@@ -356,7 +406,7 @@ class PostgresAuditSink:
         """
         if self._closed:
             raise ValueError("the audit sink is closed")
-        return self._loop.append(entries)
+        return self._appenders.append(entries)
 
     def rows(self) -> list[AuditRow]:
         """Return every row of the chain in order.
@@ -364,7 +414,7 @@ class PostgresAuditSink:
         Raises:
             ValueError: a row does not parse (it was tampered with; `verify` locates it).
         """
-        rows, _, _ = self._call(self._read())
+        rows, _, _ = self._call(self._read)
         for i, row in enumerate(rows):
             if row is None:
                 raise ValueError(f"audit row {i} of chain {self._chain!r} is malformed")
@@ -372,7 +422,7 @@ class PostgresAuditSink:
 
     def head(self) -> AuditHead:
         """Return the head as this sink last wrote or read it (keep a copy to anchor the chain)."""
-        return self._call(self._current_head())
+        return self._call(self._current_head)
 
     def verify(self, *, head: AuditHead | None = None) -> AuditVerification:
         """Check the chain: the report is truthy when it holds, else names the first bad row.
@@ -383,15 +433,22 @@ class PostgresAuditSink:
             head: A head saved earlier (`head`, an anchor); by default the one stored with the
                 rows (with a key, both are checked).
         """
-        rows, stored, seal_text = self._call(self._read())
+        rows, stored, seal_text = self._call(self._read)
         return verify_log(rows, stored, key=self._key, seal=seal_text, given=head)
 
     def close(self) -> None:
-        """Finish queued appends and close the connection (idempotent)."""
+        """Finish queued appends and close the connections (idempotent).
+
+        Appends still queued on the calling thread's own running loop cannot be waited for
+        here: await them before closing.
+        """
         if self._closed:
             return
         self._closed = True
-        self._loop.stop(self._disconnect)
+        try:
+            self._appenders.close()
+        finally:
+            self._loop.stop(self._disconnect)
 
 
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable
@@ -130,6 +131,90 @@ async def test_processes_appending_at_once_form_one_linear_chain(pg_conninfo: st
             assert ids[at : at + len(batch)] == batch
 
 
+def test_loops_in_threads_appending_at_once_share_one_sinks_linear_chain(pg_conninfo: str) -> None:
+    """One sink, four threads each running its own event loop (its own connection), appending
+    in groups at once: one chain that verifies, nothing lost or doubled, each loop's appends
+    in the order it made them, and the sink's head the last one written."""
+    sink = PostgresAuditSink(pg_conninfo, chain="threads")
+    start = threading.Barrier(4)
+
+    def worker(w: int) -> None:
+        async def go() -> None:
+            start.wait()
+            for first in range(0, 30, 5):  # five appends in flight at once: one group commit
+                await asyncio.gather(
+                    *(sink.append([entry(f"{w}-{i}-{j}") for j in range(2)])
+                      for i in range(first, first + 5))
+                )  # fmt: skip
+
+        asyncio.run(go())
+
+    try:
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rows = sink.rows()
+        assert sink.verify()
+        assert sink.head().count == len(rows) == 4 * 30 * 2
+        ids = [str(r.entry.call_id) for r in rows]
+        assert max(Counter(ids).values()) == 1
+        for w in range(4):
+            mine = [i for i in ids if i.startswith(f"{w}-")]
+            assert mine == [f"{w}-{i}-{j}" for i in range(30) for j in range(2)]
+    finally:
+        sink.close()
+
+
+def test_appends_from_loops_that_come_and_go_keep_chaining(pg_conninfo: str) -> None:
+    """A loop per call (``asyncio.run``), as a script makes them: every append is chained, and
+    closing the sink afterwards leaves no connection open."""
+    sink = PostgresAuditSink(pg_conninfo, chain="loops")
+    try:
+        for i in range(5):
+            [row] = append(sink, [entry(f"r{i}")])
+            assert row.index == i
+        assert [r.entry.call_id for r in sink.rows()] == [f"r{i}" for i in range(5)]
+        assert sink.verify()
+    finally:
+        sink.close()
+    with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+        [(left,)] = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).fetchall()
+    assert left == 0
+
+
+def test_close_waits_for_appends_on_another_threads_loop(pg_conninfo: str) -> None:
+    """``close`` from another thread lets a loop's writes in flight finish: no row is lost."""
+    sink = PostgresAuditSink(pg_conninfo, chain="closing")
+    ready = threading.Event()
+    appended: list[AuditRow] = []
+    loop = asyncio.new_event_loop()
+
+    async def go() -> None:
+        pending = [sink.append([entry(f"c{i}")]) for i in range(20)]
+        ready.set()
+        for rows in await asyncio.gather(*pending):
+            appended.extend(rows)
+
+    runner = threading.Thread(target=loop.run_until_complete, args=(go(),))
+    runner.start()
+    ready.wait()
+    sink.close()
+    runner.join()
+    loop.close()
+    check = PostgresAuditSink(pg_conninfo, chain="closing")
+    try:
+        assert [r.entry.call_id for r in check.rows()] == [f"c{i}" for i in range(20)]
+        assert len(appended) == 20
+        assert check.verify()
+    finally:
+        check.close()
+
+
 def test_chains_with_different_names_are_independent(pg_conninfo: str) -> None:
     """Two named chains in one database each start at row 0 and verify on their own."""
     first = PostgresAuditSink(pg_conninfo, chain="a")
@@ -148,22 +233,22 @@ def test_chains_with_different_names_are_independent(pg_conninfo: str) -> None:
         second.close()
 
 
-def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: str) -> None:
+async def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: str) -> None:
     """A connection the server closed (restart, idle timeout) is re-opened by the next append."""
     sink = PostgresAuditSink(pg_conninfo, chain="c")
     try:
-        append(sink, [entry("before")])
+        await sink.append([entry("before")])
         with psycopg.connect(pg_conninfo, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
         with pytest.raises(psycopg.OperationalError):
-            append(sink, [entry("lost")])  # the broken connection fails this append ...
-        [row] = append(sink, [entry("after")])  # ... and the next one reconnects
+            await sink.append([entry("lost")])  # the broken connection fails this append ...
+        [row] = await sink.append([entry("after")])  # ... and the next one reconnects
         assert row.index == 1
         assert [r.entry.call_id for r in sink.rows()] == ["before", "after"]
-        assert sink.verify()
+        assert sink.verify()  # the sink's own connection (for these reads) reconnected too
     finally:
         sink.close()
 
