@@ -46,9 +46,7 @@ With a key (``middleware/audit/_key.py``) the rows are keyed and the head row in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,22 +54,15 @@ from pipeline.errors import InvalidMiddlewareConfigError, MissingExtraError
 from pipeline.stores import TransactionWriter
 
 from ._anchor import AuditAnchor, check_anchor
-from ._chain import GENESIS_HASH, AuditEntry, AuditHead, AuditRow
+from ._chain import AuditEntry, AuditHead, AuditRow
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
 from ._pg_appenders import Appenders
+from ._pg_writes import KnownHead, put, stored_head
 from ._postgres_schema import (
-    ENSURE,
     HEAD,
-    INSERT,
-    LAST,
-    MOVE_FROM,
     SELECT,
-    StoredHead,
-    chain_rows,
-    found_head,
     migrate,
-    move_from_params,
     write_in,
 )
 from ._report import AuditVerification
@@ -119,13 +110,10 @@ class PostgresAuditSink:
         "_conn",
         "_conninfo",
         "_database",
-        "_head",
-        "_head_lock",
         "_key",
+        "_known",
         "_loop",
         "_moved",
-        "_stale",
-        "_stored",
         "_timeout",
     )
 
@@ -168,11 +156,8 @@ class PostgresAuditSink:
         self._chain = chain
         self._timeout = float(timeout)
         self._conn: AsyncConnection[tuple[Any, ...]] | None = None
-        self._head = AuditHead(0, GENESIS_HASH)
-        self._stored: StoredHead | None = None  # the head row as this sink last wrote or read it
+        self._known = KnownHead()  # shared by the appends of every loop and the reads
         self._database: str | None = None
-        self._stale = False  # rows were written in a store's transaction since
-        self._head_lock = threading.Lock()  # the three above, read and moved from any loop
         self._closed = False
         self._loop = SinkLoop("loopware-audit")
         self._appenders = Appenders(self._open_for_appends, self._write)
@@ -184,7 +169,7 @@ class PostgresAuditSink:
 
     def __repr__(self) -> str:
         """Show the chain and the number of rows appended so far."""
-        return f"PostgresAuditSink(chain={self._chain!r}, rows={self._head.count})"
+        return f"PostgresAuditSink(chain={self._chain!r}, rows={self._known.head.count})"
 
     @property
     def chain(self) -> str:
@@ -211,8 +196,7 @@ class PostgresAuditSink:
         )
 
     def _written_elsewhere(self, written: list[AuditHead]) -> None:
-        with self._head_lock:
-            self._stale = True
+        self._known.mark_stale()
         if written and self._anchor is not None:
             self._anchor(written[-1])
 
@@ -242,31 +226,12 @@ class PostgresAuditSink:
             conn = await self._connect()
             async with conn.transaction():
                 await migrate(conn)
-                stored, head = await self._stored_head(conn, lock=False)
+                stored, head = await stored_head(conn, self._chain, self._key, lock=False)
                 check_chain_key("PostgresAuditSink", self._key, head)
-            with self._head_lock:
-                self._stored, self._head = stored, head
+            self._known.advance(stored, head, read=True)
             self._database = _database_of(conn.info)
         except psycopg.Error as exc:
             raise InvalidMiddlewareConfigError(f"PostgresAuditSink: cannot open: {exc}") from exc
-
-    async def _stored_head(
-        self, conn: AsyncConnection[tuple[Any, ...]], *, lock: bool
-    ) -> tuple[StoredHead | None, AuditHead]:
-        """The head row and where the next row goes, as the database holds them now.
-
-        With ``lock`` (in a transaction, after ``ENSURE``), the chain's head row is locked until
-        the transaction ends: this serialises appends to one chain across processes. The head
-        and the last row are read by two statements sent together; in READ COMMITTED the second
-        one starts after the lock is granted, so it sees the rows of the append that held it.
-        """
-        head = await conn.execute(HEAD + (" FOR UPDATE" if lock else ""), (self._chain,))
-        tail = await conn.execute(LAST, (self._chain,))
-        stored = await head.fetchone()
-        found = found_head(stored, await tail.fetchone(), self._key)
-        if stored is None:
-            return None, found
-        return (int(stored[0]), str(stored[1]), stored[2]), found
 
     async def _write(
         self, conn: AsyncConnection[tuple[Any, ...]], entries: Sequence[AuditEntry]
@@ -277,72 +242,20 @@ class PostgresAuditSink:
         transaction, this sink's appends from another loop) moved it meanwhile, after the head
         read under the row lock (see the module docstring).
         """
-        with self._head_lock:
-            known, after, stale = self._stored, self._head, self._stale
-        done = None
-        if known is not None and not stale:
+        known, done = self._known.current(), None
+        if known is not None:
             try:  # noqa: SIM105 (no suppress context to build on every append)
-                done = await self._put(conn, entries, (known, after))
+                done = await put(conn, self._chain, self._key, entries, known)
             except self._moved:  # the head moved: MOVE_FROM refused it (or a row took the index)
                 pass
         if done is None:
-            with self._head_lock:
-                self._stale = False
-            done = await self._put(conn, entries, None)
+            done = await put(conn, self._chain, self._key, entries, None)
         rows, stored = done
         head = AuditHead(stored[0], stored[1])
-        with self._head_lock:  # appends on other loops may have committed later heads
-            if self._stored is None or stored[0] > self._stored[0]:
-                self._stored, self._head = stored, head
+        self._known.advance(stored, head)  # unless an append on another loop wrote a later one
         if self._anchor is not None:
             self._anchor(head)
         return rows
-
-    async def _put(
-        self,
-        conn: AsyncConnection[tuple[Any, ...]],
-        entries: Sequence[AuditEntry],
-        known: tuple[StoredHead, AuditHead] | None,
-    ) -> tuple[list[AuditRow], StoredHead]:
-        """Chain ``entries`` after a head, move the head row from it, insert them, commit.
-
-        The head is ``known`` (the head row and where rows go) or, if None, read under the
-        head row's lock. One pipeline, one ``BEGIN``/``COMMIT``: one round trip with a known
-        head, two otherwise. Returns the rows and the head row as committed.
-        """
-        from psycopg import Error
-
-        try:
-            async with conn.pipeline() as pipeline, conn.cursor() as cur:  # one cursor
-                try:
-                    await cur.execute("BEGIN")
-                    if known is None:  # a head row to lock (MOVE_FROM puts one back itself)
-                        await cur.execute(ENSURE, (self._chain, GENESIS_HASH))
-                        stored, after = await self._stored_head(conn, lock=True)
-                        assert stored is not None  # ENSURE made the row, and we hold its lock
-                    else:
-                        stored, after = known
-                    rows, values = chain_rows(self._chain, entries, after, self._key)
-                    head = AuditHead(rows[-1].index + 1, rows[-1].hash)
-                    sealed_by = None if self._key is None else self._key.head_seal(head)
-                    moved = (head.count, head.hash, sealed_by)
-                    await cur.execute(
-                        MOVE_FROM, move_from_params(stored, after.count, moved, self._chain)
-                    )
-                    if len(values) == 1:
-                        await cur.execute(INSERT, values[0])
-                    else:
-                        await cur.executemany(INSERT, values)
-                    await cur.execute("COMMIT")
-                except Error:  # a statement failed before the end: settle the aborted
-                    with contextlib.suppress(Error):  # pipeline here (its exit would log it)
-                        await pipeline.sync()
-                    raise
-        except BaseException:
-            with contextlib.suppress(Exception):  # a broken connection is re-opened by the next
-                await conn.rollback()  # ends the failed transaction (nothing was written)
-            raise
-        return rows, moved
 
     async def _read(self) -> tuple[list[AuditRow | None], AuditHead | None, str | None]:
         """Every row, the stored head and its seal."""
@@ -357,22 +270,17 @@ class PostgresAuditSink:
 
     async def _current_head(self) -> AuditHead:
         """The head as last written or read, read again if a store's transaction wrote rows."""
-        with self._head_lock:
-            stale, self._stale = self._stale, False  # a later joint write sets it again
-            if not stale:
-                return self._head
+        if not self._known.take_stale():  # a later joint write marks it again
+            return self._known.head
         try:
             conn = await self._connect()
             async with conn.transaction():
-                stored, head = await self._stored_head(conn, lock=False)
+                stored, head = await stored_head(conn, self._chain, self._key, lock=False)
         except BaseException:
-            with self._head_lock:
-                self._stale = True  # still to read (a retry reads it)
+            self._known.mark_stale()  # still to read (a retry reads it)
             raise
-        with self._head_lock:
-            if self._stored is None or stored is None or stored[0] >= self._stored[0]:
-                self._stored, self._head = stored, head
-            return self._head
+        self._known.advance(stored, head, read=True)
+        return self._known.head
 
     async def _disconnect(self) -> None:
         if self._conn is not None:
