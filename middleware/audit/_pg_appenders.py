@@ -14,8 +14,12 @@ the caller and the server.
   different loops (threads) and processes are ordered by the database: each write moves the
   chain's head row (``middleware/audit/_postgres.py``).
 - **Loops that end.** A loop closed with its connection open (``asyncio.run`` per call) leaves
-  it to the sink: the next loop's first append, and `close`, close such connections' sockets
-  (libpq's ``finish`` needs no loop).
+  it to the sink: the next loop's first append, `close`, and the sink's collection close such
+  connections' sockets (libpq's ``finish`` needs no loop).
+- **Synchronous reads on a loop.** A synchronous read made on a loop whose appends wait for
+  that loop to get control back (a listener of ``ToolCallStored`` reading ``rows()``) cannot
+  let them run: `take_waiting` hands them to the sink, which writes them on its own connection
+  before reading, so the read sees them (their futures are settled on their loop).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +36,7 @@ from ._chain import AuditEntry, AuditRow
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["Appenders"]
+__all__ = ["Appenders", "Waiting", "settle"]
 
 Write = Callable[
     ["AsyncConnection[tuple[Any, ...]]", Sequence[AuditEntry]], Awaitable[list[AuditRow]]
@@ -41,6 +46,8 @@ Connect = Callable[[], Awaitable["AsyncConnection[tuple[Any, ...]]"]]
 """Open a connection on the running loop."""
 
 _Queued = tuple[tuple[AuditEntry, ...], "asyncio.Future[list[AuditRow]]"]
+Waiting = tuple[asyncio.AbstractEventLoop, list[_Queued]]
+"""A loop's queued appends, taken to be written elsewhere (`Appenders.take_waiting`)."""
 
 _CLOSE_WAIT = 30.0
 """Seconds `Appenders.close` waits for another thread's loop to finish its writes."""
@@ -49,13 +56,14 @@ _CLOSE_WAIT = 30.0
 class _Appender:
     """One loop's connection, queue and drain task."""
 
-    __slots__ = ("conn", "drain", "loop", "queued")
+    __slots__ = ("conn", "drain", "loop", "queued", "writing")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.conn: AsyncConnection[tuple[Any, ...]] | None = None
         self.queued: list[_Queued] = []
         self.drain: asyncio.Task[None] | None = None  # running while the queue is written
+        self.writing = False  # a group is being written (connecting included)
 
     def finish(self) -> None:
         """Close the connection's socket without the loop (it is closed, or stopped)."""
@@ -67,7 +75,7 @@ class _Appender:
 class Appenders:
     """The appends of one sink: a connection and a group-commit queue per appending loop."""
 
-    __slots__ = ("_by_loop", "_closed", "_connect", "_lock", "_write")
+    __slots__ = ("__weakref__", "_by_loop", "_closed", "_connect", "_lock", "_write")
 
     def __init__(self, connect: Connect, write: Write) -> None:
         """Keep how to open a connection and how to write a group (both run on the loop)."""
@@ -76,6 +84,8 @@ class Appenders:
         self._by_loop: dict[asyncio.AbstractEventLoop, _Appender] = {}
         self._lock = threading.Lock()  # guards _by_loop (appends from loops in any thread)
         self._closed = False
+        # a sink collected without `close`: its connections' sockets closed, with no warning
+        weakref.finalize(self, _finish_all, self._by_loop)
 
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
         """Queue ``entries``; the future (of the running loop) completes once written."""
@@ -110,6 +120,7 @@ class Appenders:
             while appender.queued:
                 group, appender.queued = appender.queued, []
                 entries = [entry for appended, _ in group for entry in appended]
+                appender.writing = True
                 try:
                     conn = appender.conn
                     if conn is None or conn.closed:
@@ -118,7 +129,9 @@ class Appenders:
                     outcome: list[AuditRow] | BaseException = await self._write(conn, entries)
                 except Exception as exc:  # every append of the group gets it
                     outcome = exc
-                _settle(group, outcome)
+                finally:
+                    appender.writing = False
+                settle(group, outcome)
                 group = []
         except BaseException:  # cancelled (the loop is ending): the transaction may be open
             appender.finish()
@@ -128,6 +141,23 @@ class Appenders:
             raise
         finally:
             appender.drain = None
+
+    def take_waiting(self) -> Waiting | None:
+        """The running loop's queued appends, when none of its writes is on its way.
+
+        For a synchronous read made on that loop: the loop cannot write them before the read
+        returns. None when there is no running loop, nothing queued, or a group of that loop is
+        being written (the queued ones must follow it: they stay).
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        appender = self._by_loop.get(loop)
+        if appender is None or appender.writing or not appender.queued:
+            return None
+        group, appender.queued = appender.queued, []
+        return loop, group
 
     def close(self) -> None:
         """Finish every loop's writes where that can be waited for, then close connections.
@@ -165,8 +195,16 @@ async def _aclose(appender: _Appender) -> None:
         await conn.close()
 
 
-def _settle(group: list[_Queued], outcome: list[AuditRow] | BaseException) -> None:
-    """Complete a group's futures, each with its own rows (or the group's error)."""
+def _finish_all(by_loop: dict[asyncio.AbstractEventLoop, _Appender]) -> None:
+    for appender in by_loop.values():
+        appender.finish()
+
+
+def settle(group: list[_Queued], outcome: list[AuditRow] | BaseException) -> None:
+    """Complete a group's futures, each with its own rows (or the group's error).
+
+    Call it on the futures' loop.
+    """
     start = 0
     for appended, done in group:
         if isinstance(outcome, BaseException):

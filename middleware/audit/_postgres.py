@@ -57,7 +57,7 @@ from ._anchor import AuditAnchor, check_anchor
 from ._chain import AuditEntry, AuditHead, AuditRow
 from ._joint import JointRows
 from ._key import AuditKey, check_chain_key, check_key
-from ._pg_appenders import Appenders
+from ._pg_appenders import Appenders, settle
 from ._pg_writes import KnownHead, put, stored_head
 from ._postgres_schema import (
     HEAD,
@@ -297,6 +297,9 @@ class PostgresAuditSink:
 
         if self._closed:
             raise ValueError("the audit sink is closed")
+        waiting = self._appenders.take_waiting()
+        if waiting is not None:  # this loop's appends, which cannot run before the read returns
+            self._write_for(*waiting)
         try:
             return self._loop.run(job())
         except psycopg.OperationalError:
@@ -304,6 +307,20 @@ class PostgresAuditSink:
             if conn is None or not conn.closed:
                 raise
             return self._loop.run(job())
+
+    def _write_for(self, loop: asyncio.AbstractEventLoop, group: list[Any]) -> None:
+        """Write a loop's queued appends on the sink's own loop; settle them on theirs."""
+        entries = [entry for appended, _ in group for entry in appended]
+
+        async def write() -> list[AuditRow]:
+            return await self._write(await self._connect(), entries)
+
+        outcome: list[AuditRow] | BaseException
+        try:
+            outcome = self._loop.run(write())
+        except Exception as exc:  # every append of the group gets it
+            outcome = exc
+        loop.call_soon_threadsafe(settle, group, outcome)
 
     # -- AuditSink ------------------------------------------------------------------------------
     def append(self, entries: Sequence[AuditEntry]) -> asyncio.Future[list[AuditRow]]:
