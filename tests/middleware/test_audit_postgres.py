@@ -253,6 +253,29 @@ async def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: st
         sink.close()
 
 
+async def test_a_failed_group_commit_fails_every_append_of_the_group(pg_conninfo: str) -> None:
+    """Appends made together are written in one transaction: when it fails, each of them
+    raises (none is acknowledged without its row), and the next append writes again."""
+    sink = PostgresAuditSink(pg_conninfo, chain="group")
+    try:
+        await sink.append([entry("before")])
+        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        outcomes = await asyncio.gather(
+            *(sink.append([entry(f"lost{i}")]) for i in range(3)), return_exceptions=True
+        )
+        assert [isinstance(o, psycopg.OperationalError) for o in outcomes] == [True] * 3
+        [row] = await sink.append([entry("after")])
+        assert row.index == 1
+        assert [r.entry.call_id for r in sink.rows()] == ["before", "after"]
+        assert sink.verify()
+    finally:
+        sink.close()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "problem"),
     [
