@@ -58,6 +58,15 @@ def append(sink: PostgresAuditSink, entries: list[AuditEntry]) -> list[AuditRow]
     return asyncio.run(go())
 
 
+def drop_connections(conninfo: str) -> None:
+    """End every other session on the test database, as a server restart would."""
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 _WRITER = textwrap.dedent(
     """
     import asyncio, sys
@@ -238,11 +247,7 @@ async def test_an_append_after_the_connection_dropped_reconnects(pg_conninfo: st
     sink = PostgresAuditSink(pg_conninfo, chain="c")
     try:
         await sink.append([entry("before")])
-        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+        drop_connections(pg_conninfo)
         with pytest.raises(psycopg.OperationalError):
             await sink.append([entry("lost")])  # the broken connection fails this append ...
         [row] = await sink.append([entry("after")])  # ... and the next one reconnects
@@ -259,11 +264,7 @@ async def test_a_failed_group_commit_fails_every_append_of_the_group(pg_conninfo
     sink = PostgresAuditSink(pg_conninfo, chain="group")
     try:
         await sink.append([entry("before")])
-        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+        drop_connections(pg_conninfo)
         outcomes = await asyncio.gather(
             *(sink.append([entry(f"lost{i}")]) for i in range(3)), return_exceptions=True
         )
