@@ -29,16 +29,17 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
+from pipeline.errors import LoopError
 from pipeline.hosted import HostedCall, HostedRunner, HostedTurn, HostTool
 
 if TYPE_CHECKING:
     from google.adk.agents.callback_context import CallbackContext
     from google.adk.agents.invocation_context import InvocationContext
     from google.adk.models.llm_request import LlmRequest
-    from google.adk.models.llm_response import LlmResponse
     from google.adk.tools.base_tool import BaseTool
     from google.adk.tools.tool_context import ToolContext
 
@@ -122,11 +123,20 @@ class LoopwarePlugin(BasePlugin):
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
-        """Close the previous step's batch; offer the tools; take the hidden ones out."""
+        """Close the previous step's batch; offer the tools; take the hidden ones out.
+
+        When a policy ended the turn (a nack) or it was aborted, the model is not asked again:
+        the step is answered with an ``LlmResponse`` whose ``error_code`` and ``error_message``
+        are the loopware error's (ADK's own way for a model step that failed), and the run
+        ends (`HostedTurn.before_model`).
+        """
         turn = self._turns.get(callback_context.invocation_id)
         if turn is None:
             return None
-        await turn.end_batch()
+        try:
+            await turn.before_model()
+        except LoopError as exc:
+            return LlmResponse(error_code=exc.code, error_message=str(exc), turn_complete=True)
         declarations = _declared(llm_request)
         declared = [f for tool in declarations for f in (tool.function_declarations or [])]
         turn.offer(

@@ -184,6 +184,20 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
             if known is turn and thread is not None:
                 self._threads[thread] = key
 
+    async def _before_model(self, state: Any, turn: HostedTurn) -> None:
+        """Close the previous batch; a turn a policy ended (a nack) or aborted ends the run.
+
+        Raises:
+            LoopError: why the turn ended (`HostedTurn.before_model`); the turn is let go.
+        """
+        try:
+            await turn.before_model()
+        except Exception:
+            key = state.get(_KEY) if isinstance(state, dict) else None
+            if key is not None:
+                self._turns.pop(key, None)
+            raise
+
     async def _fail(self, state: Any, reason: str) -> None:
         """Abort and finish the turn of an invocation whose model call raised."""
         key = state.get(_KEY) if isinstance(state, dict) else None
@@ -239,7 +253,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         if turn is None:
             return handler(request)
         thread = self._loop_thread()
-        thread.run(turn.end_batch())
+        thread.run(self._before_model(request.state, turn))
         try:
             response = handler(thread.run(_now(self._filtered, request)))
         except Exception as exc:
@@ -257,7 +271,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         turn = self._turn(request.state)
         if turn is None:
             return await handler(request)
-        await turn.end_batch()
+        await self._before_model(request.state, turn)
         try:
             response = await handler(self._filtered(request))
         except Exception as exc:

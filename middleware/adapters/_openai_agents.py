@@ -289,7 +289,7 @@ def _wrapped(tool: FunctionTool, owner: Loopware) -> FunctionTool:
         active = _ACTIVE.get()
         if active is not None:
             turn = active.turn
-            await turn.end_batch()  # the tools are prepared for the next model call
+            await turn.before_model()  # the tools are prepared for the next model call
             # a hidden tool stays enabled (known to the run): `ShownTools` hides it from the model
         if callable(enabled):
             answer = enabled(run, agent)

@@ -156,11 +156,15 @@ class LoopwareCapability(AbstractCapability[Any]):
         """Offer the step's tools to loopware (the previous step's batch is closed first).
 
         Its ``dispatch_output`` may hide a tool: `before_model_request` leaves it out.
+
+        Raises:
+            LoopError: a policy ended the turn (a nack) or it was aborted: the run ends here,
+                before the model is asked again (`HostedTurn.before_model`).
         """
         turn = self._turn
         if turn is None:
             return tool_defs
-        await turn.end_batch()
+        await turn.before_model()
         turn.offer(
             HostTool(t.name, t.description, t.parameters_json_schema)
             for t in tool_defs

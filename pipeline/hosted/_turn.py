@@ -46,7 +46,8 @@ class HostedTurn:
 
     Use from the host's hooks: `offer` the host's tools, `announce` a batch's call ids in
     proposal order where the host runs a batch in varying order, `call` around each tool call,
-    `end_batch` before the next model step, `hidden` to filter the tools shown, `snapshot` and
+    `before_model` before the next model step (it closes the batch, `end_batch`, and raises
+    when a policy ended the turn), `hidden` to filter the tools shown, `snapshot` and
     `restore` the stash as plain data where the host persists state, `finish` at the run's end.
     """
 
@@ -107,6 +108,23 @@ class HostedTurn:
         """
         self._order.clear()
         await self._life.end_batch()
+
+    async def before_model(self) -> None:
+        """Before the host asks its model again: close the batch, and stop if the turn ended.
+
+        `end_batch`, then, when a policy ended the turn (a nack) or it was aborted, raise why:
+        the host's run ends there, as a `TurnRunner`'s turn ends, instead of asking the model
+        for calls no turn could record. Adapters call it in their hook before each model step.
+
+        Raises:
+            LoopError: the turn's first error (`TurnResult.raise_for_status`): the nack's
+                `PolicyViolationError`, or `TurnAbortedError` for an aborted turn.
+        """
+        self._order.clear()
+        life = self._life
+        await life.end_batch()
+        if life.ended:
+            (await life.finish()).raise_for_status()
 
     async def finish(self) -> TurnResult:
         """End the run: close the batch, ``turn_output``, and return the turn's `TurnResult`."""

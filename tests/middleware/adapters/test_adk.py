@@ -53,7 +53,7 @@ class Hostile(BaseLlm):
 
 
 async def _run(
-    steps: list[Step], stack: list[object], runs: list[str]
+    steps: list[Step], stack: list[object], runs: list[str], errors: list[str] | None = None
 ) -> tuple[Hostile, dict[str, Any]]:
     def search(q: str, limit: int = 10) -> str:
         """Search."""
@@ -75,6 +75,8 @@ async def _run(
     async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
         for response in event.get_function_responses():
             responses[str(response.id)] = response.response
+        if errors is not None and event.error_code:
+            errors.append(str(event.error_code))
     await runner.close()
     return model, responses
 
@@ -134,5 +136,29 @@ async def test_the_audit_has_one_row_per_call_id_and_verifies(tmp_path: Path) ->
         assert sorted(ids) == sorted([f"c{i}" for i in range(10)] + ["s"])
         assert sink.verify().ok
         assert len(runs) == 3
+    finally:
+        sink.close()
+
+
+async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Path) -> None:
+    """A limit that nacks ends the run at the next model step: the model is asked no third
+    time, the step is answered with the nack's error code (ADK's own failed-step response),
+    and each call the model made has exactly one audit row."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    try:
+        runs: list[str] = []
+        errors: list[str] = []
+        steps: list[Step] = [[(f"c{i}", "search", {"q": f"q{i}"})] for i in range(4)]
+        stack: list[object] = [ToolCallLimit({"search": 1}, on_exceed="nack"), AuditLog(sink)]
+        model, _ = await _run(steps, stack, runs, errors)
+        assert errors == ["E_POLICY_VIOLATION"]
+        assert len(model.offered) == 2
+        assert runs == ["search:q0:10"]
+        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
+        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
+            ("c0", "allowed", True),
+            ("c1", "denied", False),
+        ]
+        assert sink.verify().ok
     finally:
         sink.close()

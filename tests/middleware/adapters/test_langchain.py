@@ -26,6 +26,7 @@ from pydantic import Field
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.langchain import LoopwareMiddleware
 from middleware.audit import AuditLog, JsonlAuditSink
+from pipeline.errors import PolicyViolationError
 
 Mode = Literal["invoke", "ainvoke"]
 MODES = pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -146,5 +147,37 @@ def test_the_audit_has_one_row_per_call_id_and_verifies(mode: Mode, tmp_path: Pa
         assert sorted(ids) == sorted([f"c{i}" for i in range(10)] + ["s"])
         assert sink.verify().ok
         assert len(tools.runs) == 3
+    finally:
+        sink.close()
+
+
+@MODES
+def test_a_nack_ends_the_invocation_before_the_model_is_asked_again(
+    mode: Mode, tmp_path: Path
+) -> None:
+    """A limit that nacks ends the invocation at the next model step: it raises the nack's
+    `PolicyViolationError`, the model's later steps are never asked for, and each call it made
+    has exactly one audit row."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    try:
+        tools = Tools()
+        steps = [_step((f"c{i}", "search", {"q": f"q{i}"})) for i in range(4)]
+        model = Hostile(messages=iter([*steps, AIMessage(content="done")]))
+        stack = [ToolCallLimit({"search": 1}, on_exceed="nack"), AuditLog(sink)]
+        agent = create_agent(
+            model, tools=tools.build(), middleware=[LoopwareMiddleware(middleware=stack)]
+        )
+        state: Any = {"messages": [("user", "go")]}
+        invoke = agent.invoke if mode == "invoke" else (lambda s: asyncio.run(agent.ainvoke(s)))
+        with pytest.raises(PolicyViolationError):
+            invoke(state)
+        assert tools.runs == ["search:q0:10"]
+        assert len(list(model.messages)) == 3  # c2, c3 and the answer were never asked for
+        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
+        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
+            ("c0", "allowed", True),
+            ("c1", "denied", False),
+        ]
+        assert sink.verify().ok
     finally:
         sink.close()

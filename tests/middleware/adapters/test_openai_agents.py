@@ -21,6 +21,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.openai_agents import Loopware
 from middleware.audit import AuditLog, JsonlAuditSink
+from pipeline.errors import PolicyViolationError
 
 Step = list[tuple[str, str, dict[str, Any]]]
 QUIET = RunConfig(tracing_disabled=True, tool_not_found_behavior="return_error_to_model")
@@ -119,5 +120,30 @@ async def test_the_audit_has_one_row_per_call_id_and_verifies(tmp_path: Path) ->
         assert sorted(ids) == sorted(f"c{i}" for i in range(10))
         assert sink.verify().ok
         assert len(runs) == 3
+    finally:
+        sink.close()
+
+
+async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Path) -> None:
+    """A limit that nacks ends the run at the next model step: `Loopware.run` raises the
+    nack's `PolicyViolationError`, the model is asked no third time, and each call it made has
+    exactly one audit row."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    try:
+        runs: list[str] = []
+        agent, model = _agent([[(f"c{i}", "search", {"q": f"q{i}"})] for i in range(4)], runs)
+        loopware = Loopware(
+            middleware=[ToolCallLimit({"search": 1}, on_exceed="nack"), AuditLog(sink)]
+        )
+        with pytest.raises(PolicyViolationError):
+            await loopware.run(agent, "go", run_config=QUIET)
+        assert runs == ["search:q0:10"]
+        assert len(model.calls) == 2
+        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
+        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
+            ("c0", "allowed", True),
+            ("c1", "denied", False),
+        ]
+        assert sink.verify().ok
     finally:
         sink.close()

@@ -26,6 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.pydantic_ai import LoopwareCapability
 from middleware.audit import AuditLog, JsonlAuditSink
+from pipeline.errors import PolicyViolationError
 from pipeline.stores import MemoryStore
 
 Step = list[tuple[str, str, dict[str, Any]]]
@@ -177,3 +178,29 @@ async def test_runs_of_a_conversation_share_history_only_in_a_given_store(keeps:
         model = Hostile([[(cid, "search", {"q": "x"})]])
         await _agent(model, capability, runs).run("go", conversation_id="thread-1")
     assert len(runs) == (1 if keeps else 2)
+
+
+async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Path) -> None:
+    """A limit that nacks ends the pydantic-ai run at the next model step: the run raises the
+    nack's `PolicyViolationError`, the model is asked no third time, and each call it made has
+    exactly one audit row (none is left unrecorded after the turn ended)."""
+    sink = JsonlAuditSink(tmp_path / "audit.jsonl")
+    try:
+        runs: list[str] = []
+        model = Hostile([[(f"c{i}", "search", {"q": f"q{i}"})] for i in range(4)])
+        capability = LoopwareCapability(
+            middleware=[ToolCallLimit({"search": 1}, on_exceed="nack"), AuditLog(sink)]
+        )
+        with pytest.raises(PolicyViolationError) as raised:
+            await _agent(model, capability, runs).run("go")
+        assert raised.value.code == "E_POLICY_VIOLATION"
+        assert runs == ["search:q0:10"]
+        assert len(model.offered) == 2
+        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
+        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
+            ("c0", "allowed", True),
+            ("c1", "denied", False),
+        ]
+        assert sink.verify().ok
+    finally:
+        sink.close()
