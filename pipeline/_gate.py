@@ -18,8 +18,10 @@ thread (use ``loop.call_soon_threadsafe(gate.resolve, value)`` from another thre
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
-from typing import TYPE_CHECKING, Any, Generic, Literal, cast, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, cast, overload
 
 from typing_extensions import TypeVar
 
@@ -35,7 +37,7 @@ from .errors import (
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-__all__ = ["Gate", "GateResult"]
+__all__ = ["GATE_WATCHER", "Gate", "GateResult"]
 
 GateResult = Literal["resolved", "rejected", "aborted", "timeout"]
 """How a gate was settled."""
@@ -307,3 +309,11 @@ def _is_positive_seconds(value: object) -> bool:
 
 
 Gate.__module__ = "pipeline"
+
+
+GATE_WATCHER: Final[contextvars.ContextVar[Callable[[Gate[Any]], None] | None]] = (
+    contextvars.ContextVar("loopware_gate_watcher", default=None)
+)
+"""Told of each gate a stage opens in this context, before it waits and before `GateOpened` is
+emitted: a hosted call that carries its host's decision settles the gate with it, or defers
+the call (``pipeline/hosted/_turn.py``). Unset, nobody is told."""

@@ -32,6 +32,7 @@ from ._events import (
     ToolCallStored,
     ToolDecided,
 )
+from ._gate import GATE_WATCHER
 from ._record_keepers import RecordAction, RecordChange
 from ._running_ids import NO_IDS, announce
 from ._tool_threads import shared_tool_threads, tool_thread_loop
@@ -407,6 +408,9 @@ class TurnState:
             raise TurnAbortedError("the turn was aborted before the gate opened", gate_id=gate.id)
         self.open_gates.add(gate)
         try:
+            watcher = GATE_WATCHER.get()
+            if watcher is not None:
+                watcher(gate)
             self.emit(GateOpened(turn_id=self.turn_id, gate=gate))
             return await gate.wait()
         finally:

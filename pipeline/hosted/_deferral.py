@@ -6,9 +6,9 @@ LangGraph's ``interrupt()``, the OpenAI Agents SDK's ``needs_approval``, ADK's
 pre-handler hook of the same call id again with the decision. A hosted turn maps that onto
 `middleware.ApprovalGate`:
 
-* the runner's `GateOpened` listener (`on_gate_opened`) finds the call whose stage opened the
-  gate (the `HostedCall` of the running context) and lets it settle the gate with the host's
-  decision, or defer it (`HostedCall.gate_opened`);
+* a call that carries the host's decision, or may be deferred, watches its own stage's gates
+  (`pipeline._gate.GATE_WATCHER`, set around its run by `HostedTurn.call`): it settles the gate
+  with the host's decision, or defers the call (`HostedCall.gate_opened`);
 * a deferred call's stage is cancelled (`until_decided`): the hooks unwind as for a call that
   never ran (``ToolCallLimit`` gives its slot back), and no record is stored, so the call's one
   decision, and its one audit row, is taken when the host resumes it.
@@ -21,20 +21,10 @@ import contextlib
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ._tools import CURRENT
-
 if TYPE_CHECKING:
-    from .._events import GateOpened
     from ..calls._toolcall import ToolCall
 
-__all__ = ["on_gate_opened", "until_decided"]
-
-
-def on_gate_opened(event: GateOpened) -> None:
-    """Hand a gate opened by a hosted call's stage to that call (`HostedCall.gate_opened`)."""
-    call = CURRENT.get()
-    if call is not None:
-        call.gate_opened(event.gate)
+__all__ = ["until_decided"]
 
 
 async def until_decided(

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._events import GateOpened
 from .._runner import TurnRunner
 from .._tool import Tool
-from ._deferral import on_gate_opened
 from ._iterations import DRIVER
 from ._tools import HostTool, HostToolCache
 from ._turn import HostedTurn
@@ -66,7 +64,6 @@ class HostedRunner:
             spool=spool,
             max_iterations=None,  # the host's loop has its own cap
         )
-        self._runner.on(GateOpened, on_gate_opened)  # a hosted call's gate: settle or defer
 
     def __repr__(self) -> str:
         """Show the stack."""

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+from .._gate import GATE_WATCHER
 from .._tool_checks import is_tool_name
 from ..errors import InvalidToolCallError
 from ._call import HostedCall, ended_record
@@ -305,6 +306,9 @@ class HostedTurn:
             self.offer((HostTool(name),))
         raw = hosted.raw_args
         token = CURRENT.set(hosted)
+        # only a call with the host's decision, or a deferrable one, has a gate to watch
+        watching = hosted.approval is not None or hosted.defer
+        watch = GATE_WATCHER.set(hosted.gate_opened) if watching else None
         try:
             stage = d.run_tool(
                 name,
@@ -315,6 +319,8 @@ class HostedTurn:
             # only a deferrable call runs its stage in a task of its own (to stop it there)
             return await (stage if parked is None else until_decided(stage, parked))
         finally:
+            if watch is not None:
+                GATE_WATCHER.reset(watch)
             CURRENT.reset(token)
 
     def get(self, call_id: str) -> HostedCall | None:
