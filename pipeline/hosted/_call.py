@@ -97,8 +97,9 @@ class HostedCall:
                 raw = arguments  # loopware's parser refuses it with the usual message
         self.raw_args: object = raw
         """The arguments as the model sent them (parsed when they were JSON text)."""
-        self.validated = None if validated is None else dict(validated)
-        """The host's own validation of them (defaults applied), when the host gave it."""
+        self.validated = validated
+        """The host's own validation of them (defaults applied), when the host gave it (as
+        given: the call's validation copies it)."""
         self._centre = centre
         self._hosts = centre is not None  # the host gave its handler (kept after `finish`)
         self._entered = entered
@@ -132,7 +133,9 @@ class HostedCall:
 
         The host's value is kept (`value`) for the host; loopware's record keeps the text.
         """
-        self._entered()
+        entered = self._entered
+        if entered is not _no_op:  # an announced call: the calls after it may go on
+            entered()
         centre = self._centre
         if centre is None:  # a host tool called without its host's handler
             raise RuntimeError(f"no host handler was given for the call to {self.name!r}")

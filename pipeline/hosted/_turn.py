@@ -259,15 +259,18 @@ class HostedTurn:
         self._running[call_id] = None  # a future only once a second ask waits for it
         life = self._life
         d = life.dispatch
-        if d is not None and not life.ended:  # if the turn ends first, it records the call
+        ended = life.ended
+        if d is not None and not ended:  # if the turn ends first, it records the call
             d.announce(call_id, name)
         try:
-            if ordered:
-                await order.wait(call_id)
-            if not life.ready.done():  # an iteration is being closed or started
-                await life.until_ready()
+            if ordered or not life.ready.done():  # it waits: the turn may end meanwhile
+                if ordered:
+                    await order.wait(call_id)
+                if not life.ready.done():  # an iteration is being closed or started
+                    await life.until_ready()
                 d = life.dispatch
-            if d is None or life.ended:
+                ended = life.ended
+            if d is None or ended:
                 stored = None if d is None else d.get_tool_call(call_id)
                 hosted.late = stored is None
                 hosted.record = ended_record(d, call_id, name) if stored is None else stored
