@@ -25,7 +25,9 @@ response in any process sharing the session store, ADK runs ``before_tool_callba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -290,21 +292,44 @@ def _schema(declaration: Any) -> dict[str, Any] | None:
     return None
 
 
+_DEFAULTS: weakref.WeakKeyDictionary[Any, tuple[tuple[str, object], ...] | None] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per tool function, its plain defaults (`_defaults`): read once, not per call."""
+
+
+def _defaults(func: Any) -> tuple[tuple[str, object], ...] | None:
+    """The function's parameters with a plain default (None: no signature to read)."""
+    if func in _DEFAULTS:  # (a function that cannot be weakly referenced is never in it)
+        return _DEFAULTS[func]
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        found = None
+    else:
+        found = tuple(
+            (name, p.default)
+            for name, p in parameters.items()
+            if name != "tool_context"
+            and p.default is not inspect.Parameter.empty
+            and (p.default is None or isinstance(p.default, bool | int | float | str))
+        )
+    with contextlib.suppress(TypeError):  # not weakly referenceable: read every time
+        _DEFAULTS[func] = found
+    return found
+
+
 def _validated(tool: BaseTool, args: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments with the function's own defaults filled in (what repetition compares)."""
     func = getattr(tool, "func", None)
     if func is None:
         return None
-    try:
-        parameters = inspect.signature(func).parameters
-    except (TypeError, ValueError):
+    defaults = _defaults(func)
+    if defaults is None:
         return None
     filled = dict(args)
-    for name, parameter in parameters.items():
-        default = parameter.default
-        if name in filled or name == "tool_context" or default is inspect.Parameter.empty:
-            continue
-        if default is None or isinstance(default, bool | int | float | str):
+    for name, default in defaults:
+        if name not in filled:
             filled[name] = default
     return filled
 
