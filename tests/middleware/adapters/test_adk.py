@@ -27,6 +27,8 @@ from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.adk import LoopwarePlugin
 from middleware.audit import AuditLog, JsonlAuditSink
 
+from ._nack import assert_audit_ends_at_the_nack
+
 Step = list[tuple[str, str, dict[str, Any]]]
 
 
@@ -154,11 +156,6 @@ async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Pat
         assert errors == ["E_POLICY_VIOLATION"]
         assert len(model.offered) == 2
         assert runs == ["search:q0:10"]
-        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
-        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
-            ("c0", "allowed", True),
-            ("c1", "denied", False),
-        ]
-        assert sink.verify().ok
+        assert_audit_ends_at_the_nack(sink)
     finally:
         sink.close()

@@ -29,6 +29,8 @@ from middleware.audit import AuditLog, JsonlAuditSink
 from pipeline.errors import PolicyViolationError
 from pipeline.stores import MemoryStore
 
+from ._nack import assert_audit_ends_at_the_nack
+
 Step = list[tuple[str, str, dict[str, Any]]]
 
 
@@ -196,11 +198,6 @@ async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Pat
         assert raised.value.code == "E_POLICY_VIOLATION"
         assert runs == ["search:q0:10"]
         assert len(model.offered) == 2
-        rows = [r.entry for r in sink.rows() if r.entry.kind == "tool_call"]
-        assert [(e.call_id, e.decision, e.ran) for e in rows] == [
-            ("c0", "allowed", True),
-            ("c1", "denied", False),
-        ]
-        assert sink.verify().ok
+        assert_audit_ends_at_the_nack(sink)
     finally:
         sink.close()
