@@ -21,6 +21,8 @@ Five configurations, timed in interleaved repeats in one process:
   calls the handler; a LangChain middleware whose ``awrap_tool_call`` calls the handler; a
   ``FunctionTool`` whose ``on_invoke_tool`` calls the tool's own; an ADK plugin whose
   ``before_tool_callback`` returns None);
+* ``model`` (LangChain): the no-op middleware with an ``awrap_model_call`` that only calls the
+  model: what LangGraph charges for the hook an adapter needs to filter the tools shown;
 * ``shape`` (LangChain): a hand-written middleware with the adapter's hooks and state keys
   (``before_agent``, ``after_agent``, ``wrap_model_call``, ``wrap_tool_call``, a private state
   key) doing only its per-call lookups (the thread id, the turn's key in the state): what the
@@ -144,6 +146,12 @@ def langchain_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None]]]:
         async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
             return await handler(request)
 
+    class ModelHook(NoOp):
+        """The no-op middleware with a ``awrap_model_call`` that only calls the model."""
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
     class Shape(AgentMiddleware[Any, Any, Any]):
         """The adapter's hooks and state keys, doing nothing but its per-call lookups."""
 
@@ -186,11 +194,14 @@ def langchain_runs(audit_dir: Path) -> dict[str, Callable[[], Awaitable[None]]]:
             return []
         if config == "native":
             return [NoOp()]
+        if config == "model":
+            return [ModelHook()]
         if config == "shape":
             return [Shape()]
         return [LoopwareMiddleware(middleware=_stack(config, audit_dir))]
 
-    stacks = {config: middleware(config) for config in ("bare", "native", "shape", *CONFIGS[2:])}
+    configs = ("bare", "native", "model", "shape", *CONFIGS[2:])
+    stacks = {config: middleware(config) for config in configs}
 
     class Script:
         """The fake model's messages, started again before each run (the agent is built once)."""
@@ -380,6 +391,11 @@ def report(host: str, times: Times) -> bool:
         f"{cpu['policies'] - cpu['native']:+.1f} CPU "
         f"(target <= {TARGET_US:.0f}): {'ok' if ok else 'MISSED'}"
     )
+    if "model" in best:
+        print(
+            f"  model hook over native: {best['model'] - best['native']:+.1f} us per call wall "
+            "(a wrap_model_call that only calls the model: the hook that filters the tools shown)"
+        )
     if "shape" in best:
         print(
             f"  shape over native:    {best['shape'] - best['native']:+.1f} us per call wall, "

@@ -300,8 +300,9 @@ _DEFAULTS: weakref.WeakKeyDictionary[Any, tuple[tuple[str, object], ...] | None]
 
 def _defaults(func: Any) -> tuple[tuple[str, object], ...] | None:
     """The function's parameters with a plain default (None: no signature to read)."""
-    if func in _DEFAULTS:  # (a function that cannot be weakly referenced is never in it)
-        return _DEFAULTS[func]
+    with contextlib.suppress(TypeError):  # unhashable: read every time
+        if func in _DEFAULTS:  # (one that cannot be weakly referenced is never in it)
+            return _DEFAULTS[func]
     try:
         parameters = inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -314,7 +315,7 @@ def _defaults(func: Any) -> tuple[tuple[str, object], ...] | None:
             and p.default is not inspect.Parameter.empty
             and (p.default is None or isinstance(p.default, bool | int | float | str))
         )
-    with contextlib.suppress(TypeError):  # not weakly referenceable: read every time
+    with contextlib.suppress(TypeError):  # not weakly referenceable, or unhashable
         _DEFAULTS[func] = found
     return found
 

@@ -45,6 +45,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.types import Command, interrupt
 
+from pipeline.errors import LoopError
 from pipeline.hosted import HostedCall, HostedRunner, HostedTurn
 
 from ._langchain_parts import (
@@ -184,18 +185,17 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
             if known is turn and thread is not None:
                 self._threads[thread] = key
 
-    async def _before_model(self, state: Any, turn: HostedTurn) -> None:
+    async def _before_model(self, state: Any, turn: HostedTurn, thread: str | None) -> None:
         """Close the previous batch; a turn a policy ended (a nack) or aborted ends the run.
 
         Raises:
-            LoopError: why the turn ended (`HostedTurn.before_model`); the turn is let go.
+            LoopError: why the turn ended (`HostedTurn.before_model`); the turn is let go
+                (``after_agent`` will not run).
         """
         try:
             await turn.before_model()
-        except Exception:
-            key = state.get(_KEY) if isinstance(state, dict) else None
-            if key is not None:
-                self._turns.pop(key, None)
+        except LoopError:
+            await self._finish(state, thread)  # the turn has ended: this only lets it go
             raise
 
     async def _fail(self, state: Any, reason: str) -> None:
@@ -253,7 +253,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         if turn is None:
             return handler(request)
         thread = self._loop_thread()
-        thread.run(self._before_model(request.state, turn))
+        thread.run(self._before_model(request.state, turn, _thread_id()))
         try:
             response = handler(thread.run(_now(self._filtered, request)))
         except Exception as exc:
@@ -271,7 +271,7 @@ class LoopwareMiddleware(AgentMiddleware[LoopwareState, Any, Any]):
         turn = self._turn(request.state)
         if turn is None:
             return await handler(request)
-        await self._before_model(request.state, turn)
+        await self._before_model(request.state, turn, _thread_id())
         try:
             response = await handler(self._filtered(request))
         except Exception as exc:

@@ -117,13 +117,15 @@ class HostedTurn:
         the host's run ends there, as a `TurnRunner`'s turn ends, instead of asking the model
         for calls no turn could record. Adapters call it in their hook before each model step.
 
+        A turn a middleware acked early (``ctx.ack()`` in ``dispatch_output``) ended completed:
+        nothing is raised, and the host's later calls are refused as `HostedCall.late`.
+
         Raises:
             LoopError: the turn's first error (`TurnResult.raise_for_status`): the nack's
                 `PolicyViolationError`, or `TurnAbortedError` for an aborted turn.
         """
-        self._order.clear()
+        await self.end_batch()
         life = self._life
-        await life.end_batch()
         if life.ended:
             (await life.finish()).raise_for_status()
 

@@ -10,10 +10,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from middleware import Middleware
 from middleware.audit import AuditLog, JsonlAuditSink
 from pipeline import DispatchContext
 from pipeline.calls import ToolCallContext
+from pipeline.errors import TurnAbortedError
 from pipeline.hosted import HostedCall, HostedRunner, HostedTurn, HostTool
 from pipeline.stages import CallNext
 
@@ -187,3 +190,28 @@ async def test_a_call_asked_again_after_the_end_gets_its_stored_record_once(
     assert again is waiting
     assert host.runs == [{"q": "a"}]
     assert rows(audit) == [("a", "allowed", True), ("b", "aborted", False)]
+
+
+async def test_before_the_next_model_call_a_turn_a_policy_aborted_raises_why(
+    tmp_path: Path,
+) -> None:
+    """`before_model` closes the batch and raises the turn's abort: the host stops there, and
+    the calls the turn took keep one row each."""
+    audit = JsonlAuditSink(tmp_path / "audit.jsonl")
+    runner = HostedRunner(middleware=[abort_on("b"), AuditLog(audit)])
+    host = Host()
+    turn = await runner.begin("go")
+    turn.offer([SEARCH])
+    await turn.before_model()  # a turn that takes calls: nothing raised
+    await turn.call("a", "search", {"q": "a"}, host.search)
+    await turn.before_model()
+    await turn.call("b", "search", {"q": "b"}, host.search)
+
+    with pytest.raises(TurnAbortedError, match="b ends it") as raised:
+        await turn.before_model()
+
+    assert raised.value.code == "E_TURN_ABORTED"
+    assert turn.ended
+    assert host.runs == [{"q": "a"}]
+    # b's hook aborted and returned without deciding: b failed there and never ran
+    assert rows(audit) == [("a", "allowed", True), ("b", "failed", False)]

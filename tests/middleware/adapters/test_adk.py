@@ -159,3 +159,24 @@ async def test_a_nack_ends_the_run_before_the_model_is_asked_again(tmp_path: Pat
         assert_audit_ends_at_the_nack(sink)
     finally:
         sink.close()
+
+
+def test_a_tool_whose_function_cannot_be_hashed_still_gets_its_defaults() -> None:
+    """The defaults of a tool function are read once and kept by function; a callable that
+    cannot be hashed (or weakly referenced) is read every time instead of failing the call."""
+    from middleware.adapters._adk import _validated
+
+    class Search:
+        __hash__ = None  # type: ignore[assignment]  # an object with __eq__ and no hash
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Search)
+
+        def __call__(self, q: str, limit: int = 10) -> str:
+            return q
+
+    class Tool:
+        func = Search()
+
+    assert _validated(Tool(), {"q": "x"}) == {"q": "x", "limit": 10}  # type: ignore[arg-type]
+    assert _validated(Tool(), {"q": "y", "limit": 3}) == {"q": "y", "limit": 3}  # type: ignore[arg-type]
