@@ -2,23 +2,25 @@
 
 `schema_model` turns an MCP tool's ``inputSchema`` into a pydantic model class that `Tool`
 compiles like any other (``pipeline/_tool_schema.py``): its JSON Schema is the server's (what
-the model is shown), and validation runs the server's schema with ``jsonschema`` before the
-handler, raising pydantic errors (``loc``, ``msg``, ``type``), so a bad argument becomes the
+the model is shown), and validation runs the server's schema with ``jsonschema_rs`` (the
+``jsonschema-rs`` package: the schema compiled once per tool, each call checked in Rust) before
+the handler, raising pydantic errors (``loc``, ``msg``, ``type``), so a bad argument becomes the
 same ``E_INVALID_TOOL_ARGS`` error call as for a pydantic-schema tool. The rules match the
 pydantic tools' strict JSON mode: nothing is coerced (JSON Schema never coerces), top-level
 defaults are applied, and unknown top-level keys are rejected unless the schema itself says
 what extras may be (``additionalProperties``, ``patternProperties`` or
 ``unevaluatedProperties``): the described schema then carries ``additionalProperties: false``.
+``format`` is an annotation, as in ``jsonschema``'s validators by default; no ``$ref`` is
+fetched from the network (a schema that needs one is refused when it is compiled).
 
-``jsonschema`` (a dependency of the ``mcp`` SDK) is imported when a schema is compiled, never
-by ``import pipeline``.
+``jsonschema_rs`` is imported when a schema is compiled, never by ``import pipeline``.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -44,6 +46,8 @@ class MCPArguments(BaseModel):
     _validator: ClassVar[Any] = None
     _json_schema: ClassVar[dict[str, Any]] = {}
     _defaults: ClassVar[tuple[tuple[str, str], ...]] = ()
+    _recursive: ClassVar[bool] = False
+    """The schema has a ``$ref``: its validation may recurse as deep as the arguments go."""
 
     def as_dict(self) -> dict[str, Any]:
         """The arguments as plain JSON data (a fresh dict)."""
@@ -66,10 +70,14 @@ class MCPArguments(BaseModel):
                     )
                 ],
             )
-        found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)  # jsonschema decides
-        errors = [detail for _, error in found for detail in _details(error)]
-        if errors:
-            raise ValidationError.from_exception_data(cls.__name__, errors)
+        if not _accepts(cls, data):  # the validator's verdict first; its errors only if needed
+            found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)
+            schema = cls._json_schema
+            errors = [d for _, error in found for d in _details(error, data, schema)]
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                errors or _details(_Broken("the arguments do not match the schema"), data, schema),
+            )
         if cls._defaults:
             missing = [(k, v) for k, v in cls._defaults if k not in data]
             if missing:
@@ -84,50 +92,91 @@ class MCPArguments(BaseModel):
         return copy.deepcopy(cls._json_schema)
 
 
+def _accepts(cls: type[MCPArguments], data: dict[str, Any]) -> bool:
+    """Whether the schema accepts ``data`` (False when it cannot be validated: `_iter` says why)."""
+    if cls._recursive and _deeper_than(data, _MAX_DEPTH):
+        return False
+    try:
+        return bool(cls._validator.is_valid(data))
+    except Exception:
+        return False
+
+
 def _iter(cls: type[MCPArguments], data: dict[str, Any]) -> Any:
+    if cls._recursive and _deeper_than(data, _MAX_DEPTH):
+        yield _Broken(f"the arguments are nested deeper than {_MAX_DEPTH} levels")
+        return
     try:
         yield from cls._validator.iter_errors(data)
-    except Exception as exc:  # an unresolvable $ref, a broken format checker, ...
+    except UnicodeEncodeError as exc:  # a lone surrogate: no JSON text sent as UTF-8 holds it
+        bad = exc.object[exc.start : exc.end]
+        yield _Broken(
+            f"the arguments hold a lone surrogate ({bad!a}), which JSON sent as UTF-8 cannot carry"
+        )
+    except Exception as exc:  # not JSON data (a key that is no string), nested too deeply, ...
         yield _Broken(f"the schema cannot validate these arguments: {exc}")
 
 
-class _Broken:
-    """A stand-in for a jsonschema error when the schema itself failed while validating."""
+_MAX_DEPTH: Final = 256
+"""How deep arguments may nest under a schema with a ``$ref`` (its validation recurses in native
+code as deep as they go, which an unbounded depth could overflow)."""
 
-    validator = "schema"
-    absolute_path: tuple[object, ...] = ()
-    validator_value: object = None
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects deeper than ``limit`` (walked, not recursed)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            items: Any = item.values()
+        elif isinstance(item, list | tuple):
+            items = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in items)
+    return False
+
+
+class _Broken:
+    """A stand-in for a validation error when the arguments could not be validated at all."""
+
+    kind_name = "schema"
+    instance_path: tuple[object, ...] = ()
+    schema_path: tuple[object, ...] = ()
     instance: object = None
 
     def __init__(self, message: str) -> None:
         self.message = message
 
 
-def _details(error: Any) -> list[InitErrorDetails]:
-    """One jsonschema error as pydantic error details (one per missing or unknown key)."""
-    loc = tuple(p for p in error.absolute_path if isinstance(p, str | int))
-    kind = str(error.validator)
+def _details(error: Any, data: object, schema: object) -> list[InitErrorDetails]:
+    """One validation error as pydantic error details (one per unknown key)."""
+    loc = tuple(p for p in error.instance_path if isinstance(p, str | int))
+    kind = getattr(error, "kind_name", None) or error.kind.name
     instance = error.instance
-    if kind == "required" and isinstance(instance, dict):
-        missing = [k for k in error.validator_value or () if k not in instance]
+    path = error.schema_path
+    if kind == "required":
         return [
             InitErrorDetails(
                 type=PydanticCustomError("missing", "Field required"),
-                loc=(*loc, str(key)),
+                loc=(*loc, str(error.kind.property)),
                 input=_short(instance),
             )
-            for key in missing
         ]
-    schema = getattr(error, "schema", None)
-    if kind == "additionalProperties" and isinstance(instance, dict) and isinstance(schema, dict):
-        known = schema.get("properties") or {}
-        unknown = [k for k in instance if k not in known] if isinstance(known, dict) else []
-        if unknown and not schema.get("patternProperties"):
+    if path and path[-1] == "additionalProperties" and kind in _EXTRA_KINDS:
+        found = _at(data, loc)  # the object with the unknown keys
+        where = _at(schema, path[:-1])  # the schema that closed it
+        known = where.get("properties") if isinstance(where, dict) else None
+        patterned = isinstance(where, dict) and "patternProperties" in where
+        if isinstance(found, dict) and not patterned:
+            unknown = [k for k in found if not isinstance(known, dict) or k not in known]
             return [
                 InitErrorDetails(
                     type=PydanticCustomError("extra_forbidden", "Extra inputs are not permitted"),
                     loc=(*loc, key),
-                    input=_short(instance[key]),
+                    input=_short(found[key]),
                 )
                 for key in unknown
             ]
@@ -140,6 +189,22 @@ def _details(error: Any) -> list[InitErrorDetails]:
             input=_short(instance),
         )
     ]
+
+
+_EXTRA_KINDS: Final = frozenset({"additionalProperties", "falseSchema"})
+"""The errors ``additionalProperties: false`` gives (``falseSchema`` when no ``properties``)."""
+
+
+def _at(value: object, path: Sequence[object]) -> object:
+    """The part of ``value`` at ``path`` (keys and indexes), or None when there is none."""
+    for step in path:
+        if isinstance(value, dict) and isinstance(step, str):
+            value = value.get(step)
+        elif isinstance(value, list) and isinstance(step, int) and 0 <= step < len(value):
+            value = value[step]
+        else:
+            return None
+    return value
 
 
 def _short(value: object) -> object:
@@ -162,10 +227,7 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
         InvalidToolError: the schema is not a JSON object schema (``type: object``) or is not a
             valid JSON Schema; ``field`` is ``"input_schema"``.
     """
-    # jsonschema ships no type stubs (and none are installable here): it is used as Any.
-    jsonschema: Any = importlib.import_module("jsonschema")
-    validators: Any = importlib.import_module("jsonschema.validators")
-    from referencing import Registry
+    import jsonschema_rs
 
     if not isinstance(schema, dict):
         raise _problem(tool_name, f"must be a JSON object, got {type(schema).__name__}")
@@ -175,12 +237,12 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
     if not any(key in described for key in _EXTRAS_KEYWORDS):
         described["additionalProperties"] = False
     try:
-        json.dumps(described)
-        cls: Any = validators.validator_for(described, default=validators.Draft202012Validator)
-        cls.check_schema(described)
-        validator = cls(described, registry=Registry())
-    except jsonschema.SchemaError as exc:
-        raise _problem(tool_name, f"is not a valid JSON Schema: {exc.message}") from None
+        text = json.dumps(described)
+        # formats annotate (as jsonschema's validators do by default); no $ref is fetched
+        validator = jsonschema_rs.validator_for(described, validate_formats=False, offline=True)
+    except jsonschema_rs.ValidationError as exc:
+        reason = exc.message.splitlines()[0] if exc.message else str(exc)
+        raise _problem(tool_name, f"is not a valid JSON Schema: {reason}") from None
     except (TypeError, ValueError, RecursionError) as exc:
         raise _problem(tool_name, f"cannot be compiled: {exc}") from None
     properties = described.get("properties")
@@ -195,6 +257,7 @@ def schema_model(tool_name: str, schema: object) -> type[MCPArguments]:
         "_validator": validator,
         "_json_schema": described,
         "_defaults": tuple(defaults),
+        "_recursive": "$ref" in text or "$dynamicRef" in text or "$recursiveRef" in text,
     }
     model: type[MCPArguments] = type(f"MCPArguments_{tool_name}", (MCPArguments,), namespace)
     return model

@@ -40,7 +40,7 @@ def test_importing_the_core_and_pipeline_mcp_never_imports_the_sdk() -> None:
     code = (
         "import sys, pipeline, middleware, pipeline.mcp, loopware_cli._main\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('mcp', 'mcp_types', 'jsonschema', 'anyio', 'uvicorn', 'starlette'))\n"
+        "('mcp', 'mcp_types', 'jsonschema', 'jsonschema_rs', 'anyio', 'uvicorn', 'starlette'))\n"
         "print(loaded)\n"
     )
     done = subprocess.run(

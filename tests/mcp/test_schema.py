@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("jsonschema")
+pytest.importorskip("jsonschema_rs")
 
 from pipeline import Tool, tool
 from pipeline.errors import InvalidToolArgsError, InvalidToolError
@@ -148,3 +148,52 @@ def test_any_json_arguments_either_validate_or_raise_the_typed_error(args: dict[
     else:
         assert set(value.as_dict()) <= {"city", "days"}
         assert isinstance(value.as_dict()["city"], str)
+
+
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+TREE = {
+    "type": "object",
+    "properties": {"tree": {"type": "array", "items": {"$ref": "#/properties/tree"}}},
+}
+
+
+def test_arguments_nested_past_the_limit_under_a_recursive_schema_are_refused_not_crashed() -> None:
+    model = schema_model("grow", TREE)
+    assert model.model_validate({"tree": nested(100)}).as_dict()["tree"] == nested(100)
+    with pytest.raises(ValueError, match="nested deeper than 256 levels"):
+        model.model_validate({"tree": nested(200_000)})  # would overflow the native stack
+
+
+def test_a_schema_that_needs_a_ref_from_the_network_is_refused_when_compiled() -> None:
+    remote = {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}
+    with pytest.raises(InvalidToolError) as info:
+        schema_model("t", remote)
+    assert info.value.field == "input_schema"
+    assert "https://example.com/a.json" in info.value.message
+
+
+@pytest.mark.parametrize("dialect", [None, "http://json-schema.org/draft-07/schema#"])
+def test_format_is_an_annotation_as_in_the_reference_validators(dialect: str | None) -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {"to": {"format": "email"}}}
+    if dialect is not None:
+        schema["$schema"] = dialect
+    assert mcp_tool(schema).validate({"to": "not an address"}).as_dict() == {"to": "not an address"}
+
+
+def test_a_lone_surrogate_the_schema_must_read_is_an_error_that_says_so() -> None:
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}}}
+    with pytest.raises(ValueError, match="lone surrogate"):
+        schema_model("t", schema).model_validate({"code": "ab\ud800"})
+
+
+@pytest.mark.parametrize("value", [b"bytes", {1, 2}, object()], ids=["bytes", "set", "object"])
+def test_values_that_are_not_json_data_are_a_validation_error(value: object) -> None:
+    model = schema_model("t", {"type": "object", "properties": {"v": {"type": "string"}}})
+    with pytest.raises(ValueError, match="cannot validate these arguments"):
+        model.model_validate({"v": value})
