@@ -140,6 +140,25 @@ def _top_level_object(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _own_json_schema(schema: type[Any]) -> dict[str, Any] | None:
+    """The JSON Schema a model class says it is shown as, when it overrides `model_json_schema`.
+
+    An MCP tool's arguments (`pipeline.mcp.MCPArguments`) and a host's tool's
+    (`pipeline.hosted.HostArguments`) are shown as their server's or host's schema, ``$defs``
+    and ``$ref`` included, which pydantic's own generation cannot resolve; any other class is
+    shown as pydantic generates it.
+    """
+    from pydantic import BaseModel
+
+    if not issubclass(schema, BaseModel):
+        return None
+    method = getattr(schema.model_json_schema, "__func__", None)
+    if method is None or method is getattr(BaseModel.model_json_schema, "__func__", None):
+        return None
+    own: dict[str, Any] = schema.model_json_schema()
+    return own
+
+
 def _is_schema_class(value: object) -> bool:
     # pydantic's model machinery loads with the first tool (docs/architecture.md, "Import time")
     from pydantic import BaseModel
@@ -218,7 +237,8 @@ class ArgsSchema(Generic[ArgsT]):
 
         try:
             adapter: TypeAdapter[ArgsT] = TypeAdapter(schema)
-            json_schema = _top_level_object(adapter.json_schema())
+            own = _own_json_schema(schema)
+            json_schema = own if own is not None else _top_level_object(adapter.json_schema())
         except Exception as exc:  # pydantic raises several unrelated types here
             raise _schema_error(tool_name, f"cannot be compiled: {exc}") from exc
         if json_schema.get("type") != "object":
@@ -287,7 +307,7 @@ class ArgsSchema(Generic[ArgsT]):
                 raise self._raised(exc) from exc
         try:
             text = json.dumps(args)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise self._error(
                 [{"type": "json_type", "loc": [], "msg": f"arguments are not JSON data: {exc}"}]
             ) from exc

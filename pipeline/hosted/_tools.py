@@ -72,8 +72,8 @@ class HostArguments(BaseModel):
         return data
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        """The host's schema, not pydantic's."""
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The host's schema, not pydantic's: ``$defs`` and ``$ref`` as given (a fresh copy)."""
         return copy.deepcopy(cls._json_schema)
 
 

@@ -87,8 +87,8 @@ class MCPArguments(BaseModel):
         return data
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
-        """The server's schema (as amended by `schema_model`), not pydantic's."""
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The server's schema as amended by `schema_model`, ``$defs`` and ``$ref`` as given."""
         return copy.deepcopy(cls._json_schema)
 
 

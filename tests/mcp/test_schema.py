@@ -164,10 +164,39 @@ TREE = {
 
 
 def test_arguments_nested_past_the_limit_under_a_recursive_schema_are_refused_not_crashed() -> None:
-    model = schema_model("grow", TREE)
-    assert model.model_validate({"tree": nested(100)}).as_dict()["tree"] == nested(100)
+    t = mcp_tool(TREE, name="grow")
+    assert t.validate({"tree": nested(100)}).as_dict()["tree"] == nested(100)
+    with pytest.raises(InvalidToolArgsError):
+        t.validate({"tree": nested(600)})
     with pytest.raises(ValueError, match="nested deeper than 256 levels"):
-        model.model_validate({"tree": nested(200_000)})  # would overflow the native stack
+        schema_model("grow", TREE).model_validate({"tree": nested(200_000)})  # no stack overflow
+
+
+ORDER = {
+    "type": "object",
+    "$defs": {
+        "Item": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "qty": {"type": "integer"}},
+            "required": ["name", "qty"],
+        }
+    },
+    "properties": {"item": {"$ref": "#/$defs/Item"}, "note": {"type": "string"}},
+    "required": ["item"],
+}
+
+
+def test_a_schema_with_defs_is_shown_as_written_and_validates_through_its_refs() -> None:
+    t = mcp_tool(ORDER, name="order")
+    shown = t.describe()["input_schema"]
+    assert shown["$defs"] == ORDER["$defs"]
+    assert shown["properties"]["item"] == {"$ref": "#/$defs/Item"}
+    assert t.validate({"item": {"name": "tea", "qty": 2}}).as_dict() == {
+        "item": {"name": "tea", "qty": 2}
+    }
+    assert errors_of(t, {"item": {"name": "tea", "qty": "two"}}) == [
+        (("item", "qty"), "json_schema_type")
+    ]
 
 
 def test_a_schema_that_needs_a_ref_from_the_network_is_refused_when_compiled() -> None:

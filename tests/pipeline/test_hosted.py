@@ -347,6 +347,33 @@ async def test_a_host_tool_is_built_once_per_runner_and_anew_when_its_schema_cha
     assert built[2].describe()["input_schema"] == {"type": "object"}
 
 
+async def test_a_host_tool_whose_schema_has_defs_and_refs_is_offered_as_the_host_wrote_it() -> None:
+    """A host tool taking a nested model (``$defs`` and ``$ref``, as pydantic writes it) is
+    built, shown to the model unchanged, and its call runs."""
+    schema = {
+        "type": "object",
+        "$defs": {"Item": {"type": "object", "properties": {"qty": {"type": "integer"}}}},
+        "properties": {"item": {"$ref": "#/$defs/Item"}, "note": {"type": "string"}},
+    }
+    turn = await HostedRunner().begin("go")
+    turn.offer([HostTool("order", "Order.", schema)])
+    assert turn.dispatch is not None
+    tool = turn.dispatch.tools.get("order")
+    assert tool is not None
+    assert tool.describe()["input_schema"] == schema
+    ran: list[Any] = []
+
+    async def centre(args: Any) -> str:
+        ran.append(args)
+        return "ordered"
+
+    call = await turn.call("c1", "order", {"item": {"qty": 2}, "note": "n"}, centre)
+    await turn.finish()
+    assert call.record is not None
+    assert call.record.ran
+    assert len(ran) == 1
+
+
 async def test_a_decided_call_lets_go_of_the_hosts_handler_while_the_turn_goes_on() -> None:
     """The turn keeps each call (a call id asked again gets the same answer), but not the host's
     per-call handler and what it holds: a long run does not keep every call's host objects."""
