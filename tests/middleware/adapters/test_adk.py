@@ -21,7 +21,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
 from google.genai import types
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.adk import LoopwarePlugin
@@ -92,6 +92,39 @@ async def test_ten_parallel_calls_under_a_limit_of_three_run_three_tools() -> No
     assert len(runs) == 3
     assert sum("E_CALL_DENIED" in str(r) for r in responses.values()) == 7
     assert "search" not in model.offered[1]
+
+
+class Item(BaseModel):
+    """An order line: a nested model in a tool's parameters."""
+
+    name: str
+    qty: int
+
+
+async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> None:
+    """A function taking a pydantic model beside another parameter: 3 calls under a limit of 1
+    run it once."""
+    runs: list[str] = []
+
+    def order(item: Item, note: str) -> str:
+        """Order an item."""
+        runs.append(f"{item.name}x{item.qty}:{note}")
+        return "ordered"
+
+    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
+    model = Hostile(steps=[[(f"c{i}", "order", args) for i in range(3)]], offered=[])
+    agent = LlmAgent(name="orders", model=model, tools=[order])
+    plugin = LoopwarePlugin(middleware=[ToolCallLimit({"order": 1})])
+    runner = InMemoryRunner(app=App(name="orders", root_agent=agent, plugins=[plugin]))
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+    responses: dict[str, Any] = {}
+    async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        for response in event.get_function_responses():
+            responses[str(response.id)] = response.response
+    await runner.close()
+    assert runs == ["teax2:asap"]
+    assert sum("E_CALL_DENIED" in str(r) for r in responses.values()) == 2
 
 
 async def test_a_repeat_that_spells_out_a_default_is_blocked() -> None:

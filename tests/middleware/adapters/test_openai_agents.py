@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 pytest.importorskip(
     "agents", reason="the OpenAI Agents SDK is not installed (extra 'openai-agents')"
@@ -65,6 +66,39 @@ def _outputs(result: Any) -> dict[str, str]:
 
 def _offered(model: ScriptedModel, step: int) -> list[str]:
     return [getattr(t, "name", "") for t in model.calls[step].tools]
+
+
+class Item(BaseModel):
+    """An order line: a nested model in a tool's parameters."""
+
+    name: str
+    qty: int
+
+
+async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> None:
+    """A function tool taking a pydantic model beside another parameter has a schema with
+    ``$defs`` and ``$ref``: 3 calls under a limit of 1 run it once."""
+    runs: list[str] = []
+
+    @function_tool
+    def order(item: Item, note: str) -> str:
+        """Order an item."""
+        runs.append(f"{item.name}x{item.qty}:{note}")
+        return "ordered"
+
+    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
+    model = ScriptedModel(
+        [
+            [function_call("order", args, call_id=f"c{i}") for i in range(3)],
+            [assistant_message("done")],
+        ]
+    )
+    agent = Agent(name="orders", model=model, tools=[order])
+    result = await Loopware(middleware=[ToolCallLimit({"order": 1})]).run(
+        agent, "go", run_config=QUIET
+    )
+    assert runs == ["teax2:asap"]
+    assert sum("E_CALL_DENIED" in text for text in _outputs(result).values()) == 2
 
 
 async def test_ten_parallel_calls_under_a_limit_of_three_run_three_tools() -> None:
