@@ -21,13 +21,14 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
 from google.genai import types
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.adk import LoopwarePlugin
 from middleware.audit import AuditLog, JsonlAuditSink
 
 from ._nack import assert_audit_ends_at_the_nack
+from ._nested import ORDER_ARGS, ORDERED, Item, ordered
 
 Step = list[tuple[str, str, dict[str, Any]]]
 
@@ -94,13 +95,6 @@ async def test_ten_parallel_calls_under_a_limit_of_three_run_three_tools() -> No
     assert "search" not in model.offered[1]
 
 
-class Item(BaseModel):
-    """An order line: a nested model in a tool's parameters."""
-
-    name: str
-    qty: int
-
-
 async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> None:
     """A function taking a pydantic model beside another parameter: 3 calls under a limit of 1
     run it once."""
@@ -108,11 +102,9 @@ async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> No
 
     def order(item: Item, note: str) -> str:
         """Order an item."""
-        runs.append(f"{item.name}x{item.qty}:{note}")
-        return "ordered"
+        return ordered(runs, item, note)
 
-    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
-    model = Hostile(steps=[[(f"c{i}", "order", args) for i in range(3)]], offered=[])
+    model = Hostile(steps=[[(f"c{i}", "order", ORDER_ARGS) for i in range(3)]], offered=[])
     agent = LlmAgent(name="orders", model=model, tools=[order])
     plugin = LoopwarePlugin(middleware=[ToolCallLimit({"order": 1})])
     runner = InMemoryRunner(app=App(name="orders", root_agent=agent, plugins=[plugin]))
@@ -123,7 +115,7 @@ async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> No
         for response in event.get_function_responses():
             responses[str(response.id)] = response.response
     await runner.close()
-    assert runs == ["teax2:asap"]
+    assert runs == ORDERED
     assert sum("E_CALL_DENIED" in str(r) for r in responses.values()) == 2
 
 

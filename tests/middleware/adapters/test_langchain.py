@@ -21,7 +21,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from middleware import RepetitionDetector, ToolCallLimit, ToolPolicy
 from middleware.adapters.langchain import LoopwareMiddleware
@@ -29,6 +29,7 @@ from middleware.audit import AuditLog, JsonlAuditSink
 from pipeline.errors import PolicyViolationError
 
 from ._nack import assert_audit_ends_at_the_nack
+from ._nested import ORDER_ARGS, ORDERED, Item, ordered
 
 Mode = Literal["invoke", "ainvoke"]
 MODES = pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -103,13 +104,6 @@ def test_ten_parallel_calls_under_a_limit_of_three_run_the_first_three(mode: Mod
     assert "search" not in model.offered[-1]
 
 
-class Item(BaseModel):
-    """An order line: a nested model in a tool's parameters."""
-
-    name: str
-    qty: int
-
-
 @MODES
 def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit(mode: Mode) -> None:
     """A tool taking a pydantic model beside another parameter has a schema with ``$defs`` and
@@ -119,20 +113,18 @@ def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit(mode: Mode) -
     @tool
     def order(item: Item, note: str) -> str:
         """Order an item."""
-        runs.append(f"{item.name}x{item.qty}:{note}")
-        return "ordered"
+        return ordered(runs, item, note)
 
-    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
     model = Hostile(
         messages=iter(
-            [_step(*((f"c{i}", "order", args) for i in range(3))), AIMessage(content="done")]
+            [_step(*((f"c{i}", "order", ORDER_ARGS) for i in range(3))), AIMessage(content="done")]
         )
     )
     loopware = LoopwareMiddleware(middleware=[ToolCallLimit({"order": 1})])
     agent = create_agent(model, tools=[order], middleware=[loopware])
     state: Any = {"messages": [("user", "go")]}
     result = agent.invoke(state) if mode == "invoke" else asyncio.run(agent.ainvoke(state))
-    assert runs == ["teax2:asap"]
+    assert runs == ORDERED
     statuses = [m.status for m in _tool_messages(result).values()]
     assert sorted(statuses) == ["error", "error", "success"]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 pytest.importorskip(
     "agents", reason="the OpenAI Agents SDK is not installed (extra 'openai-agents')"
@@ -25,6 +24,7 @@ from middleware.audit import AuditLog, JsonlAuditSink
 from pipeline.errors import PolicyViolationError
 
 from ._nack import assert_audit_ends_at_the_nack
+from ._nested import ORDER_ARGS, ORDERED, Item, ordered
 
 Step = list[tuple[str, str, dict[str, Any]]]
 QUIET = RunConfig(tracing_disabled=True, tool_not_found_behavior="return_error_to_model")
@@ -68,13 +68,6 @@ def _offered(model: ScriptedModel, step: int) -> list[str]:
     return [getattr(t, "name", "") for t in model.calls[step].tools]
 
 
-class Item(BaseModel):
-    """An order line: a nested model in a tool's parameters."""
-
-    name: str
-    qty: int
-
-
 async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> None:
     """A function tool taking a pydantic model beside another parameter has a schema with
     ``$defs`` and ``$ref``: 3 calls under a limit of 1 run it once."""
@@ -83,13 +76,11 @@ async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> No
     @function_tool
     def order(item: Item, note: str) -> str:
         """Order an item."""
-        runs.append(f"{item.name}x{item.qty}:{note}")
-        return "ordered"
+        return ordered(runs, item, note)
 
-    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
     model = ScriptedModel(
         [
-            [function_call("order", args, call_id=f"c{i}") for i in range(3)],
+            [function_call("order", ORDER_ARGS, call_id=f"c{i}") for i in range(3)],
             [assistant_message("done")],
         ]
     )
@@ -97,7 +88,7 @@ async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> No
     result = await Loopware(middleware=[ToolCallLimit({"order": 1})]).run(
         agent, "go", run_config=QUIET
     )
-    assert runs == ["teax2:asap"]
+    assert runs == ORDERED
     assert sum("E_CALL_DENIED" in text for text in _outputs(result).values()) == 2
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (extra 'pydantic-ai')")
 
@@ -31,6 +30,7 @@ from pipeline.errors import PolicyViolationError
 from pipeline.stores import MemoryStore
 
 from ._nack import assert_audit_ends_at_the_nack
+from ._nested import ORDER_ARGS, ORDERED, Item, ordered
 
 Step = list[tuple[str, str, dict[str, Any]]]
 
@@ -100,19 +100,11 @@ async def test_ten_parallel_calls_under_a_limit_of_three_run_three_handlers() ->
     assert "search" not in model.offered[1]
 
 
-class Item(BaseModel):
-    """An order line: a nested model in a tool's parameters."""
-
-    name: str
-    qty: int
-
-
 async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> None:
     """A tool taking a pydantic model beside another parameter has a schema with ``$defs`` and
     ``$ref``: it is offered as pydantic-ai shows it, and 3 calls under a limit of 1 run once."""
     runs: list[str] = []
-    args = {"item": {"name": "tea", "qty": 2}, "note": "asap"}
-    model = Hostile([[(f"c{i}", "order", args) for i in range(3)]])
+    model = Hostile([[(f"c{i}", "order", ORDER_ARGS) for i in range(3)]])
     agent = Agent(
         FunctionModel(model),
         capabilities=[LoopwareCapability(middleware=[ToolCallLimit({"order": 1})])],
@@ -121,11 +113,10 @@ async def test_a_tool_whose_parameters_nest_a_model_runs_under_the_limit() -> No
     @agent.tool_plain
     def order(item: Item, note: str) -> str:
         """Order an item."""
-        runs.append(f"{item.name}x{item.qty}:{note}")
-        return "ordered"
+        return ordered(runs, item, note)
 
     result = await agent.run("go")
-    assert runs == ["teax2:asap"]
+    assert runs == ORDERED
     returns = _returns(result.all_messages())
     assert sum("E_CALL_DENIED" in str(part.content) for part in returns.values()) == 2
 
