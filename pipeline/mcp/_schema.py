@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
@@ -157,6 +158,20 @@ def _details(error: Any, data: object, schema: object) -> list[InitErrorDetails]
     kind = getattr(error, "kind_name", None) or error.kind.name
     instance = error.instance
     path = error.schema_path
+    if instance is None and kind != "schema":
+        value = _at(data, loc)
+        if isinstance(value, float) and not math.isfinite(value):  # read as null by the validator
+            return [
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "finite_number",
+                        "Input should be a finite number (JSON has no {value})",
+                        {"value": repr(value)},
+                    ),
+                    loc=loc,
+                    input=value,
+                )
+            ]
     if kind == "required":
         return [
             InitErrorDetails(

@@ -226,3 +226,11 @@ def test_values_that_are_not_json_data_are_a_validation_error(value: object) -> 
     model = schema_model("t", {"type": "object", "properties": {"v": {"type": "string"}}})
     with pytest.raises(ValueError, match="cannot validate these arguments"):
         model.model_validate({"v": value})
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_json_cannot_carry_is_refused_by_name(value: float) -> None:
+    t = mcp_tool({"type": "object", "properties": {"n": {"type": "number"}}}, name="count")
+    assert errors_of(t, {"n": value}) == [(("n",), "finite_number")]
+    with pytest.raises(InvalidToolArgsError, match=f"JSON has no {value!r}"):
+        t.validate({"n": value})
