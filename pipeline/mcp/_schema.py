@@ -74,7 +74,7 @@ class MCPArguments(BaseModel):
         if not _accepts(cls, data):  # the validator's verdict first; its errors only if needed
             found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)
             schema = cls._json_schema
-            errors = [d for _, error in found for d in _details(error, data, schema)]
+            errors = _distinct([d for _, error in found for d in _details(error, data, schema)])
             raise ValidationError.from_exception_data(
                 cls.__name__,
                 errors or _details(_Broken("the arguments do not match the schema"), data, schema),
@@ -208,6 +208,18 @@ def _details(error: Any, data: object, schema: object) -> list[InitErrorDetails]
 
 _EXTRA_KINDS: Final = frozenset({"additionalProperties", "falseSchema"})
 """The errors ``additionalProperties: false`` gives (``falseSchema`` when no ``properties``)."""
+
+
+def _distinct(details: list[InitErrorDetails]) -> list[InitErrorDetails]:
+    """``details`` without repeats (two errors can name the same unknown key)."""
+    seen: set[tuple[object, ...]] = set()
+    kept: list[InitErrorDetails] = []
+    for detail in details:
+        key = (*detail["loc"], str(detail["type"]))
+        if key not in seen:
+            seen.add(key)
+            kept.append(detail)
+    return kept
 
 
 def _at(value: object, path: Sequence[object]) -> object:
