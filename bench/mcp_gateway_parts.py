@@ -1,6 +1,7 @@
 """Instructions per call of each part of the gateway's stack, in process, counted by callgrind.
 
-Run: ``python -m bench.mcp_gateway_parts [--few 50] [--many 250]``. A Python process runs
+Run: ``python -m bench.mcp_gateway_parts [--few 50] [--many 250] [--runs 1]``. A Python
+process runs
 `Gateway.call` (``loopware_cli/_gateway.py``: the turn, the tool's argument validation and the
 configured middleware, then the upstream call) against the ``echo`` upstream of
 ``bench.mcp_gateway``, under ``valgrind --tool=callgrind``, once with ``--few`` calls and once
@@ -10,6 +11,10 @@ client), then for the gateway with the policy only (the gateway always has one),
 limit added, repetition added and the audit added (``synchronous = "normal"``). Each row's
 difference to the row above is what that part costs per call; no MCP server in front (the SDK's
 server costs the same for any proxy: ``bench.mcp_gateway_instructions``). It needs valgrind.
+
+A row counted twice can differ by up to about 100k instructions per call (the event loop's
+passes depend on when the upstream answers), so ``--runs K`` counts every row K times, each in
+fresh processes, and prints every run's figure and the median; compare trees on medians.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--few", type=int, default=50)
     parser.add_argument("--many", type=int, default=250)
+    parser.add_argument("--runs", type=int, default=1, help="count every row this many times")
     parser.add_argument("--run", nargs=2, metavar=("PARTS", "CALLS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run is not None:
@@ -96,15 +103,27 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
-    previous = None
     with tempfile.TemporaryDirectory() as tmp:
-        for label, parts in ROWS:
-            few = total(parts, args.few, Path(tmp))
-            many = total(parts, args.many, Path(tmp))
-            per_call = (many - few) / (args.many - args.few) / 1000
-            step = "" if previous is None else f"  ({per_call - previous:+,.0f}k)"
-            print(f"{label:<40} {per_call:8,.0f}k instructions per call{step}")
-            previous = per_call
+        runs = [
+            [per_call(parts, args.few, args.many, Path(tmp)) for _, parts in ROWS]
+            for _ in range(args.runs)
+        ]
+    medians = [statistics.median(run[i] for run in runs) for i in range(len(ROWS))]
+    for i, (label, _) in enumerate(ROWS):
+        step = "" if i == 0 else f"  ({medians[i] - medians[i - 1]:+,.0f}k)"
+        each = "" if args.runs == 1 else "  runs: " + ", ".join(f"{r[i]:,.0f}k" for r in runs)
+        print(f"{label:<40} {medians[i]:8,.0f}k instructions per call{step}{each}")
+    if args.runs > 1:
+        shares = ", ".join(f"{run[-1] - run[0]:,.0f}k" for run in runs)
+        print(
+            f"loopware's share (last row - first), median of {args.runs} runs: "
+            f"{medians[-1] - medians[0]:,.0f}k (runs: {shares})"
+        )
+
+
+def per_call(parts: tuple[str, ...] | None, few: int, many: int, folder: Path) -> float:
+    """Thousands of instructions one call through ``parts`` costs (``many`` calls - ``few``)."""
+    return (total(parts, many, folder) - total(parts, few, folder)) / (many - few) / 1000
 
 
 if __name__ == "__main__":
