@@ -234,3 +234,9 @@ def test_a_number_json_cannot_carry_is_refused_by_name(value: float) -> None:
     assert errors_of(t, {"n": value}) == [(("n",), "finite_number")]
     with pytest.raises(InvalidToolArgsError, match=f"JSON has no {value!r}"):
         t.validate({"n": value})
+
+
+def test_arguments_too_deep_to_encode_are_the_typed_error_not_a_recursion_error() -> None:
+    with pytest.raises(InvalidToolArgsError) as info:
+        forecast.validate({"city": nested(5_000)})
+    assert "not JSON data" in str(info.value)
