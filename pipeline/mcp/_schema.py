@@ -71,14 +71,17 @@ class MCPArguments(BaseModel):
                     )
                 ],
             )
-        if not _accepts(cls, data):  # the validator's verdict first; its errors only if needed
-            found = zip(range(_MAX_ERRORS), _iter(cls, data), strict=False)
+        if cls._recursive and _deeper_than(data, _MAX_DEPTH):
+            refused: Any = [_Broken(f"the arguments are nested deeper than {_MAX_DEPTH} levels")]
+        elif _accepts(cls._validator, data):  # the verdict first; the errors only when refused
+            refused = None
+        else:
+            found = zip(range(_MAX_ERRORS), _iter(cls._validator, data), strict=False)
+            refused = [error for _, error in found] or [_Broken("the schema refused them")]
+        if refused is not None:
             schema = cls._json_schema
-            errors = _distinct([d for _, error in found for d in _details(error, data, schema)])
-            raise ValidationError.from_exception_data(
-                cls.__name__,
-                errors or _details(_Broken("the arguments do not match the schema"), data, schema),
-            )
+            errors = [d for error in refused for d in _details(error, data, schema)]
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         if cls._defaults:
             missing = [(k, v) for k, v in cls._defaults if k not in data]
             if missing:
@@ -93,22 +96,18 @@ class MCPArguments(BaseModel):
         return copy.deepcopy(cls._json_schema)
 
 
-def _accepts(cls: type[MCPArguments], data: dict[str, Any]) -> bool:
-    """Whether the schema accepts ``data`` (False when it cannot be validated: `_iter` says why)."""
-    if cls._recursive and _deeper_than(data, _MAX_DEPTH):
-        return False
+def _accepts(validator: Any, data: dict[str, Any]) -> bool:
+    """The validator's verdict (False when it cannot validate ``data``: `_iter` says why)."""
     try:
-        return bool(cls._validator.is_valid(data))
+        return bool(validator.is_valid(data))
     except Exception:
         return False
 
 
-def _iter(cls: type[MCPArguments], data: dict[str, Any]) -> Any:
-    if cls._recursive and _deeper_than(data, _MAX_DEPTH):
-        yield _Broken(f"the arguments are nested deeper than {_MAX_DEPTH} levels")
-        return
+def _iter(validator: Any, data: dict[str, Any]) -> Any:
+    """The validator's errors for ``data`` (a `_Broken` when it cannot validate them)."""
     try:
-        yield from cls._validator.iter_errors(data)
+        yield from validator.iter_errors(data)
     except UnicodeEncodeError as exc:  # a lone surrogate: no JSON text sent as UTF-8 holds it
         bad = exc.object[exc.start : exc.end]
         yield _Broken(
@@ -208,18 +207,6 @@ def _details(error: Any, data: object, schema: object) -> list[InitErrorDetails]
 
 _EXTRA_KINDS: Final = frozenset({"additionalProperties", "falseSchema"})
 """The errors ``additionalProperties: false`` gives (``falseSchema`` when no ``properties``)."""
-
-
-def _distinct(details: list[InitErrorDetails]) -> list[InitErrorDetails]:
-    """``details`` without repeats (two errors can name the same unknown key)."""
-    seen: set[tuple[object, ...]] = set()
-    kept: list[InitErrorDetails] = []
-    for detail in details:
-        key = (*detail["loc"], str(detail["type"]))
-        if key not in seen:
-            seen.add(key)
-            kept.append(detail)
-    return kept
 
 
 def _at(value: object, path: Sequence[object]) -> object:

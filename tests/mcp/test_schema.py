@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -199,12 +201,54 @@ def test_a_schema_with_defs_is_shown_as_written_and_validates_through_its_refs()
     ]
 
 
-def test_a_schema_that_needs_a_ref_from_the_network_is_refused_when_compiled() -> None:
-    remote = {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}
-    with pytest.raises(InvalidToolError) as info:
-        schema_model("t", remote)
+def test_a_schema_that_needs_a_ref_from_the_network_is_refused_and_nothing_is_fetched() -> None:
+    asked: list[str] = []
+
+    class Schemas(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = b'{"type": "string"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Schemas)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/a.json"
+    try:
+        with pytest.raises(InvalidToolError) as info:
+            schema_model("t", {"type": "object", "properties": {"a": {"$ref": url}}})
+    finally:
+        server.shutdown()
+        server.server_close()
     assert info.value.field == "input_schema"
-    assert "https://example.com/a.json" in info.value.message
+    assert url in info.value.message
+    assert asked == []  # a server that would have answered was never asked
+
+
+class _Silent:
+    """A validator that refuses every argument without saying why."""
+
+    def is_valid(self, data: object) -> bool:
+        return False
+
+    def iter_errors(self, data: object) -> Any:
+        return iter(())
+
+
+def test_arguments_a_validator_refuses_without_an_error_are_still_refused() -> None:
+    model: type[MCPArguments] = type(
+        "MCPArguments_silent",
+        (MCPArguments,),
+        {"__module__": __name__, "_validator": _Silent(), "_json_schema": {"type": "object"}},
+    )
+    with pytest.raises(ValueError, match="the schema refused them"):
+        model.model_validate({"a": 1})
 
 
 @pytest.mark.parametrize("dialect", [None, "http://json-schema.org/draft-07/schema#"])
